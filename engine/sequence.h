@@ -1,0 +1,47 @@
+// One request's tokens and its place in the KV cache (nano-vllm's Sequence).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace nanovllm {
+
+enum class SequenceStatus : uint8_t { WAITING, RUNNING, FINISHED };
+
+class Sequence {
+ public:
+  Sequence(int64_t seq_id, std::vector<int32_t> prompt_token_ids, SamplingParams params,
+           int block_size);
+
+  int64_t seq_id;
+  SequenceStatus status = SequenceStatus::WAITING;
+  std::vector<int32_t> token_ids;  // prompt followed by completion
+  int32_t last_token;
+  int num_prompt_tokens;
+  int num_cached_tokens = 0;     // leading tokens whose KV came from the prefix cache
+  std::vector<int32_t> block_table;  // KV block ids, one per block_size tokens
+  SamplingParams sampling_params;
+  int block_size;
+
+  int num_tokens() const { return static_cast<int>(token_ids.size()); }
+  int num_completion_tokens() const { return num_tokens() - num_prompt_tokens; }
+  bool is_finished() const { return status == SequenceStatus::FINISHED; }
+  std::span<const int32_t> prompt_token_ids() const {
+    return {token_ids.data(), static_cast<size_t>(num_prompt_tokens)};
+  }
+  std::span<const int32_t> completion_token_ids() const {
+    return std::span<const int32_t>(token_ids).subspan(num_prompt_tokens);
+  }
+  int num_cached_blocks() const { return num_cached_tokens / block_size; }
+  int num_blocks() const { return (num_tokens() + block_size - 1) / block_size; }
+  int last_block_num_tokens() const { return num_tokens() - (num_blocks() - 1) * block_size; }
+  // Token ids of block i (the last one may be partial).
+  std::span<const int32_t> block(int i) const;
+
+  void append_token(int32_t token_id);
+};
+
+}  // namespace nanovllm

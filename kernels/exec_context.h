@@ -1,0 +1,18 @@
+// Where a kernel runs: the CUDA stream and cuBLAS handle for device tensors; ignored by the
+// CPU reference. Owned by the model runner, passed by reference to every launcher.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+namespace nanovllm {
+
+struct ExecContext {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  void* cublas_workspace = nullptr;  // device scratch for cuBLASLt, may be null
+  size_t cublas_workspace_bytes = 0;
+  int cpu_threads = 1;  // CPU reference: threads for the heavy loops (linear, attention)
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,29 @@
+#pragma once
+
+#include "kernels/exec_context.h"
+#include "kernels/tensor.h"
+
+namespace nanovllm::kernels {
+
+// Writes each token's K and V into its cache slot: slot = block_id * block_size + offset.
+// k, v:         [T, Hkv, D] bf16 (views into qkv)
+// k_cache, v_cache: [num_blocks, block_size, Hkv, D] bf16 (one layer's slice)
+// slot_mapping: [T] i32; -1 skips the token (its KV is already cached).
+namespace cpu {
+void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k_cache,
+                   const TensorView& v_cache, const TensorView& slot_mapping);
+}
+namespace cuda {
+void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k_cache,
+                   const TensorView& v_cache, const TensorView& slot_mapping,
+                   cudaStream_t stream);
+}
+
+inline void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k_cache,
+                          const TensorView& v_cache, const TensorView& slot_mapping,
+                          const ExecContext& ctx) {
+  if (k.on_cpu()) cpu::store_kvcache(k, v, k_cache, v_cache, slot_mapping);
+  else cuda::store_kvcache(k, v, k_cache, v_cache, slot_mapping, ctx.stream);
+}
+
+}  // namespace nanovllm::kernels

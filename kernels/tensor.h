@@ -1,0 +1,61 @@
+// A non-owning view of a strided tensor in host or device memory: what every kernel
+// launcher takes. Owning buffers live with whoever allocates them (rank/, layers/).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "kernels/check.h"
+
+namespace nanovllm {
+
+enum class DType : uint8_t { BF16, F16, F32, I32, I64 };
+enum class Device : uint8_t { CPU, CUDA };
+
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::BF16:
+    case DType::F16: return 2;
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+  }
+  return 0;
+}
+const char* dtype_name(DType t);
+
+struct TensorView {
+  static constexpr int kMaxDims = 6;
+
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  Device device = Device::CPU;
+  int ndim = 0;
+  std::array<int64_t, kMaxDims> shape{};
+  std::array<int64_t, kMaxDims> stride{};  // in elements, not bytes
+
+  TensorView() = default;
+  // Contiguous (row-major) view.
+  TensorView(void* ptr, DType t, std::initializer_list<int64_t> dims, Device dev = Device::CPU);
+
+  int64_t size(int dim) const { return shape[dim < 0 ? dim + ndim : dim]; }
+  int64_t numel() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  bool is_contiguous() const;
+  bool on_cpu() const { return device == Device::CPU; }
+
+  template <typename T>
+  T* ptr() const { return static_cast<T*>(data); }
+
+  // Rows [begin, end) of dim 0; shares storage.
+  TensorView slice_rows(int64_t begin, int64_t end) const;
+  // Same storage, new contiguous shape with the same element count.
+  TensorView reshape(std::initializer_list<int64_t> dims) const;
+
+  std::string shape_str() const;
+};
+
+}  // namespace nanovllm
