@@ -1,0 +1,140 @@
+#include "launcher/cli.h"
+
+#include <climits>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "launcher/gpu_probe.h"
+
+#ifndef NANOVLLM_VERSION
+#define NANOVLLM_VERSION "unknown"
+#endif
+
+namespace nanovllm {
+namespace {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Checks that CLI11's Range cannot express (open intervals, multiples, cross-flag rules).
+void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus,
+              std::string& notice) {
+  namespace fs = std::filesystem;
+  if (o.block_size <= 0 || o.block_size % 16 != 0)
+    throw UsageError("--block-size " + std::to_string(o.block_size) +
+                     ": must be a positive multiple of 16 (the paged-attention kernels move "
+                     "the KV cache in 16-token tiles, so a block must hold whole tiles)");
+  if (!(o.gpu_memory_utilization > 0.0 && o.gpu_memory_utilization <= 1.0))
+    throw UsageError("--gpu-memory-utilization " + std::to_string(o.gpu_memory_utilization) +
+                     ": must be in (0, 1]");
+  if (!(o.cpu_kv_cache_space_gib > 0.0))
+    throw UsageError("--cpu-kv-cache-space: must be more than 0 GiB");
+  if (o.top_p && !(*o.top_p > 0.0f && *o.top_p <= 1.0f))
+    throw UsageError("--top-p " + std::to_string(*o.top_p) + ": must be in (0, 1]");
+  if (o.top_k && *o.top_k < -1)
+    throw UsageError("--top-k " + std::to_string(*o.top_k) + ": must be -1 or 0 (off) or > 0");
+  if (o.output && o.output->string() == "-") o.output.reset();
+  if (o.resume && !o.output)
+    throw UsageError("--resume needs -o FILE: it skips the requests whose results that file "
+                     "already holds, which stdout cannot");
+
+  if (device_flag.empty()) {
+    o.device = visible_gpus > 0 ? Device::CUDA : Device::CPU;
+    if (visible_gpus == 0) notice = "no GPU visible; running on the CPU backend (--device cpu)";
+  } else {
+    o.device = device_flag == "cuda" ? Device::CUDA : Device::CPU;
+  }
+  if (o.device == Device::CUDA && o.tensor_parallel_size > visible_gpus)
+    throw UsageError("--tp " + std::to_string(o.tensor_parallel_size) + " on --device cuda needs " +
+                     std::to_string(o.tensor_parallel_size) + " GPUs; " +
+                     std::to_string(visible_gpus) + " visible");
+
+  std::error_code ec;
+  if (!fs::exists(o.model, ec))
+    throw UsageError("model folder '" + o.model.string() + "' does not exist");
+  if (!fs::is_directory(o.model, ec))
+    throw UsageError("model folder '" + o.model.string() + "' is not a directory");
+  if (!fs::exists(o.prompts, ec))
+    throw UsageError("prompts file '" + o.prompts.string() + "' does not exist");
+  if (!fs::is_regular_file(o.prompts, ec))
+    throw UsageError("prompts file '" + o.prompts.string() + "' is not a regular file");
+}
+
+}  // namespace
+
+LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_gpus) {
+  LaunchOptions o;
+  std::string device_flag, output, log_level = "info";
+  CLI::App app{"Offline LLM inference for Qwen3 models: reads prompts.jsonl, writes one JSON "
+               "result line per request.",
+               "nanovllm-launch"};
+  app.set_version_flag("--version", std::string("nanovllm-launch ") + NANOVLLM_VERSION);
+  app.get_formatter()->column_width(40);
+  const auto positive = CLI::Range(1, INT_MAX);
+
+  app.add_option("model", o.model, "Hugging Face model folder")->required();
+  app.add_option("prompts", o.prompts, "prompts.jsonl: one request a line")->required();
+  app.add_option("-o,--output", output, "results JSONL file (default: stdout)");
+  app.add_option("--tp,--tensor-parallel-size", o.tensor_parallel_size,
+                 "tensor-parallel ranks (one process each)")->check(positive);
+  app.add_option("--device", device_flag, "cuda (default when a GPU is visible) or cpu")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--max-model-len", o.max_model_len, "longest prompt + output in tokens")
+      ->check(positive);
+  app.add_option("--max-num-seqs", o.max_num_seqs, "most sequences in one step")
+      ->check(positive)->capture_default_str();
+  app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
+                 "most tokens in one step")->check(positive)->capture_default_str();
+  app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+                 "share of GPU memory to use, in (0, 1]")->capture_default_str();
+  app.add_option("--block-size", o.block_size, "tokens per KV-cache block (multiple of 16)")
+      ->capture_default_str();
+  app.add_option("--num-gpu-blocks-override", o.num_gpu_blocks_override,
+                 "KV-cache blocks to allocate instead of sizing from memory (CPU backend too)")
+      ->check(positive);
+  app.add_option("--cpu-kv-cache-space", o.cpu_kv_cache_space_gib,
+                 "GiB of KV cache on the CPU backend")->capture_default_str();
+  app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
+  app.add_option("--temperature", o.temperature, "default temperature (0 = greedy)")
+      ->check(CLI::Range(0.0f, 1e6f));
+  app.add_option("--top-p", o.top_p, "default top-p, in (0, 1]");
+  app.add_option("--top-k", o.top_k, "default top-k (-1 or 0 = off)");
+  app.add_option("--min-p", o.min_p, "default min-p, in [0, 1]")->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--max-tokens", o.max_tokens, "default most generated tokens")->check(positive);
+  app.add_option("--seed", o.seed, "default sampling seed");
+  bool ignore_eos = false;
+  app.add_flag("--ignore-eos", ignore_eos, "default: keep generating past end-of-sequence");
+  app.add_flag("--resume", o.resume, "skip requests already in the -o file");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
+
+  LaunchParse result;
+  try {
+    app.parse(argc, argv);
+    if (!output.empty()) o.output = output;
+    if (ignore_eos) o.ignore_eos = true;
+    o.log_level = spdlog::level::from_str(log_level);
+    validate(o, device_flag, visible_gpus, result.notice);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    result.exit_code = app.exit(e, out, err);
+    result.message = e.get_exit_code() == 0 ? out.str() : "nanovllm-launch: " + err.str();
+    if (result.exit_code != 0) result.exit_code = 2;
+    return result;
+  } catch (const UsageError& e) {
+    result.exit_code = 2;
+    result.message = std::string("nanovllm-launch: ") + e.what() + "\n";
+    return result;
+  }
+  result.options = std::move(o);
+  return result;
+}
+
+LaunchParse parse_launch_options(int argc, const char* const* argv) {
+  return parse_launch_options(argc, argv, visible_gpu_count());
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,170 @@
+// nanovllm-launch's flags: every flag parses into its field, bad values and missing files give
+// a clear error (exit code 2) naming the flag or path, --help/--version exit 0.
+#include "launcher/cli.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <fstream>
+
+namespace nanovllm {
+namespace {
+
+namespace fs = std::filesystem;
+
+class LaunchCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("nvtest-cli-" + std::to_string(::getpid()));
+    fs::create_directories(dir_ / "model");
+    std::ofstream(dir_ / "prompts.jsonl") << "{\"prompt\": \"hi\"}\n";
+    model_ = (dir_ / "model").string();
+    prompts_ = (dir_ / "prompts.jsonl").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  LaunchParse parse(std::vector<std::string> args, int gpus = 0) {
+    args.insert(args.begin(), "nanovllm-launch");
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    return parse_launch_options(static_cast<int>(argv.size()), argv.data(), gpus);
+  }
+  LaunchOptions ok(std::vector<std::string> args, int gpus = 0) {
+    const LaunchParse p = parse(args, gpus);
+    EXPECT_TRUE(p.options.has_value()) << p.message;
+    return p.options.value_or(LaunchOptions{});
+  }
+  // Expects a usage error whose message contains `needle`.
+  void bad(std::vector<std::string> args, const std::string& needle, int gpus = 0) {
+    const LaunchParse p = parse(args, gpus);
+    EXPECT_FALSE(p.options.has_value());
+    EXPECT_EQ(p.exit_code, 2);
+    EXPECT_NE(p.message.find(needle), std::string::npos)
+        << "message '" << p.message << "' should mention '" << needle << "'";
+  }
+
+  fs::path dir_;
+  std::string model_, prompts_;
+};
+
+TEST_F(LaunchCli, PositionalsAloneGiveTheDocumentedDefaultsAndCpuWithoutGpu) {
+  const LaunchParse p = parse({model_, prompts_}, 0);
+  ASSERT_TRUE(p.options) << p.message;
+  const LaunchOptions& o = *p.options;
+  EXPECT_EQ(o.model, model_);
+  EXPECT_EQ(o.prompts, prompts_);
+  EXPECT_FALSE(o.output.has_value());
+  EXPECT_EQ(o.tensor_parallel_size, 1);
+  EXPECT_EQ(o.device, Device::CPU);
+  EXPECT_NE(p.notice.find("no GPU"), std::string::npos);
+  EXPECT_EQ(o.block_size, 256);
+  EXPECT_DOUBLE_EQ(o.gpu_memory_utilization, 0.9);
+  EXPECT_DOUBLE_EQ(o.cpu_kv_cache_space_gib, 4.0);
+  EXPECT_FALSE(o.max_model_len || o.num_gpu_blocks_override);
+  EXPECT_FALSE(o.temperature || o.top_p || o.top_k || o.min_p || o.max_tokens || o.seed ||
+               o.ignore_eos);
+  EXPECT_FALSE(o.resume || o.enforce_eager);
+  EXPECT_EQ(o.log_level, spdlog::level::info);
+}
+
+TEST_F(LaunchCli, DeviceDefaultsToCudaWhenAGpuIsVisible) {
+  const LaunchParse p = parse({model_, prompts_}, 2);
+  ASSERT_TRUE(p.options);
+  EXPECT_EQ(p.options->device, Device::CUDA);
+  EXPECT_TRUE(p.notice.empty());
+  EXPECT_EQ(ok({model_, prompts_, "--device", "cpu"}, 2).device, Device::CPU);
+}
+
+TEST_F(LaunchCli, EveryFlagParsesIntoItsField) {
+  const std::string out = (dir_ / "out.jsonl").string();
+  const LaunchOptions o = ok({model_, prompts_, "-o", out, "--tp", "2", "--device", "cpu",
+                              "--max-model-len", "2048", "--max-num-seqs", "8",
+                              "--max-num-batched-tokens", "1024", "--gpu-memory-utilization",
+                              "0.5", "--block-size", "32", "--num-gpu-blocks-override", "77",
+                              "--cpu-kv-cache-space", "1.5", "--enforce-eager", "--temperature",
+                              "0.7", "--top-p", "0.95", "--top-k", "20", "--min-p", "0.05",
+                              "--max-tokens", "99", "--seed", "18446744073709551615",
+                              "--ignore-eos", "--resume", "--log-level", "debug"});
+  EXPECT_EQ(o.output, fs::path(out));
+  EXPECT_EQ(o.tensor_parallel_size, 2);
+  EXPECT_EQ(o.device, Device::CPU);
+  EXPECT_EQ(o.max_model_len, 2048);
+  EXPECT_EQ(o.max_num_seqs, 8);
+  EXPECT_EQ(o.max_num_batched_tokens, 1024);
+  EXPECT_DOUBLE_EQ(o.gpu_memory_utilization, 0.5);
+  EXPECT_EQ(o.block_size, 32);
+  EXPECT_EQ(o.num_gpu_blocks_override, 77);
+  EXPECT_DOUBLE_EQ(o.cpu_kv_cache_space_gib, 1.5);
+  EXPECT_TRUE(o.enforce_eager);
+  EXPECT_EQ(o.temperature, 0.7f);
+  EXPECT_EQ(o.top_p, 0.95f);
+  EXPECT_EQ(o.top_k, 20);
+  EXPECT_EQ(o.min_p, 0.05f);
+  EXPECT_EQ(o.max_tokens, 99);
+  EXPECT_EQ(o.seed, UINT64_MAX);
+  EXPECT_EQ(o.ignore_eos, true);
+  EXPECT_TRUE(o.resume);
+  EXPECT_EQ(o.log_level, spdlog::level::debug);
+}
+
+TEST_F(LaunchCli, LongTensorParallelNameAndTemperatureZeroAreAccepted) {
+  EXPECT_EQ(ok({model_, prompts_, "--tensor-parallel-size", "3", "--device", "cpu"})
+                .tensor_parallel_size, 3);
+  EXPECT_EQ(ok({model_, prompts_, "--temperature", "0"}).temperature, 0.0f);
+}
+
+TEST_F(LaunchCli, BadValuesGiveAClearErrorNamingTheFlag) {
+  bad({model_, prompts_, "--tp", "0"}, "--tp");
+  bad({model_, prompts_, "--tp", "two"}, "--tp");
+  bad({model_, prompts_, "--block-size", "100"}, "multiple of 16");
+  bad({model_, prompts_, "--block-size", "0"}, "--block-size");
+  bad({model_, prompts_, "--gpu-memory-utilization", "0"}, "--gpu-memory-utilization");
+  bad({model_, prompts_, "--gpu-memory-utilization", "1.5"}, "(0, 1]");
+  bad({model_, prompts_, "--device", "tpu"}, "--device");
+  bad({model_, prompts_, "--top-p", "0"}, "--top-p");
+  bad({model_, prompts_, "--top-k", "-2"}, "--top-k");
+  bad({model_, prompts_, "--min-p", "2"}, "--min-p");
+  bad({model_, prompts_, "--temperature", "-1"}, "--temperature");
+  bad({model_, prompts_, "--max-tokens", "0"}, "--max-tokens");
+  bad({model_, prompts_, "--cpu-kv-cache-space", "0"}, "--cpu-kv-cache-space");
+  bad({model_, prompts_, "--log-level", "loud"}, "--log-level");
+  bad({model_, prompts_, "--stop", "x"}, "--stop");  // not offered yet
+  bad({model_}, "prompts");
+}
+
+TEST_F(LaunchCli, ResumeIsRefusedWithoutAnOutputFile) {
+  bad({model_, prompts_, "--resume"}, "--resume needs -o FILE");
+  bad({model_, prompts_, "--resume", "-o", "-"}, "--resume needs -o FILE");
+  EXPECT_TRUE(ok({model_, prompts_, "--resume", "-o", (dir_ / "r.jsonl").string()}).resume);
+  EXPECT_FALSE(ok({model_, prompts_, "-o", "-"}).output.has_value());  // "-" is stdout
+}
+
+TEST_F(LaunchCli, MissingModelFolderOrPromptsFileIsNamed) {
+  bad({(dir_ / "nope").string(), prompts_}, "model folder '" + (dir_ / "nope").string() +
+                                                "' does not exist");
+  bad({prompts_, prompts_}, "is not a directory");
+  bad({model_, (dir_ / "missing.jsonl").string()}, "prompts file");
+  bad({model_, model_}, "is not a regular file");
+}
+
+TEST_F(LaunchCli, CudaWithTooFewGpusIsRefused) {
+  bad({model_, prompts_, "--device", "cuda"}, "0 visible", 0);
+  bad({model_, prompts_, "--tp", "4"}, "needs 4 GPUs; 2 visible", 2);
+  EXPECT_EQ(ok({model_, prompts_, "--tp", "2"}, 2).tensor_parallel_size, 2);
+}
+
+TEST_F(LaunchCli, HelpAndVersionExitZeroWithTheirText) {
+  const LaunchParse help = parse({"--help"});
+  EXPECT_FALSE(help.options);
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.message.find("--tensor-parallel-size"), std::string::npos) << help.message;
+  EXPECT_NE(help.message.find("--cpu-kv-cache-space"), std::string::npos);
+  const LaunchParse version = parse({"--version"});
+  EXPECT_FALSE(version.options);
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.message.find("nanovllm-launch"), std::string::npos) << version.message;
+}
+
+}  // namespace
+}  // namespace nanovllm
