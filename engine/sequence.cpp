@@ -6,6 +6,18 @@
 
 namespace nanovllm {
 
+const char* to_string(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::STOP:
+      return "stop";
+    case FinishReason::LENGTH:
+      return "length";
+    case FinishReason::NONE:
+      break;
+  }
+  return "";
+}
+
 Sequence::Sequence(int64_t id, std::vector<int32_t> prompt, SamplingParams params, int bs)
     : seq_id(id),
       token_ids(std::move(prompt)),

@@ -11,6 +11,12 @@ namespace nanovllm {
 
 enum class SequenceStatus : uint8_t { WAITING, RUNNING, FINISHED };
 
+// Why a sequence finished: STOP = an eos token was sampled; LENGTH = max_tokens completion
+// tokens or max_model_len total tokens reached. NONE while it is unfinished.
+enum class FinishReason : uint8_t { NONE, STOP, LENGTH };
+// "stop", "length" or "" (the result file's finish_reason field).
+const char* to_string(FinishReason reason);
+
 class Sequence {
  public:
   Sequence(int64_t seq_id, std::vector<int32_t> prompt_token_ids, SamplingParams params,
@@ -21,10 +27,13 @@ class Sequence {
   std::vector<int32_t> token_ids;  // prompt followed by completion
   int32_t last_token;
   int num_prompt_tokens;
-  int num_cached_tokens = 0;     // leading tokens whose KV came from the prefix cache
+  int num_cached_tokens = 0;         // leading tokens whose KV came from the prefix cache
   std::vector<int32_t> block_table;  // KV block ids, one per block_size tokens
   SamplingParams sampling_params;
   int block_size;
+  FinishReason finish_reason = FinishReason::NONE;  // set by Scheduler::postprocess
+  int num_preemptions = 0;               // times the scheduler evicted it (KV recomputed later)
+  int first_prefill_cached_tokens = -1;  // num_cached_tokens of its first prefill; -1 before
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_completion_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -18,5 +18,33 @@ TEST(Sequence, BlocksSplitTokensByBlockSizeWithPartialLastBlock) {
   EXPECT_EQ(seq.last_token, 9);
 }
 
+TEST(Sequence, PromptAndCompletionSpansSplitAtPromptLength) {
+  Sequence seq(1, {4, 5, 6}, SamplingParams{}, 4);
+  seq.append_token(7);
+  seq.append_token(8);
+  EXPECT_EQ(std::vector<int32_t>(seq.prompt_token_ids().begin(), seq.prompt_token_ids().end()),
+            (std::vector<int32_t>{4, 5, 6}));
+  EXPECT_EQ(
+      std::vector<int32_t>(seq.completion_token_ids().begin(), seq.completion_token_ids().end()),
+      (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(seq.num_cached_blocks(), 0);
+  seq.num_cached_tokens = 4;
+  EXPECT_EQ(seq.num_cached_blocks(), 1);
+}
+
+TEST(Sequence, StartsWaitingUnfinishedWithoutFinishReason) {
+  Sequence seq(3, {1}, SamplingParams{}, 4);
+  EXPECT_EQ(seq.status, SequenceStatus::WAITING);
+  EXPECT_EQ(seq.finish_reason, FinishReason::NONE);
+  EXPECT_EQ(seq.first_prefill_cached_tokens, -1);
+  EXPECT_FALSE(seq.is_finished());
+}
+
+TEST(Sequence, FinishReasonNamesMatchTheResultFormat) {
+  EXPECT_STREQ(to_string(FinishReason::STOP), "stop");
+  EXPECT_STREQ(to_string(FinishReason::LENGTH), "length");
+  EXPECT_STREQ(to_string(FinishReason::NONE), "");
+}
+
 }  // namespace
 }  // namespace nanovllm

@@ -1,0 +1,191 @@
+#include "engine/block_manager.h"
+
+#include <algorithm>
+
+#include "kernels/check.h"
+
+namespace nanovllm {
+
+BlockManager::BlockManager(int num_blocks, int block_size, BlockHashFn hash_fn)
+    : block_size_(block_size), hash_fn_(std::move(hash_fn)), free_block_ids_(num_blocks) {
+  CHECK_GT(num_blocks, 0);
+  CHECK_GT(block_size, 0);
+  CHECK(hash_fn_);
+  blocks_.reserve(num_blocks);
+  for (int32_t i = 0; i < num_blocks; ++i) blocks_.push_back(Block{.block_id = i});
+}
+
+std::optional<int32_t> BlockManager::lookup(uint64_t hash) const {
+  const auto it = hash_to_block_id_.find(hash);
+  if (it == hash_to_block_id_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<int32_t> BlockManager::find_cached(uint64_t hash, std::span<const int32_t> token_ids,
+                                                 int32_t parent_block_id) const {
+  const std::optional<int32_t> id = lookup(hash);
+  if (!id) return std::nullopt;
+  const Block& b = blocks_[*id];
+  // A stale entry or a collision: same hash, different content or different prefix.
+  if (b.hash != hash ||
+      !std::equal(b.token_ids.begin(), b.token_ids.end(), token_ids.begin(), token_ids.end()))
+    return std::nullopt;
+  if (b.parent_block_id != parent_block_id) return std::nullopt;
+  if (parent_block_id >= 0 && blocks_[parent_block_id].generation != b.parent_generation)
+    return std::nullopt;
+  return id;
+}
+
+PrefixMatch BlockManager::match_prefix(const Sequence& seq) const {
+  CHECK_EQ(seq.block_size, block_size_);
+  PrefixMatch match;
+  const int n = seq.num_blocks();
+  std::optional<uint64_t> prefix;
+  int32_t parent = -1;
+  bool missed = false;
+  int num_revived = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::span<const int32_t> tokens = seq.block(i);
+    if (static_cast<int>(tokens.size()) != block_size_) break;  // partial last block: no hash
+    const uint64_t h = hash_fn_(prefix, tokens);
+    match.hashes.push_back(h);
+    prefix = h;
+    if (missed) continue;
+    std::optional<int32_t> hit = find_cached(h, tokens, parent);
+    // Every block cached: recompute the last one so the model has a query.
+    if (hit && i == n - 1) hit.reset();
+    if (!hit) {
+      missed = true;
+      continue;
+    }
+    match.cached_block_ids.push_back(*hit);
+    if (blocks_[*hit].ref_count == 0) ++num_revived;
+    parent = *hit;
+  }
+  const int num_cached = static_cast<int>(match.cached_block_ids.size());
+  match.num_cached_tokens = num_cached * block_size_;
+  match.num_blocks_needed = (n - num_cached) + num_revived;
+  return match;
+}
+
+bool BlockManager::can_allocate(const Sequence& seq) const {
+  return can_allocate(match_prefix(seq));
+}
+
+void BlockManager::allocate(Sequence& seq) {
+  allocate(seq, match_prefix(seq));
+}
+
+void BlockManager::allocate(Sequence& seq, const PrefixMatch& match) {
+  CHECK(seq.block_table.empty());
+  CHECK(can_allocate(match));
+  const int n = seq.num_blocks();
+  const int num_cached = static_cast<int>(match.cached_block_ids.size());
+  CHECK_LT(num_cached, n);
+  CHECK_LE(static_cast<int>(match.hashes.size()), n);
+  // Hits first: revived blocks must leave the free list before fresh blocks are taken from it.
+  for (const int32_t id : match.cached_block_ids) {
+    Block& b = blocks_[id];
+    if (b.ref_count == 0) {
+      revive_block(id);
+    } else {
+      ++b.ref_count;  // shared prefix
+    }
+    seq.block_table.push_back(id);
+  }
+  for (int i = num_cached; i < n; ++i) {
+    const int32_t id = allocate_fresh_block();
+    if (i < static_cast<int>(match.hashes.size())) {
+      const int32_t parent = i > 0 ? seq.block_table[i - 1] : -1;
+      register_hash(id, match.hashes[i], seq.block(i), parent);
+    }
+    seq.block_table.push_back(id);
+  }
+  seq.num_cached_tokens = match.num_cached_tokens;
+}
+
+void BlockManager::deallocate(Sequence& seq) {
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) {
+    Block& b = blocks_[*it];
+    CHECK_GT(b.ref_count, 0);
+    if (--b.ref_count == 0) release_block(*it);
+  }
+  seq.block_table.clear();
+  seq.num_cached_tokens = 0;
+}
+
+bool BlockManager::can_append(const Sequence& seq) const {
+  const bool needs_block = seq.num_blocks() > static_cast<int>(seq.block_table.size());
+  return num_free_blocks() >= (needs_block ? 1 : 0);
+}
+
+void BlockManager::may_append(Sequence& seq) {
+  std::vector<int32_t>& table = seq.block_table;
+  CHECK(!table.empty());
+  if (seq.num_blocks() > static_cast<int>(table.size())) {
+    // The new token starts a block; the previous one is full and hashed.
+    CHECK_EQ(seq.num_blocks(), static_cast<int>(table.size()) + 1);
+    CHECK(blocks_[table.back()].hash.has_value());
+    table.push_back(allocate_fresh_block());
+  }
+  CHECK_EQ(seq.num_blocks(), static_cast<int>(table.size()));
+  if (seq.num_tokens() % block_size_ == 0) {
+    // The new token fills the last block: hash it so later prompts can share it.
+    const int32_t last = table.back();
+    CHECK(!blocks_[last].hash.has_value());
+    const int32_t parent = table.size() > 1 ? table[table.size() - 2] : -1;
+    std::optional<uint64_t> prefix;
+    if (parent >= 0) {
+      prefix = blocks_[parent].hash;
+      CHECK(prefix.has_value());
+    }
+    const std::span<const int32_t> tokens = seq.block(seq.num_blocks() - 1);
+    register_hash(last, hash_fn_(prefix, tokens), tokens, parent);
+  }
+}
+
+int32_t BlockManager::allocate_fresh_block() {
+  const int32_t id = free_block_ids_.front();
+  Block& b = blocks_[id];
+  CHECK_EQ(b.ref_count, 0);
+  if (b.hash) {
+    // New content: the old prefix is gone, unless the map already moved on to another block.
+    const auto it = hash_to_block_id_.find(*b.hash);
+    if (it != hash_to_block_id_.end() && it->second == id) hash_to_block_id_.erase(it);
+  }
+  b.hash.reset();
+  b.token_ids.clear();
+  b.parent_block_id = -1;
+  b.parent_generation = 0;
+  ++b.generation;
+  free_block_ids_.remove(id);
+  used_block_ids_.insert(id);
+  b.ref_count = 1;
+  return id;
+}
+
+void BlockManager::revive_block(int32_t block_id) {
+  Block& b = blocks_[block_id];
+  CHECK_EQ(b.ref_count, 0);
+  free_block_ids_.remove(block_id);
+  used_block_ids_.insert(block_id);
+  b.ref_count = 1;
+}
+
+void BlockManager::release_block(int32_t block_id) {
+  CHECK_EQ(used_block_ids_.erase(block_id), 1u);
+  free_block_ids_.push_back(block_id);
+}
+
+void BlockManager::register_hash(int32_t block_id, uint64_t hash,
+                                 std::span<const int32_t> token_ids, int32_t parent_block_id) {
+  Block& b = blocks_[block_id];
+  CHECK_EQ(static_cast<int>(token_ids.size()), block_size_);
+  b.hash = hash;
+  b.token_ids.assign(token_ids.begin(), token_ids.end());
+  b.parent_block_id = parent_block_id;
+  b.parent_generation = parent_block_id >= 0 ? blocks_[parent_block_id].generation : 0;
+  hash_to_block_id_[hash] = block_id;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,106 @@
+#include "engine/llm_engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "kernels/check.h"
+
+namespace nanovllm {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+const EngineConfig& LLMEngine::validated(const EngineConfig& config) {
+  config.validate();
+  if (config.num_kvcache_blocks <= 0)
+    throw std::invalid_argument(
+        "num_kvcache_blocks must be set (> 0) before the engine starts, got " +
+        std::to_string(config.num_kvcache_blocks));
+  return config;
+}
+
+LLMEngine::LLMEngine(const EngineConfig& config, StepRunner& runner, BlockHashFn hash_fn)
+    : config_(validated(config)),
+      runner_(runner),
+      block_manager_(config_.num_kvcache_blocks, config_.kvcache_block_size, std::move(hash_fn)),
+      scheduler_(config_, block_manager_) {}
+
+AddRequestResult LLMEngine::add_request(std::vector<int32_t> prompt_token_ids,
+                                        SamplingParams params, std::string user_tag) {
+  AddRequestResult result;
+  result.error = scheduler_.rejection_reason(static_cast<int>(prompt_token_ids.size()), params);
+  if (!result.error.empty()) {
+    ++stats_.num_rejected;
+    spdlog::debug("rejected request {}: {}", user_tag, result.error);
+    return result;
+  }
+  const int64_t id = next_seq_id_++;
+  auto seq = std::make_unique<Sequence>(id, std::move(prompt_token_ids), std::move(params),
+                                        config_.kvcache_block_size);
+  scheduler_.add(seq.get());
+  sequences_.emplace(id, std::move(seq));
+  if (!user_tag.empty()) user_tags_.emplace(id, std::move(user_tag));
+  result.seq_id = id;
+  return result;
+}
+
+std::vector<RequestOutput> LLMEngine::step() {
+  std::vector<RequestOutput> outputs;
+  if (scheduler_.is_finished()) return outputs;
+
+  auto start = std::chrono::steady_clock::now();
+  const int64_t preemptions_before = scheduler_.num_preemptions();
+  ScheduledBatch batch = scheduler_.schedule();
+  // Every admitted request fits the cache alone, so some sequence can always run.
+  CHECK_MSG(!batch.empty(), "scheduler produced an empty batch with "
+                                << scheduler_.waiting().size() << " waiting and "
+                                << scheduler_.running().size() << " running");
+  stats_.scheduler_seconds += seconds_since(start);
+
+  start = std::chrono::steady_clock::now();
+  const std::vector<int32_t> tokens = runner_.run(batch.seqs, batch.is_prefill);
+  stats_.runner_seconds += seconds_since(start);
+  CHECK_EQ(tokens.size(), batch.seqs.size());
+
+  start = std::chrono::steady_clock::now();
+  ++stats_.num_steps;
+  stats_.num_preemptions += scheduler_.num_preemptions() - preemptions_before;
+  if (batch.is_prefill) {
+    ++stats_.num_prefill_steps;
+    stats_.num_prefill_tokens += batch.num_tokens();
+    for (const Sequence* seq : batch.seqs) stats_.num_cached_tokens += seq->num_cached_tokens;
+  } else {
+    ++stats_.num_decode_steps;
+    stats_.num_decode_tokens += batch.num_tokens();
+  }
+  const std::vector<Sequence*> finished = scheduler_.postprocess(batch.seqs, tokens);
+  for (Sequence* seq : finished) {
+    RequestOutput out;
+    out.seq_id = seq->seq_id;
+    if (auto tag = user_tags_.find(seq->seq_id); tag != user_tags_.end()) {
+      out.user_tag = std::move(tag->second);
+      user_tags_.erase(tag);
+    }
+    const auto completion = seq->completion_token_ids();
+    out.completion_token_ids.assign(completion.begin(), completion.end());
+    seq->token_ids.resize(seq->num_prompt_tokens);
+    out.prompt_token_ids = std::move(seq->token_ids);
+    out.finish_reason = seq->finish_reason;
+    out.num_cached_tokens = seq->first_prefill_cached_tokens;
+    out.num_preemptions = seq->num_preemptions;
+    outputs.push_back(std::move(out));
+    CHECK_EQ(sequences_.erase(seq->seq_id), 1u);  // frees the Sequence
+  }
+  stats_.num_finished += static_cast<int64_t>(finished.size());
+  stats_.scheduler_seconds += seconds_since(start);
+  return outputs;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,66 @@
+// One line of prompts.jsonl after reading and validation: what to generate, with which
+// sampling settings, and how to answer it (native result line or OpenAI batch record).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace nanovllm {
+
+// Which shape the answer takes: a native result line, or an OpenAI batch output record
+// for the endpoint the line named (vLLM's run-batch).
+enum class RequestFormat : uint8_t { kNative, kOpenAIChat, kOpenAICompletion };
+
+enum class PromptKind : uint8_t { kText, kTokenIds, kChat };
+
+// A user input problem that stops one request; it becomes that request's error result.
+struct RequestError {
+  std::string message;
+  int64_t line = 0;   // 1-based line of prompts.jsonl
+  std::string field;  // dotted path of the offending field ("body.top_p"); "" = whole line
+};
+
+// Sampling values one level sets (generation_config.json, the command line, or the
+// request); unset fields fall through to the level below.
+struct SamplingOverrides {
+  std::optional<int32_t> max_tokens;
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int32_t> top_k;
+  std::optional<float> min_p;
+  std::optional<uint64_t> seed;
+  std::optional<bool> ignore_eos;
+};
+
+struct Request {
+  std::string id;    // the line's id / custom_id; default: the line number as a string
+  int64_t line = 0;  // 1-based line of prompts.jsonl
+  RequestFormat format = RequestFormat::kNative;
+  PromptKind kind = PromptKind::kText;
+
+  std::string prompt;           // kText
+  nlohmann::json messages;      // kChat: [{role, content: string}], content parts joined
+  bool enable_thinking = true;  // kChat only; Qwen3's template defaults to thinking on
+  std::string model;            // OpenAI body "model", echoed in the answer (else "")
+
+  // kTokenIds: as given; otherwise filled by validation (tokenized text / rendered chat).
+  std::vector<int32_t> prompt_token_ids;
+
+  SamplingOverrides overrides;                  // this request's own sampling fields
+  std::string max_tokens_field = "max_tokens";  // its spelling there, named in errors
+  SamplingParams sampling_params;  // resolved by validation (all levels + context room)
+
+  std::optional<RequestError> error;
+
+  bool ok() const { return !error.has_value(); }
+  // Output of chat requests goes through the Qwen3 reasoning split (<think>...</think>).
+  bool splits_reasoning() const { return kind == PromptKind::kChat; }
+  void fail(std::string message, std::string field);
+};
+
+}  // namespace nanovllm

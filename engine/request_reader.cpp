@@ -1,0 +1,213 @@
+#include "engine/request_reader.h"
+
+#include <fstream>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "engine/openai_batch_request.h"
+#include "engine/request_fields.h"
+
+namespace nanovllm {
+namespace {
+
+constexpr std::string_view kSamplingFields[] = {"max_tokens", "temperature", "top_p",     "top_k",
+                                                "min_p",      "seed",        "ignore_eos"};
+constexpr std::string_view kNativeFields[] = {"id",
+                                              "prompt",
+                                              "prompt_token_ids",
+                                              "messages",
+                                              "enable_thinking",
+                                              "max_tokens",
+                                              "temperature",
+                                              "top_p",
+                                              "top_k",
+                                              "min_p",
+                                              "seed",
+                                              "ignore_eos",
+                                              "stop"};
+
+bool is_blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+// nlohmann's what() is "[json.exception.parse_error.101] parse error at line 1, column 7:
+// <reason>"; we keep the reason and report our own column.
+std::string parse_error_reason(const nlohmann::json::parse_error& e) {
+  const std::string what = e.what();
+  const size_t at = what.find("parse error");
+  const size_t colon = what.find(": ", at == std::string::npos ? 0 : at);
+  return colon == std::string::npos ? what : what.substr(colon + 2);
+}
+
+void parse_native_line(const nlohmann::json& object, Request& r) {
+  auto fail = [&r](const FieldProblem& p) { r.fail(p.message, p.field); };
+  if (auto p = check_known_fields(object, kNativeFields, "")) return fail(*p);
+
+  // Exactly one prompt field.
+  std::vector<std::string> given;
+  for (const char* key : {"prompt", "prompt_token_ids", "messages"})
+    if (object.contains(key)) given.emplace_back(key);
+  if (given.empty()) return r.fail("needs one of prompt, prompt_token_ids or messages", "prompt");
+  if (given.size() > 1)
+    return r.fail("give only one of prompt, prompt_token_ids or messages (found " + given[0] +
+                      " and " + given[1] + ")",
+                  given[1]);
+  const std::string& key = given[0];
+  if (key == "prompt") {
+    r.kind = PromptKind::kText;
+    if (auto p = read_nonempty_string(object[key], key, r.prompt)) return fail(*p);
+  } else if (key == "prompt_token_ids") {
+    r.kind = PromptKind::kTokenIds;
+    if (auto p = read_token_ids(object[key], key, r.prompt_token_ids)) return fail(*p);
+  } else {
+    r.kind = PromptKind::kChat;
+    if (auto p = read_messages(object[key], key, r.messages)) return fail(*p);
+  }
+
+  if (object.contains("enable_thinking")) {
+    const auto& v = object["enable_thinking"];
+    if (r.kind != PromptKind::kChat)
+      return r.fail("applies only to chat requests (messages)", "enable_thinking");
+    if (!v.is_boolean()) return r.fail("must be true or false", "enable_thinking");
+    r.enable_thinking = v.get<bool>();
+  }
+  if (object.contains("stop")) {
+    const auto& v = object["stop"];
+    const bool empty = v.is_null() || (v.is_array() && v.empty());
+    if (!empty) return r.fail("stop strings are not supported yet", "stop");
+  }
+  for (std::string_view field : kSamplingFields) {
+    const std::string name(field);
+    if (!object.contains(name)) continue;
+    if (auto p = read_sampling_field(object[name], field, name, r.overrides)) return fail(*p);
+  }
+}
+
+// Reads the id before anything else, so that even a line failing later is answered
+// under the id its author gave it.
+void read_native_id(const nlohmann::json& object, Request& r) {
+  if (!object.contains("id")) return;
+  const auto& v = object["id"];
+  if (v.is_number_integer()) {
+    r.id = v.dump();
+  } else if (v.is_string() && !v.get_ref<const std::string&>().empty()) {
+    r.id = v.get<std::string>();
+  } else {
+    r.fail("must be a non-empty string or an integer", "id");
+  }
+}
+
+}  // namespace
+
+Request parse_request_line(std::string_view line, int64_t line_number) {
+  Request r;
+  r.line = line_number;
+  r.id = std::to_string(line_number);
+  if (line_number == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // BOM
+  if (auto bad = invalid_utf8_offset(line)) {
+    const std::string field = json_path_at(line, *bad);
+    r.fail("invalid UTF-8 at column " + std::to_string(*bad + 1) +
+               (field.empty() ? std::string() : " (in " + field + ")"),
+           field);
+    return r;
+  }
+  nlohmann::json object;
+  try {
+    object = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& e) {
+    r.fail("malformed JSON at column " + std::to_string(e.byte) + ": " + parse_error_reason(e), "");
+    return r;
+  }
+  if (!object.is_object()) {
+    r.fail("expected a JSON object, got " + std::string(object.type_name()), "");
+    return r;
+  }
+  if (is_openai_batch_line(object)) {
+    parse_openai_batch_line(object, r);
+  } else {
+    read_native_id(object, r);
+    if (r.ok()) parse_native_line(object, r);
+  }
+  return r;
+}
+
+std::vector<Request> parse_requests(std::istream& in) {
+  std::vector<Request> requests;
+  std::unordered_set<std::string> ids;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (is_blank(line)) continue;
+    Request r = parse_request_line(line, number);
+    if (!ids.insert(r.id).second) {
+      // Results are keyed by id; a second line with it would be indistinguishable.
+      const bool batch = r.format != RequestFormat::kNative;
+      r.error.reset();
+      r.fail("duplicate id '" + r.id + "' (ids must be unique)", batch ? "custom_id" : "id");
+    }
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+void validate_request(Request& r, const RequestValidator& v, const SamplingLevels& levels) {
+  if (!r.ok()) return;
+  const bool native = r.format == RequestFormat::kNative;
+  const std::string prompt_field = r.kind == PromptKind::kChat                 ? "messages"
+                                   : r.kind == PromptKind::kTokenIds && native ? "prompt_token_ids"
+                                                                               : "prompt";
+  const std::string prefix = native ? "" : "body";
+  try {
+    if (r.kind == PromptKind::kText) {
+      r.prompt_token_ids = v.encode(r.prompt);
+    } else if (r.kind == PromptKind::kChat) {
+      r.prompt_token_ids = v.encode(v.render_chat(r.messages, r.enable_thinking));
+    }
+  } catch (const std::exception& e) {
+    return r.fail(std::string("cannot tokenize: ") + e.what(), join_field(prefix, prompt_field));
+  }
+  if (r.prompt_token_ids.empty())
+    return r.fail("tokenizes to no tokens", join_field(prefix, prompt_field));
+  for (size_t i = 0; i < r.prompt_token_ids.size(); ++i) {
+    const int32_t t = r.prompt_token_ids[i];
+    if (t < 0 || t >= v.vocab_size)
+      return r.fail("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                        std::to_string(v.vocab_size) + ")",
+                    join_field(prefix, prompt_field) + "[" + std::to_string(i) + "]");
+  }
+  const auto prompt_len = static_cast<int64_t>(r.prompt_token_ids.size());
+  if (prompt_len >= v.max_model_len)
+    return r.fail("prompt is " + std::to_string(prompt_len) +
+                      " tokens, which leaves no room to generate within max_model_len " +
+                      std::to_string(v.max_model_len),
+                  join_field(prefix, prompt_field));
+  r.sampling_params =
+      resolve_sampling(levels, r.overrides, static_cast<int32_t>(prompt_len), v.max_model_len);
+  if (r.overrides.max_tokens && prompt_len + *r.overrides.max_tokens > v.max_model_len)
+    return r.fail("max_tokens " + std::to_string(*r.overrides.max_tokens) + " plus the " +
+                      std::to_string(prompt_len) + "-token prompt exceeds max_model_len " +
+                      std::to_string(v.max_model_len),
+                  join_field(prefix, r.max_tokens_field));
+}
+
+std::vector<Request> read_requests(std::istream& in, const RequestValidator& validator,
+                                   const SamplingLevels& levels) {
+  std::vector<Request> requests = parse_requests(in);
+  for (Request& r : requests) validate_request(r, validator, levels);
+  return requests;
+}
+
+std::vector<Request> read_requests_file(const std::filesystem::path& path,
+                                        const RequestValidator& validator,
+                                        const SamplingLevels& levels) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open the prompts file");
+  return read_requests(in, validator, levels);
+}
+
+int64_t count_failed(const std::vector<Request>& requests) {
+  int64_t n = 0;
+  for (const Request& r : requests) n += r.ok() ? 0 : 1;
+  return n;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,63 @@
+// Reads prompts.jsonl: one request per line, in nanovllm's native shape or as an OpenAI
+// batch line (vLLM run-batch), validated completely before any weights load.
+//
+// Native line: {"id"?, one of "prompt" | "prompt_token_ids" | "messages",
+//   "enable_thinking"? (messages only), max_tokens?, temperature?, top_p?, top_k?, min_p?,
+//   seed?, ignore_eos?, stop? (only empty until stop strings exist)}
+// Batch line: {"custom_id", "method": "POST", "url": "/v1/chat/completions" |
+//   "/v1/completions", "body": {...}} (see openai_batch_request.h).
+//
+// A bad line becomes a Request with `error` set (message, line, field); it is answered
+// with an error result and the other lines still run. Blank lines are skipped but keep
+// their line number; an empty file gives no requests. Every request id (given, or the
+// line number) must be unique, because results and --resume are keyed by it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <istream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampling_defaults.h"
+
+namespace nanovllm {
+
+// What validation needs from the model and its tokenizer (the tokenizer plugs in here;
+// tests use fakes). encode / render_chat may throw: the message becomes the line's error.
+struct RequestValidator {
+  int32_t vocab_size = 0;
+  int32_t max_model_len = 0;
+  std::function<std::vector<int32_t>(std::string_view text)> encode;
+  // Qwen3's chat template with add_generation_prompt = true.
+  std::function<std::string(const nlohmann::json& messages, bool enable_thinking)> render_chat;
+};
+
+// Syntax and field checks of one line (no tokenizer). `line_number` is 1-based.
+Request parse_request_line(std::string_view line, int64_t line_number);
+
+// All lines of a stream: skips blank lines, checks ids are unique.
+std::vector<Request> parse_requests(std::istream& in);
+
+// Tokenizes (or renders the chat of) a parsed request, checks its token ids against the
+// vocabulary and its length against the context, and resolves its sampling parameters.
+// Does nothing to a request that already failed.
+void validate_request(Request& request, const RequestValidator& validator,
+                      const SamplingLevels& levels);
+
+// parse_requests + validate_request for every line.
+std::vector<Request> read_requests(std::istream& in, const RequestValidator& validator,
+                                   const SamplingLevels& levels);
+// Same for a file; throws std::runtime_error naming the file when it cannot be read.
+std::vector<Request> read_requests_file(const std::filesystem::path& path,
+                                        const RequestValidator& validator,
+                                        const SamplingLevels& levels);
+
+// How many requests failed validation (non-zero: the run's exit status is non-zero).
+int64_t count_failed(const std::vector<Request>& requests);
+
+}  // namespace nanovllm

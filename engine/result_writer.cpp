@@ -1,0 +1,191 @@
+#include "engine/result_writer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+#include <utility>
+
+#include "engine/reasoning_parser.h"
+#include "kernels/check.h"
+
+namespace nanovllm {
+namespace {
+
+nlohmann::json optional_string(const std::optional<std::string>& s) {
+  return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
+}
+
+std::string random_tag() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+int64_t unix_time(const ResultWriterOptions& o) {
+  if (o.unix_time) return o.unix_time();
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string model_name(const Request& r, const ResultWriterOptions& o) {
+  return r.model.empty() ? o.served_model : r.model;
+}
+
+nlohmann::json error_object(const RequestError& e) {
+  return {{"message", e.message},
+          {"line", e.line},
+          {"field", e.field.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.field)}};
+}
+
+std::string tagged(std::string_view prefix, const ResultWriterOptions& o, uint64_t serial) {
+  return std::string(prefix) + o.run_tag + "-" + std::to_string(serial);
+}
+
+nlohmann::json openai_body(const Request& r, const RequestOutput& out, const ResultWriterOptions& o,
+                           uint64_t serial) {
+  const auto completion_tokens = static_cast<int64_t>(out.token_ids.size());
+  nlohmann::json choice = {{"index", 0},
+                           {"logprobs", nullptr},
+                           {"finish_reason", finish_reason_name(out.finish_reason)}};
+  const bool chat = r.format == RequestFormat::kOpenAIChat;
+  if (chat) {
+    const ReasoningSplit split = split_reasoning(out.text, r.enable_thinking);
+    choice["message"] = {{"role", "assistant"},
+                         {"content", optional_string(split.content)},
+                         {"reasoning_content", optional_string(split.reasoning_content)}};
+  } else {
+    choice["text"] = out.text;
+  }
+  return {{"id", tagged(chat ? "chatcmpl-" : "cmpl-", o, serial)},
+          {"object", chat ? "chat.completion" : "text_completion"},
+          {"created", unix_time(o)},
+          {"model", model_name(r, o)},
+          {"choices", nlohmann::json::array({choice})},
+          {"usage",
+           {{"prompt_tokens", out.prompt_tokens},
+            {"completion_tokens", completion_tokens},
+            {"total_tokens", out.prompt_tokens + completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", out.cached_tokens}}}}}};
+}
+
+}  // namespace
+
+std::string_view finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "error";
+}
+
+nlohmann::json result_json(const Request& r, const RequestOutput& out, const ResultWriterOptions& o,
+                           uint64_t serial) {
+  CHECK(r.ok());
+  if (r.format != RequestFormat::kNative) {
+    return {{"id", tagged("batch_req_", o, serial)},
+            {"custom_id", r.id},
+            {"response",
+             {{"status_code", 200},
+              {"request_id", tagged("req_", o, serial)},
+              {"body", openai_body(r, out, o, serial)}}},
+            {"error", nullptr}};
+  }
+  nlohmann::json j = {{"id", r.id}};
+  if (r.splits_reasoning()) {
+    const ReasoningSplit split = split_reasoning(out.text, r.enable_thinking);
+    j["text"] = optional_string(split.content);
+    j["reasoning_content"] = optional_string(split.reasoning_content);
+  } else {
+    j["text"] = out.text;
+  }
+  j["token_ids"] = out.token_ids;
+  j["finish_reason"] = finish_reason_name(out.finish_reason);
+  j["prompt_tokens"] = out.prompt_tokens;
+  j["completion_tokens"] = out.token_ids.size();
+  j["cached_tokens"] = out.cached_tokens;
+  return j;
+}
+
+nlohmann::json error_json(const Request& r, const ResultWriterOptions& o, uint64_t serial) {
+  CHECK(!r.ok());
+  if (r.format != RequestFormat::kNative) {
+    nlohmann::json error = error_object(*r.error);
+    error["code"] = "invalid_request";
+    return {{"id", tagged("batch_req_", o, serial)},
+            {"custom_id", r.id},
+            {"response",
+             {{"status_code", 400}, {"request_id", tagged("req_", o, serial)}, {"body", nullptr}}},
+            {"error", std::move(error)}};
+  }
+  return {{"id", r.id},
+          {"text", ""},
+          {"token_ids", nlohmann::json::array()},
+          {"finish_reason", "error"},
+          {"prompt_tokens", r.prompt_token_ids.size()},
+          {"completion_tokens", 0},
+          {"cached_tokens", 0},
+          {"error", error_object(*r.error)}};
+}
+
+bool is_successful_result(const nlohmann::json& line, std::string& id) {
+  if (!line.is_object()) return false;
+  const auto error = line.find("error");
+  if (error != line.end() && !error->is_null()) return false;
+  if (line.contains("custom_id")) {  // OpenAI batch record
+    const auto& response = line.value("response", nlohmann::json());
+    if (!line["custom_id"].is_string() || !response.is_object() ||
+        response.value("status_code", 0) != 200)
+      return false;
+    id = line["custom_id"].get<std::string>();
+    return true;
+  }
+  if (!line.contains("id") || !line["id"].is_string()) return false;
+  if (line.value("finish_reason", std::string("error")) == "error") return false;
+  id = line["id"].get<std::string>();
+  return true;
+}
+
+ResultWriter::ResultWriter(std::ostream& out, ResultWriterOptions options)
+    : out_(&out), name_("<stdout>"), options_(std::move(options)) {
+  if (options_.run_tag.empty()) options_.run_tag = random_tag();
+}
+
+std::unique_ptr<ResultWriter> ResultWriter::open(const std::filesystem::path& path, bool append,
+                                                 ResultWriterOptions options) {
+  auto file = std::make_unique<std::ofstream>(
+      path, std::ios::binary | (append ? std::ios::app : std::ios::trunc));
+  if (!*file) throw std::runtime_error(path.string() + ": cannot open the output file");
+  auto writer = std::make_unique<ResultWriter>(*file, std::move(options));
+  writer->name_ = path.string();
+  writer->file_ = std::move(file);
+  return writer;
+}
+
+void ResultWriter::write(const Request& request, const RequestOutput& output) {
+  write_line(result_json(request, output, options_, serial_++));
+  ++num_ok_;
+}
+
+void ResultWriter::write_error(const Request& request) {
+  write_line(error_json(request, options_, serial_++));
+  ++num_failed_;
+}
+
+void ResultWriter::write_line(const nlohmann::json& line) {
+  // Invalid UTF-8 from a partial multi-byte token becomes U+FFFD rather than an exception.
+  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  text += '\n';
+  // One write and a flush per line: a crash leaves at most one partial last line.
+  out_->write(text.data(), static_cast<std::streamsize>(text.size()));
+  out_->flush();
+  if (!*out_) throw std::runtime_error(name_ + ": cannot write the result line");
+}
+
+}  // namespace nanovllm

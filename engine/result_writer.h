@@ -1,0 +1,87 @@
+// Result lines, one JSON object per request, written by rank 0 as each request finishes
+// and flushed at once, so a crash loses nothing that was finished.
+//
+// Native result:  {"id", "text", "token_ids" (completion), "finish_reason": "stop"|"length",
+//                  "prompt_tokens", "completion_tokens", "cached_tokens"}
+//   chat requests also carry "reasoning_content" and their "text" is the answer after
+//   </think> (see reasoning_parser.h; either may be null).
+// Native error:   {"id", "text": "", "token_ids": [], "finish_reason": "error", token counts 0
+//                  (prompt_tokens when known), "error": {"message", "line", "field"|null}}
+// OpenAI batch:   {"id": "batch_req_...", "custom_id", "response": {"status_code": 200,
+//                  "request_id", "body": chat.completion | text_completion}, "error": null}
+//   and on error  {"id", "custom_id", "response": {"status_code": 400, "request_id",
+//                  "body": null}, "error": {"code", "message", "line", "field"}}
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace nanovllm {
+
+enum class FinishReason : uint8_t { kStop, kLength, kError };
+std::string_view finish_reason_name(FinishReason reason);
+
+// What the engine produced for one request.
+struct RequestOutput {
+  std::string text;                // detokenized completion
+  std::vector<int32_t> token_ids;  // [completion_tokens] completion token ids
+  FinishReason finish_reason = FinishReason::kStop;
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+};
+
+struct ResultWriterOptions {
+  std::string served_model;            // OpenAI "model" when the request named none
+  std::string run_tag;                 // makes OpenAI ids unique per run; empty = random hex
+  std::function<int64_t()> unix_time;  // OpenAI "created"; empty = the system clock
+};
+
+// The JSON of one result line (pure functions, so tests check them without a stream).
+// `serial` numbers the answers of one run and is part of the OpenAI ids.
+nlohmann::json result_json(const Request& request, const RequestOutput& output,
+                           const ResultWriterOptions& options, uint64_t serial);
+nlohmann::json error_json(const Request& request, const ResultWriterOptions& options,
+                          uint64_t serial);
+
+// True when a result line (either shape) answered its request without error;
+// `id` receives its id / custom_id. False for errors and for lines not shaped as results.
+bool is_successful_result(const nlohmann::json& line, std::string& id);
+
+class ResultWriter {
+ public:
+  // Writes to a stream it does not own (stdout).
+  ResultWriter(std::ostream& out, ResultWriterOptions options);
+  // Writes to a file, appending (resume) or truncating; throws naming the file.
+  static std::unique_ptr<ResultWriter> open(const std::filesystem::path& path, bool append,
+                                            ResultWriterOptions options);
+
+  void write(const Request& request, const RequestOutput& output);
+  // For a request whose `error` is set (validation or an engine rejection).
+  void write_error(const Request& request);
+
+  int64_t num_ok() const { return num_ok_; }
+  int64_t num_failed() const { return num_failed_; }
+
+ private:
+  void write_line(const nlohmann::json& line);
+
+  std::unique_ptr<std::ofstream> file_;  // set when the writer owns its file
+  std::ostream* out_;
+  std::string name_;  // for error messages
+  ResultWriterOptions options_;
+  uint64_t serial_ = 0;
+  int64_t num_ok_ = 0;
+  int64_t num_failed_ = 0;
+};
+
+}  // namespace nanovllm

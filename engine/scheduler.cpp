@@ -1,0 +1,155 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/check.h"
+
+namespace nanovllm {
+
+int ScheduledBatch::num_tokens() const {
+  int total = 0;
+  for (const int n : num_scheduled_tokens) total += n;
+  return total;
+}
+
+Scheduler::Scheduler(const EngineConfig& config, BlockManager& block_manager)
+    : config_(config), block_manager_(block_manager) {
+  config_.validate();
+  CHECK_EQ(config_.num_kvcache_blocks, block_manager_.num_blocks());
+  CHECK_EQ(config_.kvcache_block_size, block_manager_.block_size());
+}
+
+std::string Scheduler::rejection_reason(int num_prompt_tokens, const SamplingParams& params) const {
+  const auto str = [](int64_t v) { return std::to_string(v); };
+  if (num_prompt_tokens <= 0) return "prompt is empty";
+  if (params.max_tokens < 1) return "max_tokens must be >= 1, got " + str(params.max_tokens);
+  if (num_prompt_tokens > config_.max_model_len)
+    return "prompt has " + str(num_prompt_tokens) + " tokens, more than max_model_len (" +
+           str(config_.max_model_len) + ")";
+  if (num_prompt_tokens > config_.max_num_batched_tokens)
+    return "prompt has " + str(num_prompt_tokens) + " tokens, more than max_num_batched_tokens (" +
+           str(config_.max_num_batched_tokens) + ")";
+  // The most KV it can ever hold must fit the whole cache, or it would wait forever.
+  const int64_t max_len = std::min<int64_t>(
+      static_cast<int64_t>(num_prompt_tokens) + params.max_tokens, config_.max_model_len);
+  const int64_t blocks = (max_len + config_.kvcache_block_size - 1) / config_.kvcache_block_size;
+  if (blocks > config_.num_kvcache_blocks)
+    return "needs up to " + str(blocks) + " KV blocks (" + str(max_len) +
+           " tokens), more than the cache holds (num_kvcache_blocks " +
+           str(config_.num_kvcache_blocks) + ")";
+  return "";
+}
+
+void Scheduler::add(Sequence* seq) {
+  CHECK(seq != nullptr);
+  CHECK(seq->status == SequenceStatus::WAITING);
+  CHECK_MSG(rejection_reason(seq->num_prompt_tokens, seq->sampling_params).empty(),
+            "inadmissible sequence " << seq->seq_id);
+  waiting_.push_back(seq);
+}
+
+ScheduledBatch Scheduler::schedule() {
+  ScheduledBatch batch;
+  if (!schedule_prefill(batch)) schedule_decode(batch);
+  return batch;
+}
+
+bool Scheduler::schedule_prefill(ScheduledBatch& batch) {
+  int num_batched_tokens = 0;
+  // Bounding running (not just this batch) by max_num_seqs keeps every admitted sequence in
+  // the next decode batch; nano-vllm lets running grow past it and starves the overflow.
+  while (!waiting_.empty() && static_cast<int>(running_.size()) < config_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    const PrefixMatch match = block_manager_.match_prefix(*seq);
+    // Only uncached tokens cost compute.
+    const int num_new_tokens = seq->num_tokens() - match.num_cached_tokens;
+    if (num_batched_tokens + num_new_tokens > config_.max_num_batched_tokens ||
+        !block_manager_.can_allocate(match))
+      break;
+    block_manager_.allocate(*seq, match);
+    if (seq->first_prefill_cached_tokens < 0)
+      seq->first_prefill_cached_tokens = seq->num_cached_tokens;
+    num_batched_tokens += num_new_tokens;
+    seq->status = SequenceStatus::RUNNING;
+    waiting_.pop_front();
+    running_.push_back(seq);
+    batch.seqs.push_back(seq);
+    batch.num_scheduled_tokens.push_back(num_new_tokens);
+  }
+  batch.is_prefill = !batch.empty();
+  return batch.is_prefill;
+}
+
+void Scheduler::schedule_decode(ScheduledBatch& batch) {
+  // One token per sequence, so the token budget bounds the batch too.
+  const size_t limit =
+      static_cast<size_t>(std::min(config_.max_num_seqs, config_.max_num_batched_tokens));
+  while (!running_.empty() && batch.seqs.size() < limit) {
+    Sequence* seq = running_.front();
+    running_.pop_front();
+    bool preempted_self = false;
+    while (!block_manager_.can_append(*seq)) {
+      if (!running_.empty()) {
+        // Evict the most recently admitted sequence first (it has the least work done).
+        Sequence* victim = running_.back();
+        running_.pop_back();
+        preempt(victim);
+      } else {
+        preempt(seq);
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) continue;
+    block_manager_.may_append(*seq);
+    batch.seqs.push_back(seq);
+    batch.num_scheduled_tokens.push_back(1);
+  }
+  // Scheduled sequences go back to the front, in order, ahead of any not reached this step.
+  running_.insert(running_.begin(), batch.seqs.begin(), batch.seqs.end());
+  batch.is_prefill = false;
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  seq->status = SequenceStatus::WAITING;
+  block_manager_.deallocate(*seq);
+  waiting_.push_front(seq);
+  ++seq->num_preemptions;
+  ++num_preemptions_;
+}
+
+bool Scheduler::is_eos(int32_t token_id) const {
+  return std::find(config_.eos_token_ids.begin(), config_.eos_token_ids.end(), token_id) !=
+         config_.eos_token_ids.end();
+}
+
+std::vector<Sequence*> Scheduler::postprocess(std::span<Sequence* const> seqs,
+                                              std::span<const int32_t> token_ids) {
+  CHECK_EQ(seqs.size(), token_ids.size());
+  std::vector<Sequence*> finished;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence* seq = seqs[i];
+    CHECK(seq->status == SequenceStatus::RUNNING);
+    const int32_t token = token_ids[i];
+    seq->append_token(token);
+    FinishReason reason = FinishReason::NONE;
+    if (!seq->sampling_params.ignore_eos && is_eos(token)) {
+      reason = FinishReason::STOP;
+    } else if (seq->num_completion_tokens() >= seq->sampling_params.max_tokens ||
+               seq->num_tokens() >= config_.max_model_len) {
+      reason = FinishReason::LENGTH;
+    }
+    if (reason == FinishReason::NONE) continue;
+    seq->finish_reason = reason;
+    seq->status = SequenceStatus::FINISHED;
+    block_manager_.deallocate(*seq);
+    const auto it = std::find(running_.begin(), running_.end(), seq);
+    CHECK(it != running_.end());
+    running_.erase(it);
+    finished.push_back(seq);
+  }
+  return finished;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,114 @@
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/cpu_util.h"
+
+namespace nanovllm::kernels::cpu {
+
+namespace {
+
+struct Scratch {
+  std::vector<float> q;       // [D]
+  std::vector<float> scores;  // [num_keys]
+  std::vector<float> acc;     // [D]
+};
+
+// One query head over keys [0, num_keys) of one sequence, read through its block table row.
+// Softmax and the weighted sum of V in f32; out gets the bf16-rounded result.
+void attend(uint16_t* out, const uint16_t* q, const PagedKV& kv, const int32_t* block_row,
+            int64_t kv_head, int64_t num_keys, float scale, Scratch& s) {
+  const int64_t d = kv.k_cache.size(3);
+  const int64_t block_size = kv.k_cache.size(1);
+  s.q.resize(d);
+  s.acc.assign(d, 0.0f);
+  s.scores.resize(std::max<int64_t>(num_keys, 1));
+  for (int64_t i = 0; i < d; ++i) s.q[i] = bf16_to_float(q[i]);
+  auto key_row = [&](const TensorView& cache, int64_t j) {
+    const int32_t block = block_row[j / block_size];
+    CHECK_GE(block, 0);
+    CHECK_LT(block, cache.size(0));
+    return elem<uint16_t>(cache, block, j % block_size, kv_head);
+  };
+  float max_score = -INFINITY;
+  for (int64_t j = 0; j < num_keys; ++j) {
+    const uint16_t* k = key_row(kv.k_cache, j);
+    float dot = 0.0f;
+    for (int64_t i = 0; i < d; ++i) dot += s.q[i] * bf16_to_float(k[i]);
+    s.scores[j] = dot * scale;
+    max_score = std::max(max_score, s.scores[j]);
+  }
+  float denom = 0.0f;
+  for (int64_t j = 0; j < num_keys; ++j) {
+    const float p = std::exp(s.scores[j] - max_score);
+    denom += p;
+    const uint16_t* v = key_row(kv.v_cache, j);
+    for (int64_t i = 0; i < d; ++i) s.acc[i] += p * bf16_to_float(v[i]);
+  }
+  const float inv = num_keys > 0 ? 1.0f / denom : 0.0f;
+  for (int64_t i = 0; i < d; ++i) out[i] = float_to_bf16(s.acc[i] * inv);
+}
+
+void check_common(const TensorView& out, const TensorView& q, const PagedKV& kv) {
+  CHECK(out.dtype == DType::BF16 && q.dtype == DType::BF16);
+  CHECK(kv.k_cache.dtype == DType::BF16 && kv.v_cache.dtype == DType::BF16);
+  CHECK(kv.k_cache.is_contiguous() && kv.v_cache.is_contiguous());
+  CHECK(q.ndim == 3 && out.ndim == 3 && kv.k_cache.ndim == 4);
+  CHECK(q.stride[2] == 1 && out.stride[2] == 1);
+  CHECK_EQ(q.size(2), kv.k_cache.size(3));
+  CHECK_EQ(q.size(1), out.size(1));
+  CHECK_EQ(q.size(1) % kv.k_cache.size(2), 0);
+  CHECK(kv.block_tables.dtype == DType::I32 && kv.block_tables.ndim == 2);
+}
+
+}  // namespace
+
+void prefill_attention(const PrefillAttentionParams& p) {
+  check_common(p.out, p.q, p.kv);
+  const int64_t num_seqs = p.cu_seqlens_q.size(0) - 1;
+  CHECK_EQ(p.cu_seqlens_k.size(0), num_seqs + 1);
+  CHECK_GE(p.kv.block_tables.size(0), num_seqs);
+  const int64_t hq = p.q.size(1);
+  const int64_t group = hq / p.kv.k_cache.size(2);
+  const int64_t width = p.kv.block_tables.size(1);
+  const int64_t block_size = p.kv.k_cache.size(1);
+  Scratch scratch;
+  for (int64_t b = 0; b < num_seqs; ++b) {
+    const int64_t q_begin = *elem<int32_t>(p.cu_seqlens_q, b);
+    const int64_t q_len = *elem<int32_t>(p.cu_seqlens_q, b + 1) - q_begin;
+    const int64_t k_len = *elem<int32_t>(p.cu_seqlens_k, b + 1) - *elem<int32_t>(p.cu_seqlens_k, b);
+    CHECK_LE(q_len, k_len);
+    CHECK_LE((k_len + block_size - 1) / block_size, width);
+    const int32_t* block_row = elem<int32_t>(p.kv.block_tables, b);
+    for (int64_t i = 0; i < q_len; ++i) {
+      const int64_t num_keys = k_len - q_len + i + 1;  // causal: keys up to own position
+      for (int64_t h = 0; h < hq; ++h)
+        attend(elem<uint16_t>(p.out, q_begin + i, h), elem<uint16_t>(p.q, q_begin + i, h), p.kv,
+               block_row, h / group, num_keys, p.scale, scratch);
+    }
+  }
+}
+
+void decode_attention(const DecodeAttentionParams& p) {
+  check_common(p.out, p.q, p.kv);
+  const int64_t num_seqs = p.q.size(0);
+  CHECK_EQ(p.context_lens.size(0), num_seqs);
+  CHECK_GE(p.kv.block_tables.size(0), num_seqs);
+  const int64_t hq = p.q.size(1);
+  const int64_t group = hq / p.kv.k_cache.size(2);
+  const int64_t width = p.kv.block_tables.size(1);
+  const int64_t block_size = p.kv.k_cache.size(1);
+  Scratch scratch;
+  for (int64_t b = 0; b < num_seqs; ++b) {
+    const int64_t num_keys = *elem<int32_t>(p.context_lens, b);
+    CHECK_LE((num_keys + block_size - 1) / block_size, width);
+    const int32_t* block_row = elem<int32_t>(p.kv.block_tables, b);
+    for (int64_t h = 0; h < hq; ++h)
+      attend(elem<uint16_t>(p.out, b, h), elem<uint16_t>(p.q, b, h), p.kv, block_row, h / group,
+             num_keys, p.scale, scratch);
+  }
+}
+
+}  // namespace nanovllm::kernels::cpu

@@ -1,0 +1,68 @@
+// Small helpers shared by the CUDA kernels: bf16 <-> f32, 16-byte vector access, and the
+// host-side argument checks every launcher runs before touching device memory.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/check.h"
+#include "kernels/tensor.h"
+
+namespace nanovllm::kernels::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// 8 bf16 values = one 16-byte access.
+struct alignas(16) Bf16x8 {
+  bf16 v[8];
+};
+
+__device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ bf16 to_bf16(float x) { return __float2bfloat16_rn(x); }
+
+__device__ __forceinline__ Bf16x8 load8(const bf16* p) {
+  return *reinterpret_cast<const Bf16x8*>(p);
+}
+__device__ __forceinline__ void store8(bf16* p, const Bf16x8& v) {
+  *reinterpret_cast<Bf16x8*>(p) = v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over a block whose size is a multiple of 32 (at most 1024); every thread gets it.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[32];
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // partial[] may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int nwarps = blockDim.x >> 5;
+  v = lane < nwarps ? partial[lane] : 0.f;
+  return warp_sum(v);
+}
+
+inline void check_cuda_tensor(const TensorView& t, DType dtype, const char* name) {
+  CHECK_MSG(t.data != nullptr, name << " is null");
+  CHECK_MSG(t.device == Device::CUDA, name << " is not a CUDA tensor");
+  CHECK_MSG(t.dtype == dtype, name << " has dtype " << dtype_name(t.dtype) << ", expected "
+                                   << dtype_name(dtype));
+  CHECK_MSG(t.stride[t.ndim - 1] == 1, name << " last dim is not contiguous");
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+inline int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+
+}  // namespace nanovllm::kernels::cuda

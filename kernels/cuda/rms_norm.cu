@@ -1,0 +1,118 @@
+// RMSNorm and fused residual-add + RMSNorm, one block per row, f32 math.
+// The fused form rounds the sum to bf16 first (the residual stream is bf16 in the model) and
+// normalises that rounded value, as the contract in kernels/rms_norm.h says.
+#include "kernels/cuda/common.cuh"
+#include "kernels/rms_norm.h"
+
+namespace nanovllm::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// out: [T, H] (row stride out_stride); x: [T, H] (row stride x_stride); weight: [H].
+// FUSED: residual: [T, H] (row stride r_stride) = bf16(x + residual); out aliases x.
+template <bool VEC, bool FUSED>
+__global__ void __launch_bounds__(kThreads)
+rms_norm_kernel(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* residual,
+                int64_t r_stride, const bf16* __restrict__ weight, int hidden, float eps) {
+  const int64_t t = blockIdx.x;
+  bf16* xr = x + t * x_stride;
+  bf16* rr = FUSED ? residual + t * r_stride : nullptr;
+  bf16* orow = out + t * out_stride;
+  // The normalised input: x itself, or the bf16 sum that FUSED writes into residual.
+  const bf16* src = FUSED ? rr : xr;
+  float sq = 0.f;
+  if constexpr (VEC) {
+    for (int i = threadIdx.x * 8; i < hidden; i += kThreads * 8) {
+      Bf16x8 a = load8(xr + i);
+      if constexpr (FUSED) {
+        const Bf16x8 b = load8(rr + i);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) a.v[j] = to_bf16(to_f32(a.v[j]) + to_f32(b.v[j]));
+        store8(rr + i, a);
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sq += to_f32(a.v[j]) * to_f32(a.v[j]);
+    }
+  } else {
+    for (int i = threadIdx.x; i < hidden; i += kThreads) {
+      bf16 a = xr[i];
+      if constexpr (FUSED) {
+        a = to_bf16(to_f32(a) + to_f32(rr[i]));
+        rr[i] = a;
+      }
+      sq += to_f32(a) * to_f32(a);
+    }
+  }
+  const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
+  // Each thread re-reads only the elements it wrote itself above: no barrier needed.
+  if constexpr (VEC) {
+    for (int i = threadIdx.x * 8; i < hidden; i += kThreads * 8) {
+      const Bf16x8 a = load8(src + i), w = load8(weight + i);
+      Bf16x8 r;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) r.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
+      store8(orow + i, r);
+    }
+  } else {
+    for (int i = threadIdx.x; i < hidden; i += kThreads)
+      orow[i] = to_bf16(to_f32(src[i]) * inv * to_f32(weight[i]));
+  }
+}
+
+void launch(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* residual,
+            int64_t r_stride, const bf16* weight, int64_t tokens, int64_t hidden, float eps,
+            bool vec, cudaStream_t stream) {
+  if (tokens == 0) return;
+  const bool fused = residual != nullptr;
+  const int h = static_cast<int>(hidden);
+  if (vec && fused)
+    rms_norm_kernel<true, true><<<tokens, kThreads, 0, stream>>>(out, out_stride, x, x_stride,
+                                                                 residual, r_stride, weight, h, eps);
+  else if (vec)
+    rms_norm_kernel<true, false><<<tokens, kThreads, 0, stream>>>(out, out_stride, x, x_stride,
+                                                                  residual, r_stride, weight, h, eps);
+  else if (fused)
+    rms_norm_kernel<false, true><<<tokens, kThreads, 0, stream>>>(out, out_stride, x, x_stride,
+                                                                  residual, r_stride, weight, h, eps);
+  else
+    rms_norm_kernel<false, false><<<tokens, kThreads, 0, stream>>>(out, out_stride, x, x_stride,
+                                                                   residual, r_stride, weight, h, eps);
+  CUDA_CHECK_LAUNCH();
+}
+
+bool vec_ok(const TensorView& t) { return t.stride[0] % 8 == 0 && aligned16(t.data); }
+
+}  // namespace
+
+void rms_norm(const TensorView& out, const TensorView& x, const TensorView& weight, float eps,
+              cudaStream_t stream) {
+  check_cuda_tensor(out, DType::BF16, "rms_norm out");
+  check_cuda_tensor(x, DType::BF16, "rms_norm x");
+  check_cuda_tensor(weight, DType::BF16, "rms_norm weight");
+  const int64_t hidden = x.size(-1), tokens = x.numel() / hidden;
+  CHECK_EQ(x.ndim, 2);
+  CHECK_EQ(out.size(0), tokens);
+  CHECK_EQ(out.size(1), hidden);
+  CHECK_EQ(weight.numel(), hidden);
+  const bool vec = hidden % 8 == 0 && vec_ok(out) && vec_ok(x) && aligned16(weight.data);
+  launch(out.ptr<bf16>(), out.stride[0], x.ptr<bf16>(), x.stride[0], nullptr, 0,
+         weight.ptr<bf16>(), tokens, hidden, eps, vec, stream);
+}
+
+void fused_add_rms_norm(const TensorView& x, const TensorView& residual,
+                        const TensorView& weight, float eps, cudaStream_t stream) {
+  check_cuda_tensor(x, DType::BF16, "fused_add_rms_norm x");
+  check_cuda_tensor(residual, DType::BF16, "fused_add_rms_norm residual");
+  check_cuda_tensor(weight, DType::BF16, "fused_add_rms_norm weight");
+  CHECK_EQ(x.ndim, 2);
+  const int64_t tokens = x.size(0), hidden = x.size(1);
+  CHECK_EQ(residual.size(0), tokens);
+  CHECK_EQ(residual.size(1), hidden);
+  CHECK_EQ(weight.numel(), hidden);
+  const bool vec = hidden % 8 == 0 && vec_ok(x) && vec_ok(residual) && aligned16(weight.data);
+  launch(x.ptr<bf16>(), x.stride[0], x.ptr<bf16>(), x.stride[0], residual.ptr<bf16>(),
+         residual.stride[0], weight.ptr<bf16>(), tokens, hidden, eps, vec, stream);
+}
+
+}  // namespace nanovllm::kernels::cuda

@@ -1,0 +1,80 @@
+#include "layers/attention_layer.h"
+
+#include <cmath>
+
+#include "kernels/attention.h"
+#include "kernels/kv_cache.h"
+#include "kernels/rotary.h"
+
+namespace nanovllm {
+
+namespace {
+std::string layer_prefix(int layer) { return "model.layers." + std::to_string(layer) + ".self_attn"; }
+}  // namespace
+
+Qwen3Attention::Qwen3Attention(const ModelConfig& c, const Checkpoint& ckpt, int layer,
+                               const ShardInfo& shard, Communicator& comm)
+    : head_dim_(c.head_dim),
+      eps_(c.rms_norm_eps),
+      rope_theta_(c.rope_theta),
+      scale_(1.0f / std::sqrt(static_cast<float>(c.head_dim))),
+      qkv_proj_(ckpt, layer_prefix(layer), c.num_attention_heads, c.num_key_value_heads,
+                c.head_dim, c.attention_bias, shard),
+      o_proj_(ckpt, layer_prefix(layer) + ".o_proj", false, shard, comm) {
+  if (c.qk_norm) {
+    q_norm_ = Parameter::load_full(checkpoint_tensor(ckpt, layer_prefix(layer) + ".q_norm.weight", 1), shard.device);
+    k_norm_ = Parameter::load_full(checkpoint_tensor(ckpt, layer_prefix(layer) + ".k_norm.weight", 1), shard.device);
+  }
+}
+
+void Qwen3Attention::bind_kv_cache(const TensorView& k_cache, const TensorView& v_cache) {
+  CHECK_EQ(k_cache.size(2), num_kv_heads());
+  CHECK_EQ(k_cache.size(3), head_dim_);
+  k_cache_ = k_cache;
+  v_cache_ = v_cache;
+}
+
+void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
+                             const TensorView& positions, const AttentionMetadata& meta,
+                             const TensorView& qkv, const TensorView& attn,
+                             const ExecContext& ctx) const {
+  CHECK_MSG(k_cache_.data != nullptr, "KV cache not bound");
+  const int64_t t = x.size(0), hq = qkv_proj_.num_heads(), hkv = num_kv_heads(), d = head_dim_;
+  qkv_proj_.forward(qkv, x, ctx);
+  // q, k, v: views into qkv [T, (Hq + 2 Hkv) * D], token stride qkv_width().
+  auto heads = [&](int64_t first_col, int64_t num) {
+    TensorView v(static_cast<uint16_t*>(qkv.data) + first_col, DType::BF16, {t, num, d}, qkv.device);
+    v.stride[0] = qkv.stride[0];
+    return v;
+  };
+  const TensorView q = heads(0, hq), k = heads(hq * d, hkv), v = heads((hq + hkv) * d, hkv);
+  kernels::qk_norm_rope(q, k, q_norm_ ? q_norm_->view() : TensorView(),
+                        k_norm_ ? k_norm_->view() : TensorView(), positions, eps_, rope_theta_, ctx);
+  kernels::store_kvcache(k, v, k_cache_, v_cache_, meta.slot_mapping, ctx);
+  const kernels::PagedKV kv{k_cache_, v_cache_, meta.block_tables};
+  const TensorView o = attn.reshape({t, hq, d});
+  if (meta.is_prefill) {
+    kernels::PrefillAttentionParams p;
+    p.out = o;
+    p.q = q;
+    p.kv = kv;
+    p.cu_seqlens_q = meta.cu_seqlens_q;
+    p.cu_seqlens_k = meta.cu_seqlens_k;
+    p.max_seqlen_q = meta.max_seqlen_q;
+    p.max_seqlen_k = meta.max_seqlen_k;
+    p.scale = scale_;
+    kernels::prefill_attention(p, ctx);
+  } else {
+    kernels::DecodeAttentionParams p;
+    p.out = o;
+    p.q = q;
+    p.kv = kv;
+    p.context_lens = meta.context_lens;
+    p.max_context_len = meta.max_context_len;
+    p.scale = scale_;
+    kernels::decode_attention(p, ctx);
+  }
+  o_proj_.forward(out, attn, ctx);
+}
+
+}  // namespace nanovllm

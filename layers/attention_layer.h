@@ -1,0 +1,40 @@
+// Qwen3Attention (also Qwen2's: bias on q/k/v, no q/k norm): qkv projection, per-head q/k
+// RMSNorm + rotary, KV store into the paged cache, paged prefill/decode attention, o_proj.
+#pragma once
+
+#include <optional>
+
+#include "layers/attention_metadata.h"
+#include "layers/linear.h"
+#include "layers/model_config.h"
+
+namespace nanovllm {
+
+class Qwen3Attention {
+ public:
+  Qwen3Attention(const ModelConfig& config, const Checkpoint& ckpt, int layer,
+                 const ShardInfo& shard, Communicator& comm);
+
+  // This layer's slice of the KV cache: [num_blocks, block_size, kv_heads_local, head_dim].
+  void bind_kv_cache(const TensorView& k_cache, const TensorView& v_cache);
+
+  // out, x: [T, H] bf16 (distinct). qkv: [T, qkv_width()] bf16 scratch; attn: [T, q_width()]
+  // bf16 scratch. positions: [T] i32.
+  void forward(const TensorView& out, const TensorView& x, const TensorView& positions,
+               const AttentionMetadata& meta, const TensorView& qkv, const TensorView& attn,
+               const ExecContext& ctx) const;
+
+  int64_t q_width() const { return qkv_proj_.num_heads() * head_dim_; }
+  int64_t qkv_width() const { return qkv_proj_.out_features(); }
+  int64_t num_kv_heads() const { return qkv_proj_.num_kv_heads(); }
+
+ private:
+  int64_t head_dim_;
+  float eps_, rope_theta_, scale_;
+  QKVParallelLinear qkv_proj_;
+  RowParallelLinear o_proj_;
+  std::optional<Parameter> q_norm_, k_norm_;  // [D] bf16 (Qwen3)
+  TensorView k_cache_, v_cache_;
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,24 @@
+// What attention needs to know about the step beyond the hidden states (nano-vllm's
+// Context): where each new token's K/V goes, and how the sequences and their blocks are laid
+// out. Device tensors, filled by the model runner from the StepCommand.
+#pragma once
+
+#include "kernels/tensor.h"
+
+namespace nanovllm {
+
+struct AttentionMetadata {
+  bool is_prefill = true;
+  TensorView slot_mapping;  // [T] i32, -1 = do not store
+  TensorView block_tables;  // [B, W] i32, -1 padded
+  // Prefill:
+  TensorView cu_seqlens_q;  // [B + 1] i32
+  TensorView cu_seqlens_k;  // [B + 1] i32
+  int max_seqlen_q = 0;
+  int max_seqlen_k = 0;
+  // Decode:
+  TensorView context_lens;  // [B] i32
+  int max_context_len = 0;
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,20 @@
+#include "layers/communicator.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+
+namespace nanovllm {
+
+void SingleRankCommunicator::gather_to_root(const TensorView& send, const TensorView& recv,
+                                            const ExecContext& ctx) {
+  CHECK(send.is_contiguous());
+  CHECK_GE(recv.nbytes(), send.nbytes());
+  if (send.on_cpu() && recv.on_cpu()) {
+    std::memcpy(recv.data, send.data, send.nbytes());
+  } else {
+    CUDA_CHECK(cudaMemcpyAsync(recv.data, send.data, send.nbytes(), cudaMemcpyDefault, ctx.stream));
+  }
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,75 @@
+// Tensor-parallel linear layers (nano-vllm's layers/linear.py). Each rank holds its shard of
+// the checkpoint weight [out, in]:
+//   ColumnParallelLinear        rows (output features) split over ranks;
+//   MergedColumnParallelLinear  several column-parallel outputs stacked (gate_up_proj);
+//   QKVParallelLinear           q heads and kv heads split (kv replicated when fewer than ranks);
+//   RowParallelLinear           columns (input features) split; outputs summed by all-reduce.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "layers/communicator.h"
+#include "layers/parameter.h"
+
+namespace nanovllm {
+
+struct ShardInfo {
+  int tp_rank = 0;
+  int tp_size = 1;
+  Device device = Device::CPU;
+};
+
+// y = x @ w_shard^T (+ bias_shard). x: [T, in_local] bf16, y: [T, out_local] bf16.
+class LinearBase {
+ public:
+  void forward(const TensorView& y, const TensorView& x, const ExecContext& ctx) const;
+  const TensorView& weight() const { return weight_.view(); }  // [out_local, in_local]
+  int64_t out_features() const { return weight_.view().size(0); }
+  int64_t in_features() const { return weight_.view().size(1); }
+
+ protected:
+  Parameter weight_;
+  Parameter bias_;  // empty when the layer has no bias
+};
+
+class ColumnParallelLinear : public LinearBase {
+ public:
+  // prefix: "model.layers.0.mlp.gate_proj" (".weight" / ".bias" appended).
+  ColumnParallelLinear(const Checkpoint& ckpt, const std::string& prefix, bool bias,
+                       const ShardInfo& shard);
+};
+
+class MergedColumnParallelLinear : public LinearBase {
+ public:
+  // Each prefix's output rows are split over ranks; the shards are stacked in order.
+  MergedColumnParallelLinear(const Checkpoint& ckpt, const std::vector<std::string>& prefixes,
+                             bool bias, const ShardInfo& shard);
+};
+
+class QKVParallelLinear : public LinearBase {
+ public:
+  QKVParallelLinear(const Checkpoint& ckpt, const std::string& attn_prefix, int64_t num_heads,
+                    int64_t num_kv_heads, int64_t head_dim, bool bias, const ShardInfo& shard);
+  int64_t num_heads() const { return num_heads_; }        // q heads on this rank
+  int64_t num_kv_heads() const { return num_kv_heads_; }  // kv heads on this rank
+
+ private:
+  int64_t num_heads_ = 0, num_kv_heads_ = 0;
+};
+
+class RowParallelLinear : public LinearBase {
+ public:
+  // Bias (if any) is added by rank 0 only, so the all-reduce adds it once.
+  RowParallelLinear(const Checkpoint& ckpt, const std::string& prefix, bool bias,
+                    const ShardInfo& shard, Communicator& comm);
+  void forward(const TensorView& y, const TensorView& x, const ExecContext& ctx) const;
+
+ private:
+  Communicator* comm_;
+};
+
+// Rows [rank * n / size, (rank + 1) * n / size): CHECKs n % size == 0.
+RowRange even_rows(const CheckpointTensor& t, int64_t n, int rank, int size);
+
+}  // namespace nanovllm

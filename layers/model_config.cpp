@@ -1,0 +1,267 @@
+#include "layers/model_config.h"
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+namespace nanovllm {
+namespace {
+
+using nlohmann::json;
+
+// Field access with messages that name the file and the field.
+class Fields {
+ public:
+  Fields(const json& j, const std::string& file) : j_(j), file_(file) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    throw ModelFolderError(file_ + ": field '" + field + "': " + what);
+  }
+  [[noreturn]] void unsupported(const std::string& field, const std::string& what) const {
+    throw ModelFolderError(file_ + ": field '" + field + "': not supported: " + what);
+  }
+  bool has(const std::string& field) const {
+    return j_.contains(field) && !j_.at(field).is_null();
+  }
+  const json& at(const std::string& field) const {
+    if (!has(field)) fail(field, "missing");
+    return j_.at(field);
+  }
+
+  int64_t to_int(const json& v, const std::string& field) const {
+    if (!v.is_number_integer()) fail(field, "expected an integer, got " + v.dump());
+    if (v.is_number_unsigned() &&
+        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      fail(field, "integer out of range: " + v.dump());
+    return v.get<int64_t>();
+  }
+  int64_t positive_int(const std::string& field) const {
+    const int64_t v = to_int(at(field), field);
+    if (v <= 0) fail(field, "must be positive, got " + std::to_string(v));
+    // Our kernels index with int32 in places; anything this large is a broken file.
+    if (v > (int64_t{1} << 31)) fail(field, "implausibly large: " + std::to_string(v));
+    return v;
+  }
+  double number(const std::string& field) const { return number_of(at(field), field); }
+  double number_of(const json& v, const std::string& field) const {
+    if (!v.is_number()) fail(field, "expected a number, got " + v.dump());
+    return v.get<double>();
+  }
+  bool boolean(const std::string& field, bool fallback) const {
+    if (!has(field)) return fallback;
+    const json& v = j_.at(field);
+    if (!v.is_boolean()) fail(field, "expected true or false, got " + v.dump());
+    return v.get<bool>();
+  }
+  std::string string(const std::string& field) const {
+    const json& v = at(field);
+    if (!v.is_string()) fail(field, "expected a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+  // An int or a list of ints (eos_token_id).
+  std::vector<int32_t> int_list(const std::string& field) const {
+    const json& v = at(field);
+    std::vector<int32_t> out;
+    auto one = [&](const json& e) {
+      const int64_t id = to_int(e, field);
+      if (id < 0 || id > std::numeric_limits<int32_t>::max())
+        fail(field, "token id out of range: " + std::to_string(id));
+      out.push_back(static_cast<int32_t>(id));
+    };
+    if (v.is_array()) {
+      for (const json& e : v) one(e);
+    } else {
+      one(v);
+    }
+    return out;
+  }
+
+ private:
+  const json& j_;
+  const std::string& file_;
+};
+
+DType parse_dtype(const Fields& f, const std::string& field, const std::string& s) {
+  if (s == "bfloat16") return DType::BF16;
+  if (s == "float16" || s == "half") return DType::F16;
+  if (s == "float32" || s == "float") return DType::F32;
+  f.unsupported(field, "dtype '" + s + "' (bfloat16, float16 and float32 are)");
+}
+
+// rope_scaling (transformers 4) or rope_parameters (transformers 5): only plain RoPE.
+void check_rope_type(const Fields& f, const json& config, const std::string& field) {
+  if (!f.has(field)) return;
+  const json& r = config.at(field);
+  if (!r.is_object()) f.fail(field, "expected an object, got " + r.dump());
+  for (const char* key : {"rope_type", "type"}) {
+    if (!r.contains(key) || r.at(key).is_null()) continue;
+    if (!r.at(key).is_string() || r.at(key).get<std::string>() != "default")
+      f.unsupported(field + "." + key, r.at(key).dump() + " (only \"default\" RoPE)");
+  }
+  if (field == "rope_scaling" && !r.contains("rope_type") && !r.contains("type"))
+    f.unsupported(field, "rope scaling " + r.dump());
+}
+
+void check_unsupported(const Fields& f, const json& config) {
+  for (const char* moe : {"num_experts", "num_local_experts", "n_routed_experts"}) {
+    if (f.has(moe) && !(config.at(moe).is_number() && config.at(moe).get<double>() == 0))
+      f.unsupported(moe, "mixture-of-experts models");
+  }
+  if (f.has("quantization_config")) f.unsupported("quantization_config", "quantized weights");
+  if (f.boolean("use_sliding_window", false))
+    f.unsupported("use_sliding_window", "sliding-window attention");
+  if (f.has("hidden_act") && f.string("hidden_act") != "silu")
+    f.unsupported("hidden_act", "activation '" + f.string("hidden_act") + "' (only silu)");
+  check_rope_type(f, config, "rope_scaling");
+  check_rope_type(f, config, "rope_parameters");
+}
+
+void parse_generation(const json& gen, const std::string& name, ModelConfig& c) {
+  if (!gen.is_object()) throw ModelFolderError(name + ": expected a JSON object");
+  Fields g(gen, name);
+  if (g.has("eos_token_id")) c.eos_token_ids = g.int_list("eos_token_id");
+  auto opt_float = [&](const char* field) -> std::optional<float> {
+    if (!g.has(field)) return std::nullopt;
+    return static_cast<float>(g.number(field));
+  };
+  c.generation.temperature = opt_float("temperature");
+  c.generation.top_p = opt_float("top_p");
+  c.generation.min_p = opt_float("min_p");
+  if (g.has("top_k")) c.generation.top_k = static_cast<int32_t>(g.to_int(g.at("top_k"), "top_k"));
+  if (c.generation.temperature && *c.generation.temperature < 0)
+    g.fail("temperature", "must not be negative");
+  if (c.generation.top_p && !(*c.generation.top_p > 0 && *c.generation.top_p <= 1))
+    g.fail("top_p", "must be in (0, 1]");
+  if (c.generation.min_p && !(*c.generation.min_p >= 0 && *c.generation.min_p <= 1))
+    g.fail("min_p", "must be in [0, 1]");
+  if (!g.boolean("do_sample", true)) c.generation.temperature = 0.0f;  // transformers: greedy
+}
+
+}  // namespace
+
+json read_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ModelFolderError(path.string() + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const json::exception& e) {
+    throw ModelFolderError(path.string() + ": invalid JSON: " + e.what());
+  }
+}
+
+ModelConfig parse_model_config(const json& config, const std::string& config_name,
+                               const json* generation, const std::string& generation_name) {
+  if (!config.is_object()) throw ModelFolderError(config_name + ": expected a JSON object");
+  Fields f(config, config_name);
+  ModelConfig c;
+
+  const json& archs = f.at("architectures");
+  if (!archs.is_array() || archs.empty() || !archs.at(0).is_string())
+    f.fail("architectures", "expected a non-empty list of names, got " + archs.dump());
+  c.architecture = archs.at(0).get<std::string>();
+  const bool qwen3 = c.architecture == "Qwen3ForCausalLM";
+  const bool qwen2 = c.architecture == "Qwen2ForCausalLM";
+  if (!qwen3 && !qwen2)
+    f.unsupported("architectures",
+                  "architecture '" + c.architecture + "' (Qwen3ForCausalLM, Qwen2ForCausalLM are)");
+  check_unsupported(f, config);
+
+  c.vocab_size = f.positive_int("vocab_size");
+  c.hidden_size = f.positive_int("hidden_size");
+  c.intermediate_size = f.positive_int("intermediate_size");
+  c.num_hidden_layers = f.positive_int("num_hidden_layers");
+  c.num_attention_heads = f.positive_int("num_attention_heads");
+  c.num_key_value_heads =
+      f.has("num_key_value_heads") ? f.positive_int("num_key_value_heads") : c.num_attention_heads;
+  c.max_position_embeddings = f.positive_int("max_position_embeddings");
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    f.fail("num_key_value_heads", std::to_string(c.num_key_value_heads) +
+                                      " does not divide num_attention_heads " +
+                                      std::to_string(c.num_attention_heads));
+  if (f.has("head_dim")) {
+    c.head_dim = f.positive_int("head_dim");
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      f.fail("num_attention_heads", std::to_string(c.num_attention_heads) +
+                                        " does not divide hidden_size " +
+                                        std::to_string(c.hidden_size) + " (and no head_dim)");
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  // Qwen2 derives head_dim from hidden_size; Qwen3 may differ (0.6B: 16 x 128 != 1024).
+  if (qwen2 && c.head_dim * c.num_attention_heads != c.hidden_size)
+    f.fail("head_dim", std::to_string(c.head_dim) + " x num_attention_heads " +
+                           std::to_string(c.num_attention_heads) + " != hidden_size " +
+                           std::to_string(c.hidden_size));
+  if (c.head_dim % 2 != 0) f.fail("head_dim", "must be even for RoPE");
+
+  const double eps = f.number("rms_norm_eps");
+  if (!(eps > 0 && eps < 1)) f.fail("rms_norm_eps", "must be in (0, 1)");
+  c.rms_norm_eps = static_cast<float>(eps);
+
+  // transformers 4 writes rope_theta, transformers 5 rope_parameters.rope_theta.
+  double theta = 0;
+  if (f.has("rope_parameters") && config.at("rope_parameters").contains("rope_theta")) {
+    theta = f.number_of(config.at("rope_parameters").at("rope_theta"), "rope_parameters.rope_theta");
+  } else if (f.has("rope_theta")) {
+    theta = f.number("rope_theta");
+  } else {
+    f.fail("rope_theta", "missing (neither rope_theta nor rope_parameters.rope_theta)");
+  }
+  if (!(theta > 0)) f.fail("rope_theta", "must be positive");
+  c.rope_theta = static_cast<float>(theta);
+
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+  if (qwen2) {
+    c.attention_bias = true;  // Qwen2 always has q/k/v bias and no q/k norm
+    c.qk_norm = false;
+  } else {
+    c.qk_norm = true;
+    if (f.boolean("attention_bias", false))
+      f.unsupported("attention_bias", "Qwen3 with attention biases (o_proj bias)");
+    c.attention_bias = false;
+  }
+
+  // transformers 5 writes dtype, transformers 4 torch_dtype.
+  if (f.has("dtype")) {
+    c.dtype = parse_dtype(f, "dtype", f.string("dtype"));
+  } else if (f.has("torch_dtype")) {
+    c.dtype = parse_dtype(f, "torch_dtype", f.string("torch_dtype"));
+  } else {
+    spdlog::warn("{}: no dtype or torch_dtype; assuming bfloat16", config_name);
+    c.dtype = DType::BF16;
+  }
+
+  if (f.has("bos_token_id")) {
+    const auto bos = f.int_list("bos_token_id");
+    if (bos.size() != 1) f.fail("bos_token_id", "expected one token id");
+    c.bos_token_id = bos[0];
+  }
+  if (f.has("eos_token_id")) c.eos_token_ids = f.int_list("eos_token_id");
+  if (generation != nullptr) parse_generation(*generation, generation_name, c);
+  for (int32_t id : c.eos_token_ids) {
+    if (id >= c.vocab_size)
+      throw ModelFolderError((generation ? generation_name : config_name) +
+                             ": field 'eos_token_id': " + std::to_string(id) +
+                             " is not below vocab_size " + std::to_string(c.vocab_size));
+  }
+  if (c.eos_token_ids.empty())
+    spdlog::warn("{}: no eos_token_id; generation stops only at max_tokens", config_name);
+  return c;
+}
+
+ModelConfig load_model_config(const std::filesystem::path& model_dir) {
+  const auto config_path = model_dir / "config.json";
+  const auto generation_path = model_dir / "generation_config.json";
+  const json config = read_json_file(config_path);
+  std::optional<json> generation;
+  if (std::filesystem::exists(generation_path)) generation = read_json_file(generation_path);
+  return parse_model_config(config, config_path.string(), generation ? &*generation : nullptr,
+                            generation_path.string());
+}
+
+}  // namespace nanovllm

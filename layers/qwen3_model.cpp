@@ -1,0 +1,109 @@
+#include "layers/qwen3_model.h"
+
+#include "kernels/activation.h"
+#include "kernels/embedding.h"
+
+namespace nanovllm {
+
+namespace {
+std::string mlp_prefix(int layer) { return "model.layers." + std::to_string(layer) + ".mlp."; }
+std::string layer_name(int layer, const char* what) {
+  return "model.layers." + std::to_string(layer) + "." + what;
+}
+}  // namespace
+
+Qwen3MLP::Qwen3MLP(const Checkpoint& ckpt, int layer, const ShardInfo& shard, Communicator& comm)
+    : gate_up_proj_(ckpt, {mlp_prefix(layer) + "gate_proj", mlp_prefix(layer) + "up_proj"}, false,
+                    shard),
+      down_proj_(ckpt, mlp_prefix(layer) + "down_proj", false, shard, comm) {}
+
+void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorView& gate_up,
+                       const TensorView& act, const ExecContext& ctx) const {
+  gate_up_proj_.forward(gate_up, x, ctx);
+  kernels::silu_and_mul(act, gate_up, ctx);
+  down_proj_.forward(out, act, ctx);
+}
+
+Qwen3DecoderLayer::Qwen3DecoderLayer(const ModelConfig& c, const Checkpoint& ckpt, int layer,
+                                     const ShardInfo& shard, Communicator& comm)
+    : input_layernorm_(ckpt, layer_name(layer, "input_layernorm.weight"), c.rms_norm_eps, shard.device),
+      self_attn_(c, ckpt, layer, shard, comm),
+      post_attention_layernorm_(ckpt, layer_name(layer, "post_attention_layernorm.weight"),
+                                c.rms_norm_eps, shard.device),
+      mlp_(ckpt, layer, shard, comm) {}
+
+Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& c, const Checkpoint& ckpt,
+                                   const ShardInfo& shard, Communicator& comm)
+    : config_(c),
+      shard_(shard),
+      comm_(&comm),
+      embed_tokens_(ckpt, "model.embed_tokens.weight", c.vocab_size, shard, comm),
+      norm_(ckpt, "model.norm.weight", c.rms_norm_eps, shard.device),
+      workspace_(shard.device) {
+  CHECK_EQ(comm.world_size(), shard.tp_size);
+  CHECK_EQ(comm.rank(), shard.tp_rank);
+  for (int i = 0; i < c.num_hidden_layers; ++i)
+    layers_.push_back(std::make_unique<Qwen3DecoderLayer>(c, ckpt, i, shard, comm));
+  lm_head_ = c.tie_word_embeddings
+                 ? std::make_unique<ParallelLMHead>(embed_tokens_, comm)
+                 : std::make_unique<ParallelLMHead>(ckpt, "lm_head.weight", c.vocab_size, shard, comm);
+}
+
+void Qwen3ForCausalLM::bind_kv_cache(const TensorView& kv_cache) {
+  CHECK_EQ(kv_cache.ndim, 6);
+  CHECK_EQ(kv_cache.size(0), 2);
+  CHECK_EQ(kv_cache.size(1), static_cast<int64_t>(layers_.size()));
+  const int64_t nb = kv_cache.size(2), bs = kv_cache.size(3), hkv = kv_cache.size(4),
+                d = kv_cache.size(5);
+  const int64_t layer_elems = nb * bs * hkv * d;
+  auto* base = static_cast<uint16_t*>(kv_cache.data);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const TensorView k(base + i * layer_elems, DType::BF16, {nb, bs, hkv, d}, kv_cache.device);
+    const TensorView v(base + (layers_.size() + i) * layer_elems, DType::BF16, {nb, bs, hkv, d},
+                       kv_cache.device);
+    layers_[i]->self_attn().bind_kv_cache(k, v);
+  }
+}
+
+TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorView& positions,
+                                     const AttentionMetadata& meta, const ExecContext& ctx) {
+  const int64_t t = input_ids.size(0), h = config_.hidden_size;
+  const Qwen3Attention& attn0 = layers_.front()->self_attn();
+  const int64_t inter = layers_.front()->mlp().inter_local();
+  const TensorView residual = workspace_.get(kResidual, DType::BF16, {t, h});
+  const TensorView hidden = workspace_.get(kHidden, DType::BF16, {t, h});
+  const TensorView qkv = workspace_.get(kQkv, DType::BF16, {t, attn0.qkv_width()});
+  const TensorView attn = workspace_.get(kAttn, DType::BF16, {t, attn0.q_width()});
+  const TensorView gate_up = workspace_.get(kGateUp, DType::BF16, {t, 2 * inter});
+  const TensorView act = workspace_.get(kAct, DType::BF16, {t, inter});
+
+  // The residual stream starts as the embedding; each norm adds the previous block's output.
+  embed_tokens_.forward(residual, input_ids, ctx);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Qwen3DecoderLayer& layer = *layers_[i];
+    if (i == 0) layer.input_layernorm().forward(hidden, residual, ctx);
+    else layer.input_layernorm().forward_add(hidden, residual, ctx);
+    layer.self_attn().forward(hidden, hidden, positions, meta, qkv, attn, ctx);
+    layer.post_attention_layernorm().forward_add(hidden, residual, ctx);
+    layer.mlp().forward(hidden, hidden, gate_up, act, ctx);
+  }
+  norm_.forward_add(hidden, residual, ctx);
+  return hidden;
+}
+
+void Qwen3ForCausalLM::compute_logits(const TensorView& logits, const TensorView& hidden,
+                                      const TensorView& logits_indices, const ExecContext& ctx) {
+  const int64_t s = logits_indices.size(0), h = config_.hidden_size;
+  // Row gather [T, H] -> [S, H] through the embedding kernel (hidden as the "table").
+  const TensorView selected = workspace_.get(kSelected, DType::BF16, {s, h});
+  kernels::embedding(selected, logits_indices, hidden, 0, ctx);
+  const int64_t shard = lm_head_->shard_rows();
+  const bool multi = comm_->world_size() > 1;
+  const TensorView shard_logits =
+      multi ? workspace_.get(kShardLogits, DType::F32, {s, shard}) : TensorView();
+  const TensorView gathered =
+      multi ? workspace_.get(kGathered, DType::F32, {comm_->world_size(), s, shard}) : TensorView();
+  lm_head_->forward(logits, selected, shard_logits, gathered, ctx);
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,78 @@
+// The Qwen3 (and Qwen2) decoder, sharded for one tensor-parallel rank (nano-vllm's
+// models/qwen3.py): embedding, layers of [input_layernorm, attention, post_attention_layernorm,
+// MLP] with the residual carried by the fused add+norm, final norm, vocab-parallel LM head.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "layers/attention_layer.h"
+#include "layers/rms_norm_layer.h"
+#include "layers/vocab_embedding.h"
+#include "layers/workspace.h"
+
+namespace nanovllm {
+
+class Qwen3MLP {
+ public:
+  Qwen3MLP(const Checkpoint& ckpt, int layer, const ShardInfo& shard, Communicator& comm);
+  // out, x: [T, H] bf16 (may alias); gate_up: [T, 2 * I_local], act: [T, I_local] scratch.
+  void forward(const TensorView& out, const TensorView& x, const TensorView& gate_up,
+               const TensorView& act, const ExecContext& ctx) const;
+  int64_t inter_local() const { return down_proj_.in_features(); }
+
+ private:
+  MergedColumnParallelLinear gate_up_proj_;
+  RowParallelLinear down_proj_;
+};
+
+class Qwen3DecoderLayer {
+ public:
+  Qwen3DecoderLayer(const ModelConfig& config, const Checkpoint& ckpt, int layer,
+                    const ShardInfo& shard, Communicator& comm);
+  Qwen3Attention& self_attn() { return self_attn_; }
+  const Qwen3Attention& self_attn() const { return self_attn_; }
+  const Qwen3MLP& mlp() const { return mlp_; }
+  const RMSNorm& input_layernorm() const { return input_layernorm_; }
+  const RMSNorm& post_attention_layernorm() const { return post_attention_layernorm_; }
+
+ private:
+  RMSNorm input_layernorm_;
+  Qwen3Attention self_attn_;
+  RMSNorm post_attention_layernorm_;
+  Qwen3MLP mlp_;
+};
+
+class Qwen3ForCausalLM {
+ public:
+  Qwen3ForCausalLM(const ModelConfig& config, const Checkpoint& ckpt, const ShardInfo& shard,
+                   Communicator& comm);
+
+  // kv_cache: [2, layers, num_blocks, block_size, kv_heads_local, head_dim] bf16.
+  void bind_kv_cache(const TensorView& kv_cache);
+  int64_t num_kv_heads_local() const { return layers_.front()->self_attn().num_kv_heads(); }
+
+  // The decoder over T tokens. input_ids, positions: [T] i32. Returns the final-normed
+  // hidden states [T, H] bf16, a workspace view valid until the next call.
+  TensorView forward(const TensorView& input_ids, const TensorView& positions,
+                     const AttentionMetadata& meta, const ExecContext& ctx);
+
+  // logits (rank 0; ignored elsewhere): [S, V] f32 for rows logits_indices [S] i32 of hidden.
+  // Every rank must call it (the shards are gathered to rank 0).
+  void compute_logits(const TensorView& logits, const TensorView& hidden,
+                      const TensorView& logits_indices, const ExecContext& ctx);
+
+ private:
+  enum Slot : size_t { kResidual, kHidden, kQkv, kAttn, kGateUp, kAct, kSelected, kShardLogits, kGathered };
+
+  ModelConfig config_;
+  ShardInfo shard_;
+  Communicator* comm_;
+  VocabParallelEmbedding embed_tokens_;
+  std::vector<std::unique_ptr<Qwen3DecoderLayer>> layers_;
+  RMSNorm norm_;
+  std::unique_ptr<ParallelLMHead> lm_head_;
+  Workspace workspace_;
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,19 @@
+#include "layers/rms_norm_layer.h"
+
+#include "kernels/rms_norm.h"
+
+namespace nanovllm {
+
+RMSNorm::RMSNorm(const Checkpoint& ckpt, const std::string& name, float eps, Device device)
+    : weight_(Parameter::load_full(checkpoint_tensor(ckpt, name, 1), device)), eps_(eps) {}
+
+void RMSNorm::forward(const TensorView& out, const TensorView& x, const ExecContext& ctx) const {
+  kernels::rms_norm(out, x, weight(), eps_, ctx);
+}
+
+void RMSNorm::forward_add(const TensorView& x, const TensorView& residual,
+                          const ExecContext& ctx) const {
+  kernels::fused_add_rms_norm(x, residual, weight(), eps_, ctx);
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,25 @@
+// RMSNorm with its checkpoint weight [H] (replicated on every rank).
+#pragma once
+
+#include <string>
+
+#include "layers/linear.h"
+
+namespace nanovllm {
+
+class RMSNorm {
+ public:
+  RMSNorm(const Checkpoint& ckpt, const std::string& name, float eps, Device device);
+  // out = norm(x) * w. out, x: [T, H] bf16.
+  void forward(const TensorView& out, const TensorView& x, const ExecContext& ctx) const;
+  // residual = x + residual; x = norm(residual) * w (in place).
+  void forward_add(const TensorView& x, const TensorView& residual, const ExecContext& ctx) const;
+  const TensorView& weight() const { return weight_.view(); }  // [H] bf16
+  float eps() const { return eps_; }
+
+ private:
+  Parameter weight_;
+  float eps_;
+};
+
+}  // namespace nanovllm

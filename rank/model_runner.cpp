@@ -1,0 +1,132 @@
+#include "rank/model_runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "kernels/sampler.h"
+#include "layers/checkpoint.h"
+
+namespace nanovllm {
+
+namespace {
+// Slots of inputs_ (one per uploaded step input).
+enum InputSlot : size_t {
+  kInputIds, kPositions, kSlotMapping, kCuQ, kCuK, kContextLens, kBlockTables, kLogitsIndices,
+  kTemperatures, kTopK, kTopP, kMinP, kSeeds, kSamplePositions, kOutTokens, kLogits
+};
+int64_t len(const auto& v) { return static_cast<int64_t>(v.size()); }
+}  // namespace
+
+size_t ModelRunner::kv_block_bytes(const ModelConfig& c, int tp_size, int block_size) {
+  const int64_t kv_heads = std::max<int64_t>(1, c.num_key_value_heads / tp_size);
+  return static_cast<size_t>(2 * c.num_hidden_layers * block_size * kv_heads * c.head_dim) *
+         dtype_size(DType::BF16);
+}
+
+ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config,
+                         int tp_rank, int tp_size, Communicator& comm, int num_kv_blocks,
+                         int block_size, Device device, int cpu_threads)
+    : config_(config),
+      comm_(&comm),
+      num_kv_blocks_(num_kv_blocks),
+      block_size_(block_size),
+      device_(device),
+      inputs_(device) {
+  CHECK_GT(num_kv_blocks, 0);
+  CHECK_GT(block_size, 0);
+  ctx_.cpu_threads = cpu_threads > 0 ? cpu_threads
+                                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  {
+    const Checkpoint ckpt = Checkpoint::open(model_dir);
+    validate_checkpoint(config_, ckpt);
+    model_ = std::make_unique<Qwen3ForCausalLM>(config_, ckpt, ShardInfo{tp_rank, tp_size, device}, comm);
+  }  // the mappings are released here; every weight now lives in its own buffer
+  const int64_t hkv = model_->num_kv_heads_local();
+  kv_cache_ = DeviceBuffer(kv_block_bytes(config_, tp_size, block_size) * num_kv_blocks, device);
+  kv_cache_.zero();
+  model_->bind_kv_cache(kv_cache_.view(
+      DType::BF16, {2, config_.num_hidden_layers, num_kv_blocks, block_size, hkv, config_.head_dim}));
+  spdlog::info("rank {}: model loaded ({} layers, {} kv heads here), KV cache {} blocks x {} tokens "
+               "({:.1f} MiB)", tp_rank, config_.num_hidden_layers, hkv, num_kv_blocks, block_size,
+               kv_cache_.nbytes() / 1048576.0);
+}
+
+ModelRunner::~ModelRunner() = default;
+
+TensorView ModelRunner::upload(size_t slot, const void* data, DType dtype,
+                               std::initializer_list<int64_t> dims) {
+  const TensorView v = inputs_.get(slot, dtype, dims);
+  if (v.nbytes() == 0) return v;
+  if (device_ == Device::CPU) std::memcpy(v.data, data, v.nbytes());
+  else CUDA_CHECK(cudaMemcpyAsync(v.data, data, v.nbytes(), cudaMemcpyHostToDevice, ctx_.stream));
+  return v;
+}
+
+TensorView ModelRunner::run_model(const StepCommand& cmd) {
+  CHECK(cmd.kind == StepKind::PREFILL || cmd.kind == StepKind::DECODE);
+  const int64_t t = cmd.num_tokens(), b = cmd.num_seqs(), s = len(cmd.logits_indices);
+  CHECK_GT(t, 0);
+  CHECK_EQ(len(cmd.positions), t);
+  CHECK_EQ(len(cmd.slot_mapping), t);
+  CHECK_EQ(len(cmd.block_tables), b * cmd.block_table_width);
+  const TensorView input_ids = upload(kInputIds, cmd.input_ids.data(), DType::I32, {t});
+  const TensorView positions = upload(kPositions, cmd.positions.data(), DType::I32, {t});
+  AttentionMetadata meta;
+  meta.is_prefill = cmd.kind == StepKind::PREFILL;
+  meta.slot_mapping = upload(kSlotMapping, cmd.slot_mapping.data(), DType::I32, {t});
+  meta.block_tables = upload(kBlockTables, cmd.block_tables.data(), DType::I32, {b, cmd.block_table_width});
+  if (meta.is_prefill) {
+    meta.cu_seqlens_q = upload(kCuQ, cmd.cu_seqlens_q.data(), DType::I32, {b + 1});
+    meta.cu_seqlens_k = upload(kCuK, cmd.cu_seqlens_k.data(), DType::I32, {b + 1});
+    meta.max_seqlen_q = cmd.max_seqlen_q;
+    meta.max_seqlen_k = cmd.max_seqlen_k;
+  } else {
+    CHECK_EQ(b, t);
+    meta.context_lens = upload(kContextLens, cmd.context_lens.data(), DType::I32, {b});
+    meta.max_context_len = *std::max_element(cmd.context_lens.begin(), cmd.context_lens.end());
+  }
+  const TensorView hidden = model_->forward(input_ids, positions, meta, ctx_);
+  if (s == 0) return TensorView();
+  const TensorView indices = upload(kLogitsIndices, cmd.logits_indices.data(), DType::I32, {s});
+  // Every rank computes its logits shard; only rank 0's view receives the full rows.
+  const TensorView logits = inputs_.get(kLogits, DType::F32, {s, config_.vocab_size});
+  model_->compute_logits(logits, hidden, indices, ctx_);
+  return comm_->rank() == 0 ? logits : TensorView();
+}
+
+std::vector<int32_t> ModelRunner::sample(const StepCommand& cmd, const TensorView& logits) {
+  const int64_t s = logits.size(0);
+  CHECK_EQ(len(cmd.temperatures), s);
+  CHECK(len(cmd.top_k) == s && len(cmd.top_p) == s && len(cmd.min_p) == s);
+  CHECK(len(cmd.seeds) == s && len(cmd.sample_positions) == s);
+  const kernels::SamplingBatch batch{
+      logits,
+      upload(kTemperatures, cmd.temperatures.data(), DType::F32, {s}),
+      upload(kTopK, cmd.top_k.data(), DType::I32, {s}),
+      upload(kTopP, cmd.top_p.data(), DType::F32, {s}),
+      upload(kMinP, cmd.min_p.data(), DType::F32, {s}),
+      upload(kSeeds, cmd.seeds.data(), DType::I64, {s}),
+      upload(kSamplePositions, cmd.sample_positions.data(), DType::I32, {s}),
+      inputs_.get(kOutTokens, DType::I32, {s})};
+  kernels::sample(batch, ctx_);
+  std::vector<int32_t> tokens(static_cast<size_t>(s));
+  if (device_ == Device::CPU) {
+    std::memcpy(tokens.data(), batch.out_tokens.data, tokens.size() * sizeof(int32_t));
+  } else {
+    CUDA_CHECK(cudaMemcpyAsync(tokens.data(), batch.out_tokens.data, tokens.size() * sizeof(int32_t),
+                               cudaMemcpyDeviceToHost, ctx_.stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
+  return tokens;
+}
+
+std::vector<int32_t> ModelRunner::execute(const StepCommand& cmd) {
+  const TensorView logits = run_model(cmd);
+  if (comm_->rank() != 0 || cmd.logits_indices.empty()) return {};
+  return sample(cmd, logits);
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,212 @@
+// Result lines: valid JSON, the right fields, one flushed line per request, both shapes.
+#include "engine/result_writer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace nanovllm {
+namespace {
+
+ResultWriterOptions fixed_options() {
+  ResultWriterOptions o;
+  o.served_model = "Qwen3-0.6B";
+  o.run_tag = "run";
+  o.unix_time = [] { return int64_t{1700000000}; };
+  return o;
+}
+
+Request text_request(const std::string& id) {
+  Request r;
+  r.id = id;
+  r.line = 3;
+  r.kind = PromptKind::kText;
+  r.prompt = "hi";
+  r.prompt_token_ids = {1, 2, 3};
+  return r;
+}
+
+RequestOutput output(const std::string& text, FinishReason reason = FinishReason::kStop) {
+  RequestOutput out;
+  out.text = text;
+  out.token_ids = {7, 8};
+  out.finish_reason = reason;
+  out.prompt_tokens = 3;
+  out.cached_tokens = 1;
+  return out;
+}
+
+std::vector<nlohmann::json> parse_lines(const std::string& text) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+TEST(ResultWriter, NativeResultHasEveryField) {
+  std::ostringstream out;
+  ResultWriter writer(out, fixed_options());
+  writer.write(text_request("a"), output("hello", FinishReason::kLength));
+  ASSERT_EQ(out.str().back(), '\n');
+  const auto lines = parse_lines(out.str());
+  ASSERT_EQ(lines.size(), 1u);
+  const auto& j = lines[0];
+  EXPECT_EQ(j["id"], "a");
+  EXPECT_EQ(j["text"], "hello");
+  EXPECT_EQ(j["token_ids"], nlohmann::json({7, 8}));
+  EXPECT_EQ(j["finish_reason"], "length");
+  EXPECT_EQ(j["prompt_tokens"], 3);
+  EXPECT_EQ(j["completion_tokens"], 2);
+  EXPECT_EQ(j["cached_tokens"], 1);
+  EXPECT_FALSE(j.contains("reasoning_content"));
+  EXPECT_FALSE(j.contains("error"));
+  EXPECT_EQ(writer.num_ok(), 1);
+}
+
+TEST(ResultWriter, ChatResultSplitsReasoningFromText) {
+  Request r = text_request("c");
+  r.kind = PromptKind::kChat;
+  r.messages = nlohmann::json::array({{{"role", "user"}, {"content", "hi"}}});
+  const auto j = result_json(r, output("<think>hmm</think>yes"), fixed_options(), 0);
+  EXPECT_EQ(j["reasoning_content"], "hmm");
+  EXPECT_EQ(j["text"], "yes");
+  // Cut off while thinking: everything is reasoning and the answer is null.
+  const auto cut = result_json(r, output("<think>hm", FinishReason::kLength), fixed_options(), 0);
+  EXPECT_EQ(cut["reasoning_content"], "hm");
+  EXPECT_TRUE(cut["text"].is_null());
+  r.enable_thinking = false;
+  const auto off = result_json(r, output("plain"), fixed_options(), 0);
+  EXPECT_TRUE(off["reasoning_content"].is_null());
+  EXPECT_EQ(off["text"], "plain");
+}
+
+TEST(ResultWriter, ErrorResultNamesMessageLineAndField) {
+  Request r = text_request("bad");
+  r.fail("must be in (0, 1]", "top_p");
+  std::ostringstream out;
+  ResultWriter writer(out, fixed_options());
+  writer.write_error(r);
+  const auto j = parse_lines(out.str()).at(0);
+  EXPECT_EQ(j["id"], "bad");
+  EXPECT_EQ(j["finish_reason"], "error");
+  EXPECT_EQ(j["token_ids"], nlohmann::json::array());
+  EXPECT_EQ(j["error"]["message"], "must be in (0, 1]");
+  EXPECT_EQ(j["error"]["line"], 3);
+  EXPECT_EQ(j["error"]["field"], "top_p");
+  EXPECT_EQ(writer.num_failed(), 1);
+  Request whole_line = text_request("x");
+  whole_line.fail("malformed JSON at column 2: oops", "");
+  EXPECT_TRUE(error_json(whole_line, fixed_options(), 0)["error"]["field"].is_null());
+}
+
+TEST(ResultWriter, OpenAIChatAnswerHasTheBatchOutputShape) {
+  Request r = text_request("req-1");
+  r.format = RequestFormat::kOpenAIChat;
+  r.kind = PromptKind::kChat;
+  r.model = "my-model";
+  const auto j = result_json(r, output("<think>a</think>b"), fixed_options(), 4);
+  EXPECT_EQ(j["custom_id"], "req-1");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("batch_req_", 0), 0u);
+  EXPECT_TRUE(j["error"].is_null());
+  const auto& response = j["response"];
+  EXPECT_EQ(response["status_code"], 200);
+  EXPECT_TRUE(response["request_id"].is_string());
+  const auto& body = response["body"];
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["created"], 1700000000);
+  EXPECT_EQ(body["model"], "my-model");
+  const auto& choice = body["choices"][0];
+  EXPECT_EQ(choice["index"], 0);
+  EXPECT_EQ(choice["finish_reason"], "stop");
+  EXPECT_EQ(choice["message"]["role"], "assistant");
+  EXPECT_EQ(choice["message"]["content"], "b");
+  EXPECT_EQ(choice["message"]["reasoning_content"], "a");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(body["usage"]["total_tokens"], 5);
+  EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
+}
+
+TEST(ResultWriter, OpenAICompletionAnswerIsATextCompletion) {
+  Request r = text_request("c-1");
+  r.format = RequestFormat::kOpenAICompletion;
+  const auto j = result_json(r, output("<think>kept</think>"), fixed_options(), 0);
+  const auto& body = j["response"]["body"];
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["model"], "Qwen3-0.6B");  // the served model when the request named none
+  EXPECT_EQ(body["choices"][0]["text"], "<think>kept</think>");  // no reasoning split
+  EXPECT_FALSE(body["choices"][0].contains("message"));
+}
+
+TEST(ResultWriter, OpenAIErrorRecordHasNoBodyAndAnErrorObject) {
+  Request r = text_request("e-1");
+  r.format = RequestFormat::kOpenAIChat;
+  r.fail("only one completion per request is supported", "body.n");
+  const auto j = error_json(r, fixed_options(), 0);
+  EXPECT_EQ(j["custom_id"], "e-1");
+  EXPECT_EQ(j["response"]["status_code"], 400);
+  EXPECT_TRUE(j["response"]["body"].is_null());
+  EXPECT_EQ(j["error"]["field"], "body.n");
+  EXPECT_EQ(j["error"]["line"], 3);
+  EXPECT_TRUE(j["error"]["code"].is_string());
+}
+
+TEST(ResultWriter, AnswersOfOneRunHaveDistinctIds) {
+  Request r = text_request("x");
+  r.format = RequestFormat::kOpenAICompletion;
+  EXPECT_NE(result_json(r, output("a"), fixed_options(), 0)["id"],
+            result_json(r, output("a"), fixed_options(), 1)["id"]);
+}
+
+TEST(ResultWriter, EachLineIsOnDiskAsSoonAsItIsWritten) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("nanovllm_results_" + std::to_string(getpid()) + ".jsonl");
+  auto writer = ResultWriter::open(path, false, fixed_options());
+  auto read_back = [&] {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return parse_lines(ss.str());
+  };
+  writer->write(text_request("a"), output("x"));
+  EXPECT_EQ(read_back().size(), 1u);  // the writer is still open: flushed, not buffered
+  Request bad = text_request("b");
+  bad.fail("oops", "prompt");
+  writer->write_error(bad);
+  const auto lines = read_back();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["id"], "b");
+  writer.reset();
+  std::filesystem::remove(path);
+}
+
+TEST(ResultWriter, InvalidUtf8InTheTextStillGivesValidJson) {
+  // A completion cut inside a multi-byte character must not make the line unreadable.
+  std::ostringstream out;
+  ResultWriter writer(out, fixed_options());
+  writer.write(text_request("u"), output("ok\xe4\xb8"));
+  const auto j = parse_lines(out.str()).at(0);
+  EXPECT_EQ(j["text"].get<std::string>().substr(0, 2), "ok");
+}
+
+TEST(ResultWriter, SuccessfulResultsAreRecognisedInBothShapes) {
+  std::string id;
+  Request native = text_request("n");
+  EXPECT_TRUE(is_successful_result(result_json(native, output("x"), fixed_options(), 0), id));
+  EXPECT_EQ(id, "n");
+  native.fail("bad", "prompt");
+  EXPECT_FALSE(is_successful_result(error_json(native, fixed_options(), 0), id));
+  Request batch = text_request("b");
+  batch.format = RequestFormat::kOpenAIChat;
+  EXPECT_TRUE(is_successful_result(result_json(batch, output("x"), fixed_options(), 0), id));
+  EXPECT_EQ(id, "b");
+  batch.fail("bad", "body.n");
+  EXPECT_FALSE(is_successful_result(error_json(batch, fixed_options(), 0), id));
+  EXPECT_FALSE(is_successful_result(nlohmann::json{{"foo", 1}}, id));
+}
+
+}  // namespace
+}  // namespace nanovllm

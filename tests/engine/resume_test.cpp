@@ -1,0 +1,152 @@
+// --resume: finished ids are skipped, errors retried, a crash's partial line cut away.
+#include "engine/resume.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/result_writer.h"
+
+namespace nanovllm {
+namespace {
+
+class ResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = std::filesystem::temp_directory_path() /
+            ("nanovllm_resume_" + std::to_string(getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".jsonl");
+    std::filesystem::remove(path_);
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+
+  void write_file(const std::string& text) { std::ofstream(path_, std::ios::binary) << text; }
+  std::string file_text() const {
+    std::ifstream in(path_, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // Every line of the file must parse on its own and end with a newline.
+  std::vector<nlohmann::json> file_lines() const {
+    const std::string text = file_text();
+    EXPECT_TRUE(text.empty() || text.back() == '\n');
+    std::vector<nlohmann::json> lines;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+    return lines;
+  }
+
+  std::filesystem::path path_;
+};
+
+std::string kOk(const std::string& id) {
+  return R"({"id":")" + id +
+         R"(","text":"x","token_ids":[1],"finish_reason":"stop","prompt_tokens":1,)"
+         R"("completion_tokens":1,"cached_tokens":0})";
+}
+
+TEST_F(ResumeTest, MissingOutputFileIsAFreshStart) {
+  const ResumeState s = prepare_resume(path_);
+  EXPECT_TRUE(s.done_ids.empty());
+  EXPECT_FALSE(std::filesystem::exists(path_));
+}
+
+TEST_F(ResumeTest, FinishedIdsAreCollectedAndTheFileKept) {
+  const std::string text = std::string(kOk("a")) + "\n" + kOk("b") + "\n";
+  write_file(text);
+  const ResumeState s = prepare_resume(path_);
+  EXPECT_EQ(s.done_ids, (std::unordered_set<std::string>{"a", "b"}));
+  EXPECT_EQ(s.kept_lines, 2);
+  EXPECT_FALSE(s.truncated_last_line);
+  EXPECT_EQ(file_text(), text);
+}
+
+TEST_F(ResumeTest, TruncatedLastLineIsIgnoredAndCutAway) {
+  const std::string whole = std::string(kOk("a")) + "\n";
+  const std::string partial = std::string(kOk("b")).substr(0, 30);
+  write_file(whole + partial);
+  const ResumeState s = prepare_resume(path_);
+  EXPECT_EQ(s.done_ids, (std::unordered_set<std::string>{"a"}));
+  EXPECT_TRUE(s.truncated_last_line);
+  EXPECT_EQ(file_text(), whole);
+}
+
+TEST_F(ResumeTest, CompleteLastLineWithoutNewlineGetsOne) {
+  write_file(kOk("a"));
+  const ResumeState s = prepare_resume(path_);
+  EXPECT_TRUE(s.done_ids.contains("a"));
+  EXPECT_FALSE(s.truncated_last_line);
+  EXPECT_EQ(file_lines().size(), 1u);
+}
+
+TEST_F(ResumeTest, ErrorResultsAreDroppedSoTheirRequestsAreRetried) {
+  const std::string error =
+      R"({"id":"e","text":"","token_ids":[],"finish_reason":"error","error":{"message":"m","line":2,"field":null}})";
+  const std::string batch_error =
+      R"({"id":"batch_req_1","custom_id":"q","response":{"status_code":400,"body":null},"error":{"message":"m"}})";
+  const std::string batch_ok =
+      R"({"id":"batch_req_2","custom_id":"p","response":{"status_code":200,"body":{}},"error":null})";
+  write_file(std::string(kOk("a")) + "\n" + error + "\n" + batch_error + "\n" + batch_ok + "\n" +
+             std::string(kOk("z")).substr(0, 12));
+  const ResumeState s = prepare_resume(path_);
+  EXPECT_EQ(s.done_ids, (std::unordered_set<std::string>{"a", "p"}));
+  EXPECT_EQ(s.dropped_error_lines, 2);
+  EXPECT_TRUE(s.truncated_last_line);
+  const auto lines = file_lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["id"], "a");
+  EXPECT_EQ(lines[1]["custom_id"], "p");
+}
+
+TEST_F(ResumeTest, PendingRequestsSkipFinishedOnesOnly) {
+  ResumeState s;
+  s.done_ids = {"a", "c"};
+  std::vector<Request> rs(4);
+  rs[0].id = "a";
+  rs[1].id = "b";
+  rs[2].id = "c";
+  rs[2].fail("bad now", "prompt");  // an invalid line is answered again, whatever its id
+  rs[3].id = "d";
+  const auto pending = pending_requests(rs, s);
+  ASSERT_EQ(pending.size(), 3u);
+  EXPECT_EQ(pending[0].id, "b");
+  EXPECT_EQ(pending[1].id, "c");
+  EXPECT_EQ(pending[2].id, "d");
+}
+
+TEST_F(ResumeTest, AppendingAfterRepairKeepsTheFileValidJsonl) {
+  write_file(std::string(kOk("a")) + "\n" + std::string(kOk("b")).substr(0, 20));
+  prepare_resume(path_);
+  Request r;
+  r.id = "b";
+  RequestOutput out;
+  out.text = "again";
+  ResultWriterOptions options;
+  options.run_tag = "t";
+  ResultWriter::open(path_, true, options)->write(r, out);
+  const auto lines = file_lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["id"], "b");
+  EXPECT_EQ(prepare_resume(path_).done_ids, (std::unordered_set<std::string>{"a", "b"}));
+}
+
+TEST_F(ResumeTest, ForeignContentIsRefusedAndLeftUntouched) {
+  const std::string text = std::string(kOk("a")) + "\nnot json\n" + kOk("b") + "\n";
+  write_file(text);
+  try {
+    prepare_resume(path_);
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(":2:"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(file_text(), text);
+  write_file("{\"foo\": 1}\n");
+  EXPECT_THROW(prepare_resume(path_), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace nanovllm

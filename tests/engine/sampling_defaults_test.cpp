@@ -1,0 +1,128 @@
+// Sampling precedence: generation_config.json < command line < request; max_tokens room.
+#include "engine/sampling_defaults.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <limits>
+
+namespace nanovllm {
+namespace {
+
+TEST(SamplingDefaults, NothingSetGivesBuiltInDefaultsAndTheRestOfTheContext) {
+  const SamplingParams p = resolve_sampling({}, {}, 10, 100);
+  const SamplingParams built_in;
+  EXPECT_EQ(p.temperature, built_in.temperature);
+  EXPECT_EQ(p.top_k, built_in.top_k);
+  EXPECT_EQ(p.top_p, built_in.top_p);
+  EXPECT_EQ(p.min_p, built_in.min_p);
+  EXPECT_FALSE(p.seed.has_value());
+  EXPECT_EQ(p.max_tokens, 90);
+}
+
+TEST(SamplingDefaults, EachLevelOverridesOnlyTheFieldsItSets) {
+  SamplingLevels levels;
+  levels.generation_config.temperature = 0.6f;
+  levels.generation_config.top_k = 20;
+  levels.generation_config.top_p = 0.95f;
+  levels.cli.temperature = 0.8f;
+  levels.cli.min_p = 0.05f;
+  levels.cli.seed = 11;
+  SamplingOverrides request;
+  request.temperature = 0.0f;
+  request.top_k = 5;
+
+  const SamplingParams p = resolve_sampling(levels, request, 4, 32);
+  EXPECT_EQ(p.temperature, 0.0f);  // request beats CLI beats generation config
+  EXPECT_TRUE(p.greedy());
+  EXPECT_EQ(p.top_k, 5);      // request beats generation config
+  EXPECT_EQ(p.top_p, 0.95f);  // only generation config sets it
+  EXPECT_EQ(p.min_p, 0.05f);  // only the CLI sets it
+  EXPECT_EQ(p.seed, 11u);
+
+  const SamplingParams no_request = resolve_sampling(levels, {}, 4, 32);
+  EXPECT_EQ(no_request.temperature, 0.8f);  // CLI beats generation config
+  EXPECT_EQ(no_request.top_k, 20);
+}
+
+TEST(SamplingDefaults, MaxTokensFromLowerLevelsIsCappedToTheRoomLeft) {
+  SamplingLevels levels;
+  levels.generation_config.max_tokens = 1000;
+  EXPECT_EQ(resolve_sampling(levels, {}, 90, 100).max_tokens, 10);
+  levels.cli.max_tokens = 5;
+  EXPECT_EQ(resolve_sampling(levels, {}, 90, 100).max_tokens, 5);
+  SamplingOverrides request;
+  request.max_tokens = 50;  // kept as given: validation reports it, not a silent cap
+  EXPECT_EQ(resolve_sampling(levels, request, 90, 100).max_tokens, 50);
+}
+
+TEST(SamplingDefaults, GenerationConfigOfQwen3IsRead) {
+  // The values Qwen3-0.6B ships in generation_config.json.
+  const auto config = nlohmann::json::parse(
+      R"({"bos_token_id": 151643, "do_sample": true, "eos_token_id": [151645, 151643],
+          "pad_token_id": 151643, "temperature": 0.6, "top_k": 20, "top_p": 0.95,
+          "transformers_version": "4.51.0"})");
+  const SamplingOverrides o = generation_config_overrides(config, "g.json");
+  EXPECT_FLOAT_EQ(*o.temperature, 0.6f);
+  EXPECT_EQ(*o.top_k, 20);
+  EXPECT_FLOAT_EQ(*o.top_p, 0.95f);
+  EXPECT_FALSE(o.min_p.has_value());
+  EXPECT_FALSE(o.max_tokens.has_value());
+}
+
+TEST(SamplingDefaults, DoSampleFalseMeansGreedyAndMaxNewTokensMeansMaxTokens) {
+  const SamplingOverrides o = generation_config_overrides(
+      nlohmann::json::parse(R"({"do_sample": false, "temperature": 0.7, "max_new_tokens": 30})"),
+      "g.json");
+  EXPECT_EQ(*o.temperature, 0.0f);
+  EXPECT_EQ(*o.max_tokens, 30);
+}
+
+TEST(SamplingDefaults, BadGenerationConfigValueNamesFileAndField) {
+  try {
+    generation_config_overrides(nlohmann::json::parse(R"({"top_p": 0})"), "model/g.json");
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("model/g.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("top_p"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SamplingDefaults, ModelFolderWithoutGenerationConfigHasNoDefaults) {
+  const SamplingOverrides o = load_generation_config("/nonexistent-model-folder");
+  EXPECT_FALSE(o.temperature || o.top_p || o.top_k || o.min_p || o.max_tokens);
+}
+
+TEST(SamplingDefaults, GenerationConfigFileIsLoadedAndMalformedJsonNamesIt) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("nanovllm_sampling_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "generation_config.json") << R"({"temperature": 0.25})";
+  EXPECT_FLOAT_EQ(*load_generation_config(dir).temperature, 0.25f);
+  std::ofstream(dir / "generation_config.json") << R"({"temperature": )";
+  try {
+    load_generation_config(dir);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("generation_config.json"), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SamplingDefaults, CommandLineValuesAreRangeChecked) {
+  SamplingOverrides cli;
+  EXPECT_FALSE(check_sampling_overrides(cli).has_value());
+  cli.min_p = 2.0f;
+  ASSERT_TRUE(check_sampling_overrides(cli).has_value());
+  EXPECT_EQ(check_sampling_overrides(cli)->field, "min_p");
+  cli = {};
+  cli.temperature = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(check_sampling_overrides(cli)->field, "temperature");
+  cli = {};
+  cli.max_tokens = 0;
+  EXPECT_EQ(check_sampling_overrides(cli)->field, "max_tokens");
+}
+
+}  // namespace
+}  // namespace nanovllm

@@ -1,0 +1,198 @@
+// Random workloads through LLMEngine with a checking fake model: invariants after every
+// step, outputs equal to a sequential reference, nothing leaked at the end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "engine/llm_engine.h"
+#include "tests/engine/checking_step_runner.h"
+
+namespace nanovllm {
+namespace {
+
+using testing::CheckingStepRunner;
+using testing::reference_completion;
+
+struct Request {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  int arrival_step = 0;
+};
+
+struct Workload {
+  EngineConfig config;
+  int vocab = 0;
+  bool force_collisions = false;
+  std::vector<Request> requests;
+};
+
+int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+Workload make_workload(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  Workload w;
+  EngineConfig& c = w.config;
+  const int block_sizes[] = {1, 2, 3, 4, 8};
+  c.kvcache_block_size = block_sizes[uniform(0, 4)];
+  c.max_model_len = uniform(8, 64);
+  c.max_num_batched_tokens = c.max_model_len + uniform(0, 64);
+  c.max_num_seqs = uniform(1, 8);
+  c.eos_token_ids = uniform(0, 1) ? std::vector<int32_t>{0} : std::vector<int32_t>{0, 1};
+  w.vocab = uniform(8, 40);
+  w.force_collisions = uniform(0, 3) == 0;
+  const int alphabet = uniform(2, 10);  // small: equal blocks at different positions
+  std::vector<std::vector<int32_t>> prefixes(3);
+  for (auto& p : prefixes)
+    for (int n = uniform(0, 24); n > 0; --n) p.push_back(uniform(0, alphabet - 1));
+  const int num_requests = uniform(1, 12);
+  int max_need = 1;
+  for (int i = 0; i < num_requests; ++i) {
+    Request r;
+    r.prompt = prefixes[uniform(0, 2)];
+    for (int n = uniform(0, 16); n > 0; --n) r.prompt.push_back(uniform(0, alphabet - 1));
+    if (r.prompt.empty() && uniform(0, 1)) r.prompt.push_back(uniform(0, alphabet - 1));
+    r.params.max_tokens = uniform(1, 24);
+    r.params.ignore_eos = uniform(0, 9) < 3;
+    r.arrival_step = uniform(0, 1) ? 0 : uniform(0, 30);
+    const int len =
+        std::min(static_cast<int>(r.prompt.size()) + r.params.max_tokens, c.max_model_len);
+    if (static_cast<int>(r.prompt.size()) <= c.max_model_len)
+      max_need = std::max(max_need, ceil_div(len, c.kvcache_block_size));
+    w.requests.push_back(std::move(r));
+  }
+  // Usually just enough for the largest request (forces preemption), sometimes too small.
+  c.num_kvcache_blocks =
+      uniform(0, 9) == 0 ? std::max(1, max_need - 1) : max_need + uniform(0, max_need / 2);
+  return w;
+}
+
+bool expect_rejected(const Request& r, const EngineConfig& c) {
+  const int p = static_cast<int>(r.prompt.size());
+  if (p == 0 || p > c.max_model_len) return true;
+  return ceil_div(std::min(p + r.params.max_tokens, c.max_model_len), c.kvcache_block_size) >
+         c.num_kvcache_blocks;
+}
+
+void check_invariants(const LLMEngine& engine) {
+  const BlockManager& bm = engine.block_manager();
+  const Scheduler& sched = engine.scheduler();
+  const EngineConfig& c = engine.config();
+  ASSERT_EQ(bm.num_free_blocks() + bm.num_used_blocks(), bm.num_blocks());
+  std::vector<int> refs(bm.num_blocks(), 0);
+  ASSERT_LE(static_cast<int>(sched.running().size()), c.max_num_seqs);
+  for (const Sequence* seq : sched.running()) {
+    ASSERT_EQ(seq->status, SequenceStatus::RUNNING);
+    ASSERT_LT(seq->num_tokens(), c.max_model_len);
+    const int table = static_cast<int>(seq->block_table.size());
+    // The token appended by the last postprocess may still lack its block.
+    ASSERT_TRUE(table == seq->num_blocks() || table == seq->num_blocks() - 1)
+        << "seq " << seq->seq_id << " has " << table << " blocks for " << seq->num_tokens();
+    for (const int32_t id : seq->block_table) ++refs.at(id);
+    std::vector<int32_t> sorted = seq->block_table;
+    std::sort(sorted.begin(), sorted.end());
+    ASSERT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+  }
+  for (const Sequence* seq : sched.waiting()) {
+    ASSERT_EQ(seq->status, SequenceStatus::WAITING);
+    ASSERT_TRUE(seq->block_table.empty());
+  }
+  for (const Block& b : bm.blocks()) {
+    ASSERT_EQ(b.ref_count, refs[b.block_id]) << "block " << b.block_id;
+    ASSERT_NE(bm.is_free(b.block_id), bm.is_used(b.block_id)) << "block " << b.block_id;
+    ASSERT_EQ(bm.is_free(b.block_id), b.ref_count == 0) << "block " << b.block_id;
+    if (b.hash) {
+      const std::optional<int32_t> mapped = bm.lookup(*b.hash);
+      if (mapped) {
+        ASSERT_EQ(bm.block(*mapped).hash, b.hash);
+      }
+    }
+  }
+}
+
+struct Totals {
+  int64_t preemptions = 0;
+  int64_t cached_tokens = 0;
+  int64_t rejected = 0;
+  int64_t finished = 0;
+};
+
+void run_workload(uint64_t seed, Totals& totals) {
+  const Workload w = make_workload(seed);
+  const EngineConfig& c = w.config;
+  CheckingStepRunner runner(w.vocab);
+  BlockHashFn hash = compute_block_hash;
+  if (w.force_collisions)
+    hash = [](std::optional<uint64_t> prefix, std::span<const int32_t> tokens) {
+      return compute_block_hash(prefix, tokens) & 3;
+    };
+  LLMEngine engine(c, runner, hash);
+  runner.attach(engine.block_manager());
+
+  std::map<int64_t, const Request*> accepted;
+  std::map<int64_t, RequestOutput> outputs;
+  size_t num_arrived = 0;
+  std::vector<const Request*> by_arrival;
+  for (const Request& r : w.requests) by_arrival.push_back(&r);
+  std::stable_sort(by_arrival.begin(), by_arrival.end(), [](const Request* a, const Request* b) {
+    return a->arrival_step < b->arrival_step;
+  });
+  for (int step = 0; num_arrived < by_arrival.size() || !engine.is_finished(); ++step) {
+    ASSERT_LT(step, 20000) << "no progress";
+    while (num_arrived < by_arrival.size() && by_arrival[num_arrived]->arrival_step <= step) {
+      const Request& r = *by_arrival[num_arrived++];
+      const AddRequestResult added = engine.add_request(r.prompt, r.params);
+      ASSERT_EQ(!added.ok(), expect_rejected(r, c)) << added.error;
+      if (added.ok()) accepted.emplace(*added.seq_id, &r);
+    }
+    for (RequestOutput& out : engine.step()) outputs.emplace(out.seq_id, std::move(out));
+    check_invariants(engine);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  ASSERT_EQ(outputs.size(), accepted.size());
+  for (const auto& [id, out] : outputs) {
+    const Request& r = *accepted.at(id);
+    ASSERT_EQ(out.completion_token_ids,
+              reference_completion(id, r.prompt, r.params.max_tokens, r.params.ignore_eos,
+                                   c.eos_token_ids, c.max_model_len, w.vocab))
+        << "seq " << id;
+  }
+  totals.preemptions += engine.stats().num_preemptions;
+  totals.cached_tokens += engine.stats().num_cached_tokens;
+  totals.rejected += engine.stats().num_rejected;
+  totals.finished += engine.stats().num_finished;
+  ASSERT_LE(runner.max_batch_seqs, c.max_num_seqs);
+  ASSERT_LE(runner.max_prefill_tokens, c.max_num_batched_tokens);
+  // Zero leaks.
+  EXPECT_EQ(engine.num_unfinished_requests(), 0);
+  EXPECT_EQ(engine.block_manager().num_free_blocks(), c.num_kvcache_blocks);
+  EXPECT_EQ(engine.block_manager().num_used_blocks(), 0);
+  for (const Block& b : engine.block_manager().blocks()) EXPECT_EQ(b.ref_count, 0);
+}
+
+TEST(SchedulerProperty, RandomWorkloadsKeepInvariantsAndMatchSequentialOutputs) {
+  constexpr uint64_t kNumWorkloads = 8000;
+  Totals totals;
+  for (uint64_t seed = 1; seed <= kNumWorkloads; ++seed) {
+    SCOPED_TRACE("workload seed " + std::to_string(seed));
+    run_workload(seed, totals);
+    if (HasFailure()) return;
+  }
+  // The generator must actually reach the interesting paths.
+  EXPECT_GT(totals.preemptions, 100);
+  EXPECT_GT(totals.cached_tokens, 1000);
+  EXPECT_GT(totals.rejected, 10);
+  EXPECT_GT(totals.finished, 10000);
+  std::printf("%lld finished, %lld rejected, %lld preemptions, %lld cached tokens\n",
+              static_cast<long long>(totals.finished), static_cast<long long>(totals.rejected),
+              static_cast<long long>(totals.preemptions),
+              static_cast<long long>(totals.cached_tokens));
+}
+
+}  // namespace
+}  // namespace nanovllm

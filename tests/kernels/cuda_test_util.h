@@ -1,0 +1,121 @@
+// Helpers for the CUDA-vs-CPU kernel tests: skip without a GPU, device buffers that start
+// poisoned (0xFF bytes: bf16/f32 NaN, i32 -1) so unwritten outputs fail, random bf16 data,
+// and the error measures every comparison uses.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/bf16.h"
+#include "kernels/check.h"
+#include "kernels/tensor.h"
+
+namespace nanovllm::test {
+
+inline bool cuda_available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define SKIP_WITHOUT_CUDA()                                        \
+  do {                                                             \
+    if (!::nanovllm::test::cuda_available()) GTEST_SKIP() << "no CUDA device"; \
+  } while (0)
+
+// Owning device allocation, poisoned at birth.
+class DeviceMem {
+ public:
+  explicit DeviceMem(size_t bytes) : bytes_(bytes) {
+    CUDA_CHECK(cudaMalloc(&ptr_, bytes ? bytes : 1));
+    CUDA_CHECK(cudaMemset(ptr_, 0xFF, bytes ? bytes : 1));
+  }
+  ~DeviceMem() { cudaFree(ptr_); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+  template <typename T>
+  void upload(const std::vector<T>& h) {
+    CHECK_LE(h.size() * sizeof(T), bytes_);
+    CUDA_CHECK(cudaMemcpy(ptr_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  template <typename T>
+  std::vector<T> download(size_t n) const {
+    std::vector<T> h(n);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h.data(), ptr_, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A device copy of a host vector (poisoned first, then filled).
+template <typename T>
+struct DevVec {
+  explicit DevVec(const std::vector<T>& h) : mem(h.size() * sizeof(T)), n(h.size()) { mem.upload(h); }
+  explicit DevVec(size_t count) : mem(count * sizeof(T)), n(count) {}
+  TensorView view(DType t, std::initializer_list<int64_t> dims) const {
+    return TensorView(mem.get(), t, dims, Device::CUDA);
+  }
+  std::vector<T> host() const { return mem.template download<T>(n); }
+  DeviceMem mem;
+  size_t n;
+};
+
+inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng, float lo = -1.f,
+                                         float hi = 1.f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = float_to_bf16(d(rng));
+  return v;
+}
+
+struct ErrorStats {
+  double rel_l2 = 0;   // ||a - b|| / ||b||
+  double max_abs = 0;  // max |a - b|
+  bool finite = true;  // no NaN/inf in a (the poison must be gone)
+};
+
+inline ErrorStats compare_bf16(const std::vector<uint16_t>& got, const std::vector<uint16_t>& ref) {
+  ErrorStats s;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double a = bf16_to_float(got[i]), b = bf16_to_float(ref[i]);
+    if (!std::isfinite(a)) s.finite = false;
+    num += (a - b) * (a - b);
+    den += b * b;
+    s.max_abs = std::max(s.max_abs, std::abs(a - b));
+  }
+  s.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return s;
+}
+
+inline ErrorStats compare_f32(const std::vector<float>& got, const std::vector<float>& ref) {
+  ErrorStats s;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double a = got[i], b = ref[i];
+    if (!std::isfinite(a)) s.finite = false;
+    num += (a - b) * (a - b);
+    den += b * b;
+    s.max_abs = std::max(s.max_abs, std::abs(a - b));
+  }
+  s.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return s;
+}
+
+inline TensorView host_view(void* p, DType t, std::initializer_list<int64_t> dims) {
+  return TensorView(p, t, dims, Device::CPU);
+}
+
+}  // namespace nanovllm::test

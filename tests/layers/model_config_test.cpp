@@ -1,0 +1,208 @@
+#include "layers/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/layers/model_folder_test_util.h"
+
+namespace nanovllm {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+using testing::qwen3_config_json;
+using testing::write_json;
+
+// Parses `config` and expects a ModelFolderError whose message contains every fragment.
+void expect_error(const json& config, std::initializer_list<std::string> fragments) {
+  try {
+    parse_model_config(config, "/m/config.json", nullptr, "/m/generation_config.json");
+    FAIL() << "no error for " << config.dump();
+  } catch (const ModelFolderError& e) {
+    const std::string msg = e.what();
+    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg << " lacks " << f;
+  }
+}
+
+TEST(ModelConfig, ReadsPublishedQwen3Config) {
+  const ModelConfig c = parse_model_config(qwen3_config_json(), "config.json", nullptr, "");
+  EXPECT_EQ(c.architecture, "Qwen3ForCausalLM");
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_EQ(c.hidden_size, 1024);
+  EXPECT_EQ(c.intermediate_size, 3072);
+  EXPECT_EQ(c.num_hidden_layers, 28);
+  EXPECT_EQ(c.num_attention_heads, 16);
+  EXPECT_EQ(c.num_key_value_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);  // 16 x 128 != 1024 is legal for Qwen3
+  EXPECT_EQ(c.max_position_embeddings, 40960);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_EQ(c.dtype, DType::BF16);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{151645});
+  ASSERT_TRUE(c.bos_token_id.has_value());
+  EXPECT_EQ(*c.bos_token_id, 151643);
+  EXPECT_FALSE(c.generation.temperature.has_value());
+}
+
+TEST(ModelConfig, AcceptsTransformers5Spellings) {
+  json j = qwen3_config_json();
+  j.erase("torch_dtype");
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j["dtype"] = "float16";
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5000000}};
+  const ModelConfig c = parse_model_config(j, "config.json", nullptr, "");
+  EXPECT_EQ(c.dtype, DType::F16);
+  EXPECT_FLOAT_EQ(c.rope_theta, 5e6f);
+}
+
+TEST(ModelConfig, HeadDimDefaultsToHiddenOverHeads) {
+  json j = qwen3_config_json();
+  j.erase("head_dim");
+  EXPECT_EQ(parse_model_config(j, "config.json", nullptr, "").head_dim, 1024 / 16);
+}
+
+TEST(ModelConfig, Qwen2HasBiasAndNoQkNorm) {
+  json j = qwen3_config_json();
+  j["architectures"] = {"Qwen2ForCausalLM"};
+  j["model_type"] = "qwen2";
+  j.erase("head_dim");
+  j["hidden_size"] = 896;
+  j["num_attention_heads"] = 14;
+  j["num_key_value_heads"] = 2;
+  const ModelConfig c = parse_model_config(j, "config.json", nullptr, "");
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.head_dim, 64);
+}
+
+TEST(ModelConfig, Qwen2HeadDimMustMatchHidden) {
+  json j = qwen3_config_json();
+  j["architectures"] = {"Qwen2ForCausalLM"};  // head_dim 128 x 16 heads != 1024
+  expect_error(j, {"/m/config.json", "'head_dim'"});
+}
+
+TEST(ModelConfig, GenerationConfigOverridesEosAndGivesSamplingDefaults) {
+  const json gen = json::parse(
+      R"({"eos_token_id": [151645, 151643], "temperature": 0.6, "top_k": 20, "top_p": 0.95,
+          "do_sample": true, "min_p": 0.05})");
+  const ModelConfig c = parse_model_config(qwen3_config_json(), "config.json", &gen, "gen.json");
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{151645, 151643}));
+  EXPECT_FLOAT_EQ(*c.generation.temperature, 0.6f);
+  EXPECT_EQ(*c.generation.top_k, 20);
+  EXPECT_FLOAT_EQ(*c.generation.top_p, 0.95f);
+  EXPECT_FLOAT_EQ(*c.generation.min_p, 0.05f);
+}
+
+TEST(ModelConfig, DoSampleFalseMeansGreedy) {
+  const json gen = json::parse(R"({"do_sample": false, "temperature": 0.7})");
+  const ModelConfig c = parse_model_config(qwen3_config_json(), "config.json", &gen, "gen.json");
+  EXPECT_EQ(*c.generation.temperature, 0.0f);
+}
+
+TEST(ModelConfig, BadGenerationFieldNamesGenerationFile) {
+  const json gen = json::parse(R"({"top_p": 1.5})");
+  try {
+    parse_model_config(qwen3_config_json(), "config.json", &gen, "/m/generation_config.json");
+    FAIL();
+  } catch (const ModelFolderError& e) {
+    EXPECT_NE(std::string(e.what()).find("/m/generation_config.json: field 'top_p'"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ModelConfig, MissingFieldNamesFileAndField) {
+  for (const char* field : {"hidden_size", "intermediate_size", "num_hidden_layers",
+                            "num_attention_heads", "vocab_size", "rms_norm_eps",
+                            "max_position_embeddings", "architectures"}) {
+    json j = qwen3_config_json();
+    j.erase(field);
+    expect_error(j, {"/m/config.json", std::string("'") + field + "'", "missing"});
+  }
+  json j = qwen3_config_json();
+  j.erase("rope_theta");
+  expect_error(j, {"/m/config.json", "'rope_theta'", "missing"});
+}
+
+TEST(ModelConfig, WrongTypesAndValuesNameTheField) {
+  json j = qwen3_config_json();
+  j["hidden_size"] = "1024";
+  expect_error(j, {"'hidden_size'", "integer"});
+  j = qwen3_config_json();
+  j["num_hidden_layers"] = -3;
+  expect_error(j, {"'num_hidden_layers'", "positive"});
+  j = qwen3_config_json();
+  j["num_key_value_heads"] = 3;  // does not divide 16
+  expect_error(j, {"'num_key_value_heads'", "divide"});
+  j = qwen3_config_json();
+  j.erase("head_dim");
+  j["num_attention_heads"] = 12;  // 1024 % 12 != 0
+  j["num_key_value_heads"] = 4;
+  expect_error(j, {"'num_attention_heads'", "hidden_size"});
+  j = qwen3_config_json();
+  j["tie_word_embeddings"] = 1;
+  expect_error(j, {"'tie_word_embeddings'"});
+  j = qwen3_config_json();
+  j["eos_token_id"] = 200000;  // >= vocab
+  expect_error(j, {"'eos_token_id'", "vocab_size"});
+}
+
+TEST(ModelConfig, UnknownArchitectureIsNotSupported) {
+  json j = qwen3_config_json();
+  j["architectures"] = {"LlamaForCausalLM"};
+  expect_error(j, {"'architectures'", "not supported", "LlamaForCausalLM"});
+}
+
+TEST(ModelConfig, FeaturesWeDoNotImplementAreRefused) {
+  json j = qwen3_config_json();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  expect_error(j, {"'rope_scaling.rope_type'", "not supported"});
+  j = qwen3_config_json();
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"rope_theta", 1e6}, {"factor", 2.0}};
+  expect_error(j, {"'rope_parameters.rope_type'", "not supported"});
+  j = qwen3_config_json();
+  j["num_experts"] = 128;
+  expect_error(j, {"'num_experts'", "not supported"});
+  j = qwen3_config_json();
+  j["quantization_config"] = {{"quant_method", "fp8"}};
+  expect_error(j, {"'quantization_config'", "not supported"});
+  j = qwen3_config_json();
+  j["use_sliding_window"] = true;
+  expect_error(j, {"'use_sliding_window'", "not supported"});
+  j = qwen3_config_json();
+  j["torch_dtype"] = "float8_e4m3fn";
+  expect_error(j, {"'torch_dtype'", "not supported"});
+  j = qwen3_config_json();
+  j["attention_bias"] = true;  // Qwen3 would then need an o_proj bias too
+  expect_error(j, {"'attention_bias'", "not supported"});
+}
+
+TEST(ModelConfig, DefaultRopeParametersAreAccepted) {
+  json j = qwen3_config_json();
+  j["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_NO_THROW(parse_model_config(j, "config.json", nullptr, ""));
+}
+
+TEST(ModelConfig, LoadsFolderAndReportsBadJsonWithPath) {
+  TempDir dir;
+  EXPECT_THROW(load_model_config(dir.path()), ModelFolderError);  // no config.json
+  write_json(dir.path() / "config.json", qwen3_config_json());
+  write_json(dir.path() / "generation_config.json", json::parse(R"({"eos_token_id": 7})"));
+  EXPECT_EQ(load_model_config(dir.path()).eos_token_ids, std::vector<int32_t>{7});
+  testing::write_file(dir.path() / "generation_config.json", "{\"eos_token_id\": [1,\n");
+  try {
+    load_model_config(dir.path());
+    FAIL();
+  } catch (const ModelFolderError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("generation_config.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("line"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace nanovllm

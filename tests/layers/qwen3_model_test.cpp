@@ -1,0 +1,188 @@
+// The sharded Qwen3 model against a naive dense re-implementation in double precision that
+// reads the checkpoint directly (no paging, no sharding, no bf16 rounding of activations).
+#include "layers/qwen3_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <complex>
+#include <numeric>
+
+#include "layers/checkpoint.h"
+#include "tests/layers/model_test_util.h"
+
+namespace nanovllm {
+namespace {
+
+using Mat = std::vector<double>;  // row-major
+
+class Reference {
+ public:
+  Reference(const ModelConfig& c, const Checkpoint& ckpt) : c_(c), ckpt_(ckpt) {}
+
+  // Logits [V] of the last of `ids`, with full causal attention over all of them.
+  std::vector<double> last_logits(const std::vector<int32_t>& ids) const {
+    const int64_t t = static_cast<int64_t>(ids.size()), h = c_.hidden_size, d = c_.head_dim;
+    const int64_t hq = c_.num_attention_heads, hkv = c_.num_key_value_heads;
+    const Mat embed = load("model.embed_tokens.weight");
+    Mat x(t * h);
+    for (int64_t i = 0; i < t; ++i) std::copy_n(&embed[ids[i] * h], h, &x[i * h]);
+    for (int l = 0; l < c_.num_hidden_layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      Mat n = rms(x, t, h, load(p + "input_layernorm.weight"));
+      Mat q = matmul(n, t, h, load(p + "self_attn.q_proj.weight"), hq * d);
+      Mat k = matmul(n, t, h, load(p + "self_attn.k_proj.weight"), hkv * d);
+      const Mat v = matmul(n, t, h, load(p + "self_attn.v_proj.weight"), hkv * d);
+      q = rms(q, t * hq, d, load(p + "self_attn.q_norm.weight"));
+      k = rms(k, t * hkv, d, load(p + "self_attn.k_norm.weight"));
+      rope(q, t, hq);
+      rope(k, t, hkv);
+      Mat attn(t * hq * d, 0.0);
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t head = 0; head < hq; ++head) {
+          const int64_t g = head / (hq / hkv);
+          std::vector<double> s(i + 1);
+          double mx = -INFINITY, sum = 0.0;
+          for (int64_t j = 0; j <= i; ++j) {
+            double dot = 0.0;
+            for (int64_t e = 0; e < d; ++e) dot += q[(i * hq + head) * d + e] * k[(j * hkv + g) * d + e];
+            s[j] = dot / std::sqrt(static_cast<double>(d));
+            mx = std::max(mx, s[j]);
+          }
+          for (double& z : s) sum += z = std::exp(z - mx);
+          for (int64_t j = 0; j <= i; ++j)
+            for (int64_t e = 0; e < d; ++e) attn[(i * hq + head) * d + e] += s[j] / sum * v[(j * hkv + g) * d + e];
+        }
+      const Mat o = matmul(attn, t, hq * d, load(p + "self_attn.o_proj.weight"), h);
+      for (int64_t i = 0; i < t * h; ++i) x[i] += o[i];
+      n = rms(x, t, h, load(p + "post_attention_layernorm.weight"));
+      const int64_t inter = c_.intermediate_size;
+      const Mat gate = matmul(n, t, h, load(p + "mlp.gate_proj.weight"), inter);
+      Mat up = matmul(n, t, h, load(p + "mlp.up_proj.weight"), inter);
+      for (int64_t i = 0; i < t * inter; ++i) up[i] *= gate[i] / (1.0 + std::exp(-gate[i]));
+      const Mat down = matmul(up, t, inter, load(p + "mlp.down_proj.weight"), h);
+      for (int64_t i = 0; i < t * h; ++i) x[i] += down[i];
+    }
+    const Mat last(x.end() - h, x.end());
+    const Mat normed = rms(last, 1, h, load("model.norm.weight"));
+    const Mat head = c_.tie_word_embeddings ? embed : load("lm_head.weight");
+    return matmul(normed, 1, h, head, c_.vocab_size);
+  }
+
+ private:
+  Mat load(const std::string& name) const {
+    const CheckpointTensor& t = ckpt_.tensor(name);
+    const int64_t n = std::accumulate(t.shape.begin(), t.shape.end(), int64_t{1}, std::multiplies<>());
+    Mat out(n);
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, t.data + 2 * i, 2);
+      out[i] = bf16_to_float(bits);
+    }
+    return out;
+  }
+  // a: [m, k], w: [n, k] -> [m, n]
+  static Mat matmul(const Mat& a, int64_t m, int64_t k, const Mat& w, int64_t n) {
+    Mat y(m * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0;
+        for (int64_t e = 0; e < k; ++e) acc += a[i * k + e] * w[j * k + e];
+        y[i * n + j] = acc;
+      }
+    return y;
+  }
+  Mat rms(const Mat& x, int64_t rows, int64_t h, const Mat& w) const {
+    Mat y(x.size());
+    for (int64_t i = 0; i < rows; ++i) {
+      double ms = 0.0;
+      for (int64_t e = 0; e < h; ++e) ms += x[i * h + e] * x[i * h + e];
+      const double inv = 1.0 / std::sqrt(ms / h + c_.rms_norm_eps);
+      for (int64_t e = 0; e < h; ++e) y[i * h + e] = x[i * h + e] * inv * w[e];
+    }
+    return y;
+  }
+  // Position i = token index; neox pairs (e, e + D/2) rotated as one complex number.
+  void rope(Mat& x, int64_t t, int64_t heads) const {
+    const int64_t d = c_.head_dim;
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t hh = 0; hh < heads; ++hh)
+        for (int64_t e = 0; e < d / 2; ++e) {
+          double* p = &x[(i * heads + hh) * d];
+          const double angle = i * std::pow(static_cast<double>(c_.rope_theta), -2.0 * e / d);
+          const auto z = std::complex<double>(p[e], p[e + d / 2]) * std::polar(1.0, angle);
+          p[e] = z.real();
+          p[e + d / 2] = z.imag();
+        }
+  }
+
+  const ModelConfig& c_;
+  const Checkpoint& ckpt_;
+};
+
+// Prefill of one sequence through the model, block_size 16; logits of the last token.
+std::vector<float> model_last_logits(const test::TempModel& m, const std::vector<int32_t>& ids) {
+  const ModelConfig& c = m.config();
+  const Checkpoint ckpt = Checkpoint::open(m.dir());
+  SingleRankCommunicator comm;
+  Qwen3ForCausalLM model(c, ckpt, ShardInfo{0, 1, Device::CPU}, comm);
+  const int64_t t = static_cast<int64_t>(ids.size()), bs = 16, nb = (t + bs - 1) / bs + 1;
+  DeviceBuffer cache(2 * c.num_hidden_layers * nb * bs * c.num_key_value_heads * c.head_dim * 2, Device::CPU);
+  model.bind_kv_cache(cache.view(DType::BF16, {2, c.num_hidden_layers, nb, bs, c.num_key_value_heads, c.head_dim}));
+  std::vector<int32_t> input = ids, pos(t), slots(t), cu_q{0, static_cast<int32_t>(t)}, blocks;
+  for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i);
+  // Blocks in reverse order, so a paging mistake cannot pass by accident.
+  for (int64_t b = 0; b < nb - 1; ++b) blocks.push_back(static_cast<int32_t>(nb - 1 - b));
+  for (int64_t i = 0; i < t; ++i) slots[i] = static_cast<int32_t>(blocks[i / bs] * bs + i % bs);
+  AttentionMetadata meta;
+  meta.is_prefill = true;
+  meta.slot_mapping = TensorView(slots.data(), DType::I32, {t});
+  meta.block_tables = TensorView(blocks.data(), DType::I32, {1, static_cast<int64_t>(blocks.size())});
+  meta.cu_seqlens_q = meta.cu_seqlens_k = TensorView(cu_q.data(), DType::I32, {2});
+  meta.max_seqlen_q = meta.max_seqlen_k = static_cast<int>(t);
+  ExecContext ctx;
+  ctx.cpu_threads = 2;
+  const TensorView hidden = model.forward(TensorView(input.data(), DType::I32, {t}),
+                                          TensorView(pos.data(), DType::I32, {t}), meta, ctx);
+  std::vector<float> logits(c.vocab_size);
+  std::vector<int32_t> last{static_cast<int32_t>(t - 1)};
+  model.compute_logits(TensorView(logits.data(), DType::F32, {1, c.vocab_size}), hidden,
+                       TensorView(last.data(), DType::I32, {1}), ctx);
+  return logits;
+}
+
+void expect_close_logits(const std::vector<float>& got, const std::vector<double>& want) {
+  double ss = 0.0, max_err = 0.0;
+  for (double w : want) ss += w * w;
+  const double rms = std::sqrt(ss / want.size());
+  for (size_t i = 0; i < want.size(); ++i) max_err = std::max(max_err, std::abs(got[i] - want[i]));
+  // Activations are rounded to bf16 (8 significant bits) after every op of 4 layers.
+  double mean_err = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) mean_err += std::abs(got[i] - want[i]) / want.size();
+  EXPECT_LT(max_err, 0.1 * rms) << "rms of reference logits " << rms;
+  EXPECT_LT(mean_err, 0.03 * rms) << "rms of reference logits " << rms;
+  const auto ref_top = std::max_element(want.begin(), want.end()) - want.begin();
+  std::vector<double> sorted = want;
+  std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<>());
+  if (sorted[0] - sorted[1] > 0.2 * rms) {  // a clear winner must be the model's argmax too
+    EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(), ref_top);
+  }
+}
+
+TEST(Qwen3Model, TiedTinyPrefillLogitsMatchDenseDoubleReference) {
+  test::TempModel m("tiny");
+  const std::vector<int32_t> ids{9707, 11, 1879, 0, 151643, 42, 42, 42, 100, 7, 3, 25, 17, 99999,
+                                 5, 6, 77, 8};  // 18 tokens: crosses a 16-token block
+  const Checkpoint ckpt = Checkpoint::open(m.dir());
+  expect_close_logits(model_last_logits(m, ids), Reference(m.config(), ckpt).last_logits(ids));
+}
+
+TEST(Qwen3Model, UntiedHeadDim128PrefillLogitsMatchDenseDoubleReference) {
+  test::TempModel m("tiny-128");
+  const std::vector<int32_t> ids{1, 2, 3, 4, 5, 1000, 2000, 3000, 151935};
+  const Checkpoint ckpt = Checkpoint::open(m.dir());
+  expect_close_logits(model_last_logits(m, ids), Reference(m.config(), ckpt).last_logits(ids));
+}
+
+}  // namespace
+}  // namespace nanovllm
