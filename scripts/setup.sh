@@ -9,8 +9,10 @@ packages=(
   libxxhash-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libpcre2-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  nodejs npm
 )
+# node/npm run the reference tokenizer packages; the machine image may already ship its own
+# Node.js build (with npm inside), so ask Debian for them only when the commands are missing.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

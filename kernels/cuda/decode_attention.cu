@@ -77,7 +77,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeArgs a)
 
   const int32_t* bt = a.block_tables + b * a.bt_stride;
   const int64_t row = static_cast<int64_t>(a.hkv) * D;  // elements per cache slot
-  for (int base = start + group; base < end; base += kGroups * kUnroll) {
+  // The trip count must be the same for every lane (block-uniform): the score shuffles below
+  // need the whole warp, and a lane group that left the loop early would never arrive (this
+  // hung on an H200 when the context was not a multiple of kGroups * kUnroll).
+  for (int tile = start; tile < end; tile += kGroups * kUnroll) {
+    const int base = tile + group;
     Bf16x8 kr[kUnroll], vr[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -93,8 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeArgs a)
         for (int j = 0; j < 8; ++j) kr[u].v[j] = vr[u].v[j] = to_bf16(0.f);
       }
     }
-    // Scores first, with every lane on the same path: the shuffles need the full warp, and
-    // lanes whose token is past `end` must not branch around them (that hung on an H200).
+    // Scores first, all lanes on the same path (no branch around the shuffles).
     float sc[kUnroll][G];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {

@@ -28,8 +28,8 @@ Request text_request(const std::string& id) {
   return r;
 }
 
-RequestOutput output(const std::string& text, FinishReason reason = FinishReason::kStop) {
-  RequestOutput out;
+CompletionOutput output(const std::string& text, ResultFinishReason reason = ResultFinishReason::kStop) {
+  CompletionOutput out;
   out.text = text;
   out.token_ids = {7, 8};
   out.finish_reason = reason;
@@ -49,7 +49,7 @@ std::vector<nlohmann::json> parse_lines(const std::string& text) {
 TEST(ResultWriter, NativeResultHasEveryField) {
   std::ostringstream out;
   ResultWriter writer(out, fixed_options());
-  writer.write(text_request("a"), output("hello", FinishReason::kLength));
+  writer.write(text_request("a"), output("hello", ResultFinishReason::kLength));
   ASSERT_EQ(out.str().back(), '\n');
   const auto lines = parse_lines(out.str());
   ASSERT_EQ(lines.size(), 1u);
@@ -74,7 +74,7 @@ TEST(ResultWriter, ChatResultSplitsReasoningFromText) {
   EXPECT_EQ(j["reasoning_content"], "hmm");
   EXPECT_EQ(j["text"], "yes");
   // Cut off while thinking: everything is reasoning and the answer is null.
-  const auto cut = result_json(r, output("<think>hm", FinishReason::kLength), fixed_options(), 0);
+  const auto cut = result_json(r, output("<think>hm", ResultFinishReason::kLength), fixed_options(), 0);
   EXPECT_EQ(cut["reasoning_content"], "hm");
   EXPECT_TRUE(cut["text"].is_null());
   r.enable_thinking = false;

@@ -123,7 +123,7 @@ TEST_F(ResumeTest, AppendingAfterRepairKeepsTheFileValidJsonl) {
   prepare_resume(path_);
   Request r;
   r.id = "b";
-  RequestOutput out;
+  CompletionOutput out;
   out.text = "again";
   ResultWriterOptions options;
   options.run_tag = "t";

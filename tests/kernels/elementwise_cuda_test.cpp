@@ -174,8 +174,9 @@ TEST(StoreKvcacheCuda, WritesSlotsExactlyAndSkipsMinusOne) {
     std::vector<int32_t> perm(slots);
     for (int i = 0; i < slots; ++i) perm[i] = i;
     std::shuffle(perm.begin(), perm.end(), rng);
+    // Distinct slots (a permutation), with the last slot of the last block used by token 1.
+    std::swap(perm[1], *std::find(perm.begin(), perm.end(), slots - 1));
     for (int t = 0; t < tokens; ++t) slot[t] = t % 5 == 0 ? -1 : perm[t];
-    slot[1] = slots - 1;  // the last slot of the last block
     auto cache0 = random_bf16(slots * hkv * d, rng);  // untouched slots keep these
     auto kc = cache0, vc = cache0;
     auto kv_view = [&](void* base, Device dev, int which) {
