@@ -1,13 +1,12 @@
 // Small helpers shared by the CPU reference kernels: bf16 element access through a
-// TensorView's strides, and a fork-join loop over std::thread.
+// TensorView's strides, and a fork-join loop over the persistent thread pool.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <thread>
-#include <vector>
 
 #include "kernels/bf16.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/tensor.h"
 
 namespace nanovllm::kernels::cpu {
@@ -21,8 +20,9 @@ inline T* elem(const TensorView& t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, 
 
 inline float load_bf16(const uint16_t* p) { return bf16_to_float(*p); }
 
-// fn(begin, end) over [0, n) split into `threads` contiguous chunks; runs inline when one
-// thread suffices. Chunks are contiguous so the result never depends on the thread count.
+// fn(begin, end) over [0, n) split into `threads` contiguous chunks, on the persistent pool;
+// runs inline when one thread suffices. Callers make each element's result independent of
+// the chunking, so the result never depends on the thread count.
 template <typename Fn>
 void parallel_for(int64_t n, int threads, Fn&& fn) {
   const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(threads, n));
@@ -30,15 +30,11 @@ void parallel_for(int64_t n, int threads, Fn&& fn) {
     if (n > 0) fn(int64_t{0}, n);
     return;
   }
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(workers - 1));
   const int64_t chunk = (n + workers - 1) / workers;
-  for (int64_t w = 1; w < workers; ++w) {
+  cpu_thread_pool().run(static_cast<int>(workers), [&](int w) {
     const int64_t b = w * chunk, e = std::min(n, b + chunk);
-    if (b < e) pool.emplace_back([&fn, b, e] { fn(b, e); });
-  }
-  fn(int64_t{0}, std::min(n, chunk));
-  for (auto& t : pool) t.join();
+    if (b < e) fn(b, e);
+  });
 }
 
 }  // namespace nanovllm::kernels::cpu
