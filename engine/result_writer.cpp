@@ -44,7 +44,7 @@ std::string tagged(std::string_view prefix, const ResultWriterOptions& o, uint64
   return std::string(prefix) + o.run_tag + "-" + std::to_string(serial);
 }
 
-nlohmann::json openai_body(const Request& r, const RequestOutput& out, const ResultWriterOptions& o,
+nlohmann::json openai_body(const Request& r, const CompletionOutput& out, const ResultWriterOptions& o,
                            uint64_t serial) {
   const auto completion_tokens = static_cast<int64_t>(out.token_ids.size());
   nlohmann::json choice = {{"index", 0},
@@ -73,19 +73,19 @@ nlohmann::json openai_body(const Request& r, const RequestOutput& out, const Res
 
 }  // namespace
 
-std::string_view finish_reason_name(FinishReason reason) {
+std::string_view finish_reason_name(ResultFinishReason reason) {
   switch (reason) {
-    case FinishReason::kStop:
+    case ResultFinishReason::kStop:
       return "stop";
-    case FinishReason::kLength:
+    case ResultFinishReason::kLength:
       return "length";
-    case FinishReason::kError:
+    case ResultFinishReason::kError:
       return "error";
   }
   return "error";
 }
 
-nlohmann::json result_json(const Request& r, const RequestOutput& out, const ResultWriterOptions& o,
+nlohmann::json result_json(const Request& r, const CompletionOutput& out, const ResultWriterOptions& o,
                            uint64_t serial) {
   CHECK(r.ok());
   if (r.format != RequestFormat::kNative) {
@@ -168,7 +168,7 @@ std::unique_ptr<ResultWriter> ResultWriter::open(const std::filesystem::path& pa
   return writer;
 }
 
-void ResultWriter::write(const Request& request, const RequestOutput& output) {
+void ResultWriter::write(const Request& request, const CompletionOutput& output) {
   write_line(result_json(request, output, options_, serial_++));
   ++num_ok_;
 }

@@ -28,14 +28,16 @@
 
 namespace nanovllm {
 
-enum class FinishReason : uint8_t { kStop, kLength, kError };
-std::string_view finish_reason_name(FinishReason reason);
+// Named apart from the engine's FinishReason / RequestOutput (llm_engine.h, sequence.h): both
+// live in namespace nanovllm, and one name for two classes breaks the one-definition rule.
+enum class ResultFinishReason : uint8_t { kStop, kLength, kError };
+std::string_view finish_reason_name(ResultFinishReason reason);
 
 // What the engine produced for one request.
-struct RequestOutput {
+struct CompletionOutput {
   std::string text;                // detokenized completion
   std::vector<int32_t> token_ids;  // [completion_tokens] completion token ids
-  FinishReason finish_reason = FinishReason::kStop;
+  ResultFinishReason finish_reason = ResultFinishReason::kStop;
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
 };
@@ -48,7 +50,7 @@ struct ResultWriterOptions {
 
 // The JSON of one result line (pure functions, so tests check them without a stream).
 // `serial` numbers the answers of one run and is part of the OpenAI ids.
-nlohmann::json result_json(const Request& request, const RequestOutput& output,
+nlohmann::json result_json(const Request& request, const CompletionOutput& output,
                            const ResultWriterOptions& options, uint64_t serial);
 nlohmann::json error_json(const Request& request, const ResultWriterOptions& options,
                           uint64_t serial);
@@ -65,7 +67,7 @@ class ResultWriter {
   static std::unique_ptr<ResultWriter> open(const std::filesystem::path& path, bool append,
                                             ResultWriterOptions options);
 
-  void write(const Request& request, const RequestOutput& output);
+  void write(const Request& request, const CompletionOutput& output);
   // For a request whose `error` is set (validation or an engine rejection).
   void write_error(const Request& request);
 
