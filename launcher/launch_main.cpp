@@ -101,10 +101,11 @@ RunSettings make_settings(const LaunchOptions& o) {
   KvCacheSizing sizing;
   sizing.num_blocks_override = o.num_gpu_blocks_override;
   sizing.cpu_kv_cache_space_gib = o.cpu_kv_cache_space_gib;
-  sizing.gpu_memory_utilization = o.gpu_memory_utilization;
   sizing.block_size = o.block_size;
   sizing.tp_size = s.tp_size;
-  e.num_kvcache_blocks = plan_kv_cache_blocks(sizing, s.model, s.model_dir, s.device);
+  e.num_kvcache_blocks = plan_kv_cache_blocks(sizing, s.model, s.device);
+  s.gpu_memory_utilization = o.gpu_memory_utilization;
+  s.enforce_eager = o.enforce_eager;
 
   s.cli_sampling.max_tokens = o.max_tokens;
   s.cli_sampling.temperature = o.temperature;
@@ -114,7 +115,7 @@ RunSettings make_settings(const LaunchOptions& o) {
   s.cli_sampling.ignore_eos = o.ignore_eos;
   s.seed = o.seed.value_or(0);
   spdlog::info("model {} ({} layers, hidden {}), --tp {}, device {}, max_model_len {}, "
-               "{} KV blocks of {} tokens, {} CPU threads per rank",
+               "{} KV blocks of {} tokens (0: sized after warm-up), {} CPU threads per rank",
                s.model_dir.string(), s.model.num_hidden_layers, s.model.hidden_size, s.tp_size,
                s.device == Device::CPU ? "cpu" : "cuda", e.max_model_len, e.num_kvcache_blocks,
                e.kvcache_block_size, s.cpu_threads);

@@ -72,6 +72,8 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
     p.context_lens = meta.context_lens;
     p.max_context_len = meta.max_context_len;
     p.scale = scale_;
+    p.split_out = meta.split_out;
+    p.split_lse = meta.split_lse;
     kernels::decode_attention(p, ctx);
   }
   o_proj_.forward(out, attn, ctx);

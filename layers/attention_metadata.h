@@ -19,6 +19,9 @@ struct AttentionMetadata {
   // Decode:
   TensorView context_lens;  // [B] i32
   int max_context_len = 0;
+  // Decode on CUDA: flash-decoding scratch (null: one split). Filled by Qwen3ForCausalLM.
+  TensorView split_out;  // [B, Hq_local, max_splits, D] f32
+  TensorView split_lse;  // [B, Hq_local, max_splits] f32
 };
 
 }  // namespace nanovllm

@@ -1,5 +1,7 @@
 #include "layers/qwen3_model.h"
 
+#include <algorithm>
+
 #include "kernels/activation.h"
 #include "kernels/embedding.h"
 
@@ -39,7 +41,8 @@ Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& c, const Checkpoint& ckpt,
       comm_(&comm),
       embed_tokens_(ckpt, "model.embed_tokens.weight", c.vocab_size, shard, comm),
       norm_(ckpt, "model.norm.weight", c.rms_norm_eps, shard.device),
-      workspace_(shard.device) {
+      workspace_(shard.device),
+      overflow_(shard.device) {
   CHECK_EQ(comm.world_size(), shard.tp_size);
   CHECK_EQ(comm.rank(), shard.tp_rank);
   for (int i = 0; i < c.num_hidden_layers; ++i)
@@ -77,13 +80,20 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
   const TensorView gate_up = workspace_.get(kGateUp, DType::BF16, {t, 2 * inter});
   const TensorView act = workspace_.get(kAct, DType::BF16, {t, inter});
 
+  AttentionMetadata m = meta;
+  if (!m.is_prefill && !input_ids.on_cpu()) {
+    const int64_t hq = attn0.q_width() / config_.head_dim, splits = decode_splits(t);
+    m.split_out = workspace_.get(kSplitOut, DType::F32, {t, hq, splits, config_.head_dim});
+    m.split_lse = workspace_.get(kSplitLse, DType::F32, {t, hq, splits});
+  }
+
   // The residual stream starts as the embedding; each norm adds the previous block's output.
   embed_tokens_.forward(residual, input_ids, ctx);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Qwen3DecoderLayer& layer = *layers_[i];
     if (i == 0) layer.input_layernorm().forward(hidden, residual, ctx);
     else layer.input_layernorm().forward_add(hidden, residual, ctx);
-    layer.self_attn().forward(hidden, hidden, positions, meta, qkv, attn, ctx);
+    layer.self_attn().forward(hidden, hidden, positions, m, qkv, attn, ctx);
     layer.post_attention_layernorm().forward_add(hidden, residual, ctx);
     layer.mlp().forward(hidden, hidden, gate_up, act, ctx);
   }
@@ -91,18 +101,33 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
   return hidden;
 }
 
+int64_t Qwen3ForCausalLM::decode_splits(int64_t b) {
+  return std::clamp<int64_t>(kSplitCells / std::max<int64_t>(b, 1), 1, kMaxSplits);
+}
+
+void Qwen3ForCausalLM::reserve_decode_scratch(int64_t max_batch) {
+  // b * decode_splits(b) <= max(kSplitCells, b) for every b <= max_batch.
+  const int64_t cells = std::max(kSplitCells, max_batch);
+  const int64_t hq = layers_.front()->self_attn().q_width() / config_.head_dim;
+  workspace_.get(kSplitOut, DType::F32, {cells, hq, config_.head_dim});
+  workspace_.get(kSplitLse, DType::F32, {cells, hq});
+}
+
 void Qwen3ForCausalLM::compute_logits(const TensorView& logits, const TensorView& hidden,
                                       const TensorView& logits_indices, const ExecContext& ctx) {
   const int64_t s = logits_indices.size(0), h = config_.hidden_size;
+  const bool overflow = workspace_.frozen() &&
+                        workspace_.slot_bytes(kSelected) < static_cast<size_t>(s * h) * dtype_size(DType::BF16);
+  Workspace& ws = overflow ? overflow_ : workspace_;
   // Row gather [T, H] -> [S, H] through the embedding kernel (hidden as the "table").
-  const TensorView selected = workspace_.get(kSelected, DType::BF16, {s, h});
+  const TensorView selected = ws.get(kSelected, DType::BF16, {s, h});
   kernels::embedding(selected, logits_indices, hidden, 0, ctx);
   const int64_t shard = lm_head_->shard_rows();
   const bool multi = comm_->world_size() > 1;
   const TensorView shard_logits =
-      multi ? workspace_.get(kShardLogits, DType::F32, {s, shard}) : TensorView();
+      multi ? ws.get(kShardLogits, DType::F32, {s, shard}) : TensorView();
   const TensorView gathered =
-      multi ? workspace_.get(kGathered, DType::F32, {comm_->world_size(), s, shard}) : TensorView();
+      multi ? ws.get(kGathered, DType::F32, {comm_->world_size(), s, shard}) : TensorView();
   lm_head_->forward(logits, selected, shard_logits, gathered, ctx);
 }
 

@@ -62,8 +62,22 @@ class Qwen3ForCausalLM {
   void compute_logits(const TensorView& logits, const TensorView& hidden,
                       const TensorView& logits_indices, const ExecContext& ctx);
 
+  // CUDA decode: allocates the flash-decoding scratch for batches up to max_batch now, so
+  // graphs captured later never see those slots grow.
+  void reserve_decode_scratch(int64_t max_batch);
+  // No workspace slot may grow from here on (CUDA graphs hold their addresses).
+  void freeze_workspace() { workspace_.freeze(); }
+  size_t workspace_bytes() const { return workspace_.nbytes(); }
+
  private:
-  enum Slot : size_t { kResidual, kHidden, kQkv, kAttn, kGateUp, kAct, kSelected, kShardLogits, kGathered };
+  enum Slot : size_t {
+    kResidual, kHidden, kQkv, kAttn, kGateUp, kAct, kSelected, kShardLogits, kGathered,
+    kSplitOut, kSplitLse
+  };
+  // Flash-decoding splits offered to a decode batch of b: the kernel uses at most one wave of
+  // CTAs, so small batches get many splits; b * splits stays <= max(kSplitCells, b).
+  static int64_t decode_splits(int64_t b);
+  static constexpr int64_t kSplitCells = 1024, kMaxSplits = 64;
 
   ModelConfig config_;
   ShardInfo shard_;
@@ -73,6 +87,9 @@ class Qwen3ForCausalLM {
   RMSNorm norm_;
   std::unique_ptr<ParallelLMHead> lm_head_;
   Workspace workspace_;
+  // compute_logits for more rows than the warm-up sized (a caller wanting every position's
+  // logits) after the freeze: growable, never seen by a CUDA graph.
+  Workspace overflow_;
 };
 
 }  // namespace nanovllm

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 
 #include "kernels/sampler.h"
 #include "layers/checkpoint.h"
+#include "rank/cuda_exec_resources.h"
+#include "rank/cuda_graph_runner.h"
 
 namespace nanovllm {
 
@@ -29,29 +32,87 @@ size_t ModelRunner::kv_block_bytes(const ModelConfig& c, int tp_size, int block_
 ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config,
                          int tp_rank, int tp_size, Communicator& comm, int num_kv_blocks,
                          int block_size, Device device, int cpu_threads)
+    : ModelRunner(model_dir, config, tp_rank, tp_size, comm, block_size, device,
+                  ModelRunnerOptions{.num_kv_blocks = num_kv_blocks, .enforce_eager = true,
+                                     .cpu_threads = cpu_threads},
+                  /*plan=*/false) {}
+
+ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config,
+                         int tp_rank, int tp_size, Communicator& comm, int block_size,
+                         Device device, const ModelRunnerOptions& options)
+    : ModelRunner(model_dir, config, tp_rank, tp_size, comm, block_size, device, options,
+                  /*plan=*/true) {}
+
+ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config,
+                         int tp_rank, int tp_size, Communicator& comm, int block_size,
+                         Device device, const ModelRunnerOptions& options, bool plan)
     : config_(config),
       comm_(&comm),
-      num_kv_blocks_(num_kv_blocks),
+      num_kv_blocks_(0),
       block_size_(block_size),
       device_(device),
       inputs_(device) {
-  CHECK_GT(num_kv_blocks, 0);
   CHECK_GT(block_size, 0);
-  ctx_.cpu_threads = cpu_threads > 0 ? cpu_threads
-                                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (!plan) CHECK_GT(options.num_kv_blocks, 0);
+  if (plan && device == Device::CPU && options.num_kv_blocks <= 0)
+    throw std::invalid_argument("the CPU backend needs an explicit KV-cache block count "
+                                "(sizing the cache from memory is CUDA only)");
+  ctx_.cpu_threads = options.cpu_threads > 0
+                         ? options.cpu_threads
+                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  GpuMemInfo before;
+  if (device == Device::CUDA) {
+    cuda_ = std::make_unique<CudaExecResources>();
+    cuda_->fill(ctx_);
+    before = gpu_mem_info();
+  }
   {
     const Checkpoint ckpt = Checkpoint::open(model_dir);
     validate_checkpoint(config_, ckpt);
     model_ = std::make_unique<Qwen3ForCausalLM>(config_, ckpt, ShardInfo{tp_rank, tp_size, device}, comm);
   }  // the mappings are released here; every weight now lives in its own buffer
-  const int64_t hkv = model_->num_kv_heads_local();
-  kv_cache_ = DeviceBuffer(kv_block_bytes(config_, tp_size, block_size) * num_kv_blocks, device);
-  kv_cache_.zero();
-  model_->bind_kv_cache(kv_cache_.view(
-      DType::BF16, {2, config_.num_hidden_layers, num_kv_blocks, block_size, hkv, config_.head_dim}));
+  uint64_t weights_bytes = 0;
+  if (device == Device::CUDA) {
+    // The uploads ran on the legacy default stream, which our non-blocking stream ignores.
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const size_t free_now = gpu_mem_info().free_bytes;
+    weights_bytes = before.free_bytes > free_now ? before.free_bytes - free_now : 0;
+  }
+  const bool cuda_startup = plan && device == Device::CUDA;
+  const int blocks = cuda_startup ? warm_up_and_size(options, weights_bytes, tp_size)
+                                  : options.num_kv_blocks;
+  allocate_kv_cache(blocks);
+  if (cuda_startup) {
+    model_->freeze_workspace();
+    if (!options.enforce_eager) capture_cuda_graphs(options);
+  }
   spdlog::info("rank {}: model loaded ({} layers, {} kv heads here), KV cache {} blocks x {} tokens "
-               "({:.1f} MiB)", tp_rank, config_.num_hidden_layers, hkv, num_kv_blocks, block_size,
-               kv_cache_.nbytes() / 1048576.0);
+               "({:.1f} MiB), decode {}", tp_rank, config_.num_hidden_layers,
+               model_->num_kv_heads_local(), num_kv_blocks_, block_size, kv_cache_.nbytes() / 1048576.0,
+               num_cuda_graphs() > 0 ? fmt::format("through {} CUDA graphs", num_cuda_graphs())
+                                     : std::string("eager"));
+}
+
+void ModelRunner::allocate_kv_cache(int num_blocks) {
+  CHECK_GT(num_blocks, 0);
+  kv_cache_ = DeviceBuffer();  // the old cache goes first: its memory may be needed now
+  num_kv_blocks_ = num_blocks;
+  const int64_t hkv = model_->num_kv_heads_local();
+  kv_cache_ = DeviceBuffer(kv_block_bytes(config_, comm_->world_size(), block_size_) * num_blocks, device_);
+  kv_cache_.zero();
+  if (device_ == Device::CUDA) CUDA_CHECK(cudaDeviceSynchronize());  // zeroed on the legacy stream
+  model_->bind_kv_cache(kv_cache_.view(
+      DType::BF16, {2, config_.num_hidden_layers, num_blocks, block_size_, hkv, config_.head_dim}));
+}
+
+int ModelRunner::num_cuda_graphs() const { return graphs_ ? graphs_->num_graphs() : 0; }
+
+TensorView ModelRunner::logits_rows(int64_t s) {
+  // Rows beyond the warm-up's (a caller wanting every position's logits) take a growable
+  // slot: the persistent buffer is held by the CUDA graphs.
+  const size_t bytes = static_cast<size_t>(s * config_.vocab_size) * sizeof(float);
+  if (logits_.nbytes() < bytes) return inputs_.get(kLogits, DType::F32, {s, config_.vocab_size});
+  return logits_.view(DType::F32, {s, config_.vocab_size});
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -72,6 +133,10 @@ TensorView ModelRunner::run_model(const StepCommand& cmd) {
   CHECK_EQ(len(cmd.positions), t);
   CHECK_EQ(len(cmd.slot_mapping), t);
   CHECK_EQ(len(cmd.block_tables), b * cmd.block_table_width);
+  if (graphs_ && cmd.kind == StepKind::DECODE && graphs_->can_run(b)) {
+    const TensorView logits = graphs_->replay(cmd, ctx_.stream);
+    return comm_->rank() == 0 ? logits : TensorView();
+  }
   const TensorView input_ids = upload(kInputIds, cmd.input_ids.data(), DType::I32, {t});
   const TensorView positions = upload(kPositions, cmd.positions.data(), DType::I32, {t});
   AttentionMetadata meta;
@@ -92,7 +157,7 @@ TensorView ModelRunner::run_model(const StepCommand& cmd) {
   if (s == 0) return TensorView();
   const TensorView indices = upload(kLogitsIndices, cmd.logits_indices.data(), DType::I32, {s});
   // Every rank computes its logits shard; only rank 0's view receives the full rows.
-  const TensorView logits = inputs_.get(kLogits, DType::F32, {s, config_.vocab_size});
+  const TensorView logits = logits_rows(s);
   model_->compute_logits(logits, hidden, indices, ctx_);
   return comm_->rank() == 0 ? logits : TensorView();
 }

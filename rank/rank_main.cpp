@@ -31,9 +31,16 @@ volatile std::sig_atomic_t g_interrupted = 0;
 extern "C" void on_interrupt(int) { g_interrupted = 1; }
 
 std::unique_ptr<ModelRunner> load_runner(const RunSettings& s, Communicator& comm) {
+  ModelRunnerOptions options;
+  options.num_kv_blocks = s.engine.num_kvcache_blocks;
+  options.gpu_memory_utilization = s.gpu_memory_utilization;
+  options.enforce_eager = s.enforce_eager;
+  options.max_num_batched_tokens = s.engine.max_num_batched_tokens;
+  options.max_num_seqs = s.engine.max_num_seqs;
+  options.max_model_len = s.engine.max_model_len;
+  options.cpu_threads = s.cpu_threads;
   return std::make_unique<ModelRunner>(s.model_dir, s.model, comm.rank(), s.tp_size, comm,
-                                       s.engine.num_kvcache_blocks, s.engine.kvcache_block_size,
-                                       s.device, s.cpu_threads);
+                                       s.engine.kvcache_block_size, s.device, options);
 }
 
 // Reads and validates every line before any weight is loaded, so a bad file costs seconds.

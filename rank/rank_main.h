@@ -27,8 +27,10 @@ struct RunSettings {
   int tp_size = 1;
   Device device = Device::CPU;
   int cpu_threads = 1;      // per rank: nproc / tp, at least 1
+  double gpu_memory_utilization = 0.9;  // CUDA: KV cache sized from memory when blocks == 0
+  bool enforce_eager = false;           // CUDA: no decode graphs
   ModelConfig model;        // config.json (+ generation_config.json)
-  EngineConfig engine;      // validated; num_kvcache_blocks and eos_token_ids set
+  EngineConfig engine;      // validated; eos_token_ids set; num_kvcache_blocks 0 = measure (CUDA)
   SamplingOverrides cli_sampling;  // command-line defaults; the seed is not one of them:
   uint64_t seed = 0;               // --seed, the base of every derived request seed
 };

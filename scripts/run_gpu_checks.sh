@@ -1,47 +1,153 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, with the bundle built by
-# scripts/build_bundle.sh: GPU summary, every GPU test binary, every kernel benchmark.
-# Logs go to $OUT (when set) or bundle/logs; a summary table is printed last.
+# scripts/build_bundle.sh. Phases (arguments; default: all, in this order):
+#   kernels  every GPU kernel test binary, each test case alone under a timeout
+#   bench    every kernel benchmark
+#   model    per preset (NANOVLLM_GPU_PRESETS, default "qwen3-0.6b qwen3-1.7b"): write the
+#            random-weight model (nanovllm-mkmodel, seed 1), make the transformers reference
+#            (scripts/make_gpu_reference.py, FP32 + BF16), run gpu_generation_test against it
+#   launch   nanovllm-launch --device cuda on examples/prompts.jsonl (tiny model with the real
+#            tokenizer, then the first preset's model): exit 0 and one result per request
+#            (run right after the first preset, so a slow second preset cannot starve it)
+# Logs go to $OUT (when set) or bundle/logs; a summary table is printed last (and kept in
+# summary.txt as it grows). A global budget (NANOVLLM_GPU_BUDGET seconds, default 540) caps
+# every step's timeout so the summary is printed before a 600 s device call ends.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-logs=${OUT:-bundle/logs}
-mkdir -p "$logs"
-export LD_LIBRARY_PATH="$PWD/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+bundle=${NANOVLLM_BUNDLE_DIR:-bundle}
+logs=${OUT:-$bundle/logs}
+work=${NANOVLLM_GPU_WORK:-/tmp/nanovllm_gpu}
+phases=" ${*:-kernels bench model launch} "
+presets=${NANOVLLM_GPU_PRESETS:-qwen3-0.6b qwen3-1.7b}
+budget=${NANOVLLM_GPU_BUDGET:-540}
+mkdir -p "$logs" "$work"
+export LD_LIBRARY_PATH="$(realpath -m "$bundle/lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+t0=$(date +%s)
+declare -a rows
 
+has_phase() { [[ "$phases" == *" $1 "* ]]; }
+remaining() { echo $(( budget - ($(date +%s) - t0) )); }
+# The smaller of a step's own timeout and what is left of the budget (minus 15 s for the
+# summary); 0 when nothing is left.
+cap() { local r; r=$(( $(remaining) - 15 )); [ "$r" -lt 0 ] && r=0; echo $(( $1 < r ? $1 : r )); }
+row() { rows+=("$1"); echo "$1" >>"$logs/summary.txt"; }
+
+# step NAME TIMEOUT CMD...: runs CMD under the capped timeout, logs to $logs/NAME.log.
+step() {
+  local name=$1 limit; limit=$(cap "$2"); shift 2
+  local log="$logs/${name// /_}.log" start rc
+  if [ "$limit" -le 0 ]; then row "$(printf '%-34s  SKIPPED (budget spent)' "$name")"; return 1; fi
+  echo "=== $name (timeout ${limit}s)"
+  start=$(date +%s)
+  timeout "$limit" stdbuf -oL -eL "$@" >"$log" 2>&1
+  rc=$?
+  local verdict=ok
+  if [ $rc -eq 124 ]; then verdict="HUNG (timeout ${limit}s)"; elif [ $rc -ne 0 ]; then verdict="FAILED rc=$rc"; fi
+  [ $rc -ne 0 ] && tail -n 20 "$log"
+  row "$(printf '%-34s %4ss  %s' "$name" "$(( $(date +%s) - start ))" "$verdict")"
+  return $rc
+}
+
+# run_cases NAME BINARY TIMEOUT: each test case alone under a timeout, line-buffered, so a
+# hang costs one case, not all.
+run_cases() {
+  local name=$1 t=$2 per_case=$3 log="$logs/$1.log" passed=0 failed=0 skipped=0 hung=0 start limit rc
+  start=$(date +%s)
+  for tc in $("$t" --gtest_list_tests | awk '/^[^ ]/{s=$1} /^  /{print s $1}'); do
+    limit=$(cap "$per_case")
+    if [ "$limit" -le 0 ]; then echo "BUDGET SPENT before $tc" | tee -a "$log"; hung=$((hung + 1)); continue; fi
+    timeout "$limit" stdbuf -oL -eL "$t" --gtest_filter="$tc" >>"$log" 2>&1
+    rc=$?
+    if [ $rc -eq 124 ]; then hung=$((hung + 1)); echo "HUNG $tc" | tee -a "$log"
+    elif [ $rc -ne 0 ]; then failed=$((failed + 1)); echo "FAILED $tc (rc $rc)"
+    elif grep -q "^\[  SKIPPED \] $tc" "$log"; then skipped=$((skipped + 1))
+    else passed=$((passed + 1)); fi
+  done
+  grep -E '^\[  FAILED|Failure|Expected|Which is|actual|rel_l2|HUNG|BUDGET|error' "$log" | head -n 40
+  row "$(printf '%-34s %4ss  passed=%-3s failed=%-3s hung=%-3s skipped=%s' "$name" \
+    "$(( $(date +%s) - start ))" "$passed" "$failed" "$hung" "$skipped")"
+}
+
+model_checks() {
+  local preset=$1 dir="$work/$1" ref="$logs/reference_$1.json" tok=()
+  [ -d "$bundle/tokenizer" ] && tok=(--tokenizer-dir "$bundle/tokenizer")
+  if [ ! -x "$bundle/bin/nanovllm-mkmodel" ]; then row "$(printf '%-34s  MISSING' "nanovllm-mkmodel")"; return; fi
+  step "mkmodel $preset" 240 "$bundle/bin/nanovllm-mkmodel" --preset "$preset" --seed 1 \
+    --threads "$(nproc)" "${tok[@]}" "$dir" || return
+  step "reference $preset" 300 python3 scripts/make_gpu_reference.py "$dir" "$ref" || return
+  grep -h 'hf bf16 vs fp32' "$logs/reference_$preset.log"
+  [ -x "$bundle/tests/gpu_generation_test" ] || { row "$(printf '%-34s  MISSING' gpu_generation_test)"; return; }
+  NANOVLLM_GPU_MODEL_DIR="$dir" NANOVLLM_GPU_REFERENCE="$ref" \
+    run_cases "gpu_generation_$preset" "$bundle/tests/gpu_generation_test" 150
+}
+
+# launch_check NAME MODEL_DIR: nanovllm-launch on the README's example prompts.
+launch_check() {
+  local name=$1 dir=$2 out="$logs/launch_$1.jsonl"
+  step "launch $name" 150 "$bundle/bin/nanovllm-launch" "$dir" examples/prompts.jsonl \
+    --device cuda -o "$out" || return
+  python3 - "$out" examples/prompts.jsonl <<'EOF' >>"$logs/launch_${name}_check.log" 2>&1
+import json, sys
+results = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+want = [json.loads(l).get("id") for l in open(sys.argv[2]) if l.strip()]
+got = [r.get("id") for r in results]
+errors = [r for r in results if "error" in r]
+print(f"{len(results)} results for {len(want)} requests, {len(errors)} errors")
+sys.exit(0 if sorted(map(str, got)) == sorted(map(str, want)) and not errors else 1)
+EOF
+  local rc=$?
+  row "$(printf '%-34s        %s: %s' "launch $name results" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" \
+    "$(tail -n 1 "$logs/launch_${name}_check.log")")"
+}
+
+launch_checks() {
+  if [ ! -x "$bundle/bin/nanovllm-launch" ]; then row "$(printf '%-34s  MISSING (not bundled)' nanovllm-launch)"; return; fi
+  if [ ! -d "$bundle/tokenizer" ]; then row "$(printf '%-34s  SKIPPED (no tokenizer)' nanovllm-launch)"; return; fi
+  if step "mkmodel tiny" 60 "$bundle/bin/nanovllm-mkmodel" --preset tiny --seed 1 \
+      --tokenizer-dir "$bundle/tokenizer" "$work/tiny"; then
+    launch_check tiny "$work/tiny"
+  fi
+  local first; first=$(echo "$presets" | awk '{print $1}')
+  if has_phase model && [ -f "$work/$first/tokenizer.json" ]; then launch_check "$first" "$work/$first"; fi
+}
+
+: >"$logs/summary.txt"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv \
   2>&1 | tee "$logs/nvidia_smi.txt"
 
-declare -a rows
-case_timeout=${NANOVLLM_CASE_TIMEOUT:-30}
-# Each test case runs alone under a timeout, line-buffered, so a hang costs one case, not all.
-for name in elementwise_cuda_test linear_cuda_test sampler_cuda_test attention_cuda_test \
-    $(ls bundle/tests | grep -v -x -e elementwise_cuda_test -e linear_cuda_test \
-      -e sampler_cuda_test -e attention_cuda_test); do
-  t=bundle/tests/$name
-  [ -x "$t" ] || continue
-  passed=0 failed=0 skipped=0 hung=0
-  start=$(date +%s)
-  for tc in $("$t" --gtest_list_tests | awk '/^[^ ]/{s=$1} /^  /{print s $1}'); do
-    timeout "$case_timeout" stdbuf -oL -eL "$t" --gtest_filter="$tc" >>"$logs/$name.log" 2>&1
-    rc=$?
-    if [ $rc -eq 124 ]; then hung=$((hung + 1)); echo "HUNG $tc" | tee -a "$logs/$name.log"
-    elif [ $rc -ne 0 ]; then failed=$((failed + 1)); echo "FAILED $tc (rc $rc)"
-    elif grep -q "^\[  SKIPPED \] $tc" "$logs/$name.log"; then skipped=$((skipped + 1))
-    else passed=$((passed + 1)); fi
+if has_phase kernels; then
+  case_timeout=${NANOVLLM_CASE_TIMEOUT:-30}
+  for name in elementwise_cuda_test linear_cuda_test sampler_cuda_test attention_cuda_test \
+      $(ls "$bundle/tests" | grep -v -x -e elementwise_cuda_test -e linear_cuda_test \
+        -e sampler_cuda_test -e attention_cuda_test -e gpu_generation_test); do
+    [ -x "$bundle/tests/$name" ] && run_cases "$name" "$bundle/tests/$name" "$case_timeout"
   done
-  grep -E '^\[  FAILED|Failure|Expected|Which is|actual|rel_l2|HUNG|error' "$logs/$name.log" | head -n 40
-  rows+=("$(printf '%-28s %4ss  passed=%-3s failed=%-3s hung=%-3s skipped=%s' "$name" \
-    "$(( $(date +%s) - start ))" "$passed" "$failed" "$hung" "$skipped")")
-done
-for b in bundle/bench/*; do
-  name=$(basename "$b")
-  start=$(date +%s)
-  timeout "${NANOVLLM_BENCH_TIMEOUT:-150}" stdbuf -oL "$b" 2>&1 | tee "$logs/$name.log" | grep -v '^JSON '
-  rc=${PIPESTATUS[0]}
-  rows+=("$(printf '%-28s rc=%-3s %4ss  (bench)' "$name" "$rc" "$(( $(date +%s) - start ))")")
-done
+fi
+if has_phase bench; then
+  for b in "$bundle"/bench/*; do
+    name=$(basename "$b")
+    limit=$(cap "${NANOVLLM_BENCH_TIMEOUT:-150}")
+    [ "$limit" -le 0 ] && { row "$(printf '%-34s  SKIPPED (budget spent)' "$name")"; continue; }
+    start=$(date +%s)
+    timeout "$limit" stdbuf -oL "$b" 2>&1 | tee "$logs/$name.log" | grep -v '^JSON '
+    rc=${PIPESTATUS[0]}
+    row "$(printf '%-34s rc=%-3s %4ss  (bench)' "$name" "$rc" "$(( $(date +%s) - start ))")"
+  done
+  grep -h '^JSON' "$logs"/*_bench.log 2>/dev/null | sed 's/^JSON //' > "$logs/bench.jsonl" || true
+fi
+launched=0
+if has_phase model; then
+  for preset in $presets; do
+    model_checks "$preset"
+    if has_phase launch && [ $launched -eq 0 ]; then launch_checks; launched=1; fi
+  done
+fi
+if has_phase launch && [ $launched -eq 0 ]; then launch_checks; fi
 
 echo
-echo "=== summary ==="
+echo "=== figures ==="
+grep -h -E '^\[(qwen3|tiny)[^]]*\] ' "$logs"/gpu_generation_*.log 2>/dev/null | sort -u
+grep -h 'hf bf16 vs fp32' "$logs"/reference_*.log 2>/dev/null
+echo
+echo "=== summary ($(( $(date +%s) - t0 ))s in all) ==="
 for r in "${rows[@]}"; do echo "$r"; done
-grep -h '^JSON' "$logs"/*_bench.log 2>/dev/null | sed 's/^JSON //' > "$logs/bench.jsonl" || true

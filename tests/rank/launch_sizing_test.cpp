@@ -79,13 +79,6 @@ TEST(KvCacheSizing, CpuBlocksAreSpaceOverBlockBytesRoundedDown) {
   EXPECT_EQ(cpu_kv_cache_blocks(0.0001, 1 << 20), 0);
 }
 
-TEST(KvCacheSizing, CudaHeuristicSubtractsWeightsAndReserveFromTheUsableShare) {
-  const uint64_t gib = 1ull << 30;
-  // 80 GiB * 0.5 - 10 GiB - 1 GiB = 29 GiB of 1 MiB blocks.
-  EXPECT_EQ(cuda_kv_cache_blocks(80 * gib, 0.5, 10 * gib, gib, 1 << 20), 29 * 1024);
-  EXPECT_EQ(cuda_kv_cache_blocks(8 * gib, 0.5, 10 * gib, gib, 1 << 20), 0);
-}
-
 TEST(KvCacheSizing, OverrideWinsAndCpuPlanMatchesKvBlockBytes) {
   ModelConfig m;
   m.num_hidden_layers = 4;
@@ -97,12 +90,16 @@ TEST(KvCacheSizing, OverrideWinsAndCpuPlanMatchesKvBlockBytes) {
   s.cpu_kv_cache_space_gib = 0.5;
   // Per rank: 2 (K, V) * 4 layers * 16 tokens * 1 head * 64 dims * 2 bytes = 16 KiB.
   EXPECT_EQ(ModelRunner::kv_block_bytes(m, 2, 16), 16384u);
-  EXPECT_EQ(plan_kv_cache_blocks(s, m, ".", Device::CPU), (1 << 29) / 16384);
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::CPU), (1 << 29) / 16384);
   s.num_blocks_override = 7;
-  EXPECT_EQ(plan_kv_cache_blocks(s, m, ".", Device::CPU), 7);
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::CPU), 7);
   s.num_blocks_override.reset();
   s.cpu_kv_cache_space_gib = 1e-9;
-  EXPECT_THROW(plan_kv_cache_blocks(s, m, ".", Device::CPU), std::runtime_error);
+  EXPECT_THROW(plan_kv_cache_blocks(s, m, Device::CPU), std::runtime_error);
+  // CUDA: measured by the runner after its warm-up unless overridden.
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::CUDA), 0);
+  s.num_blocks_override = 9;
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::CUDA), 9);
 }
 
 TEST(RequestSeed, DerivedSeedDependsOnBaseSeedAndIdOnly) {

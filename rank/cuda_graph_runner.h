@@ -1,0 +1,79 @@
+// Decode through CUDA graphs (nano-vllm's capture_cudagraph and its replay in run_model).
+// One graph per batch size in graph_batch_sizes(), captured largest first. A graph covers
+// embedding -> final norm -> LM-head logits for its padded batch; sampling runs afterwards,
+// outside the graph, on the live rows.
+//
+// Memory: every intermediate comes from the model's workspace (sized for the largest step at
+// warm-up and frozen before capture) and every input from the persistent buffers below, so
+// all graphs share one pool by construction and nothing is allocated at replay.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <vector>
+
+#include "ipc/step_command.h"
+#include "kernels/device_buffer.h"
+#include "layers/attention_metadata.h"
+
+namespace nanovllm {
+
+// Views of the persistent inputs for one batch size b (what a captured forward reads).
+struct DecodeGraphInputs {
+  TensorView input_ids;  // [b] i32
+  TensorView positions;  // [b] i32
+  AttentionMetadata meta;  // decode: slot_mapping [b], context_lens [b], block_tables [b, W]
+  TensorView row_ids;    // [b] i32, 0..b-1: every row's logits
+  TensorView logits;     // [b, V] f32 (rank 0's gathered logits; ignored on other ranks)
+};
+
+class CudaGraphRunner {
+ public:
+  // 1, 2, 4, 8, then 16..512 in steps of 16, those <= max_num_seqs (ascending).
+  static std::vector<int> graph_batch_sizes(int max_num_seqs);
+  // Device-memory estimate per captured graph (the exec's own nodes; intermediates are in
+  // the workspace). The runner logs the measured figure next to it.
+  static constexpr size_t kGraphBytesEstimate = size_t{8} << 20;
+
+  // max_blocks_per_seq = ceil(max_model_len / block_size): a sequence of exactly
+  // max_model_len fits. logits: [>= max batch, V] f32, the runner's persistent logits.
+  CudaGraphRunner(std::vector<int> batch_sizes, int max_blocks_per_seq, int max_model_len,
+                  const TensorView& logits);
+  ~CudaGraphRunner();
+  CudaGraphRunner(const CudaGraphRunner&) = delete;
+  CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
+
+  using Forward = std::function<void(const DecodeGraphInputs&)>;
+  // For each size, largest first: one eager run (lazy initialisation outside the capture),
+  // then the capture of forward on `stream`.
+  void capture(const Forward& forward, cudaStream_t stream);
+
+  int max_batch() const { return sizes_.back(); }
+  int num_graphs() const { return static_cast<int>(execs_.size()); }
+  bool can_run(int64_t num_seqs) const { return num_seqs >= 1 && num_seqs <= max_batch(); }
+
+  // Decode cmd on the smallest graph that holds its batch: fills the live rows, resets the
+  // padded ones, replays. Returns the live logits [B, V] f32 (valid until the next call).
+  TensorView replay(const StepCommand& cmd, cudaStream_t stream);
+
+ private:
+  DecodeGraphInputs inputs(int b) const;
+  // Uploads rows [0, b) of every input (padding included) from the host staging vectors.
+  void upload(int b, cudaStream_t stream);
+
+  std::vector<int> sizes_;  // ascending
+  std::vector<cudaGraphExec_t> execs_;  // parallel to sizes_
+  int width_, max_model_len_;
+  TensorView logits_;
+  DeviceBuffer input_ids_;     // [max_bs] i32
+  DeviceBuffer positions_;     // [max_bs] i32
+  DeviceBuffer slot_mapping_;  // [max_bs] i32, padding -1 (no store)
+  DeviceBuffer context_lens_;  // [max_bs] i32, padding 0 (no keys read)
+  DeviceBuffer block_tables_;  // [max_bs, width_] i32, padding -1
+  DeviceBuffer row_ids_;       // [max_bs] i32, 0..max_bs-1
+  // Host staging, one vector per input above, [b] / [b, width_] for the current replay.
+  std::vector<int32_t> h_ids_, h_pos_, h_slots_, h_ctx_, h_bt_;
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,178 @@
+// ModelRunner's CUDA start-up (nano-vllm's warmup_model, allocate_kv_cache and
+// capture_cudagraph): a warm-up at the largest step sizes every workspace slot and shows the
+// peak activation memory; the KV cache gets what the memory budget leaves; the decode graphs
+// are captured over the now fixed buffers.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <stdexcept>
+
+#include "rank/cuda_exec_resources.h"
+#include "rank/cuda_graph_runner.h"
+#include "rank/gpu_memory_budget.h"
+#include "rank/model_runner.h"
+
+namespace nanovllm {
+
+namespace {
+
+// A prefill of exactly `tokens` tokens in sequences of max_model_len (the last one shorter:
+// unlike nano-vllm's floor, so the workspace fits any step up to max_num_batched_tokens),
+// with `rows` logits rows. Nothing is stored (slot -1) and every block-table entry is 0, so a
+// one-block placeholder cache serves every read.
+StepCommand warmup_command(int64_t tokens, int64_t max_model_len, int64_t rows, int width) {
+  StepCommand cmd;
+  cmd.kind = StepKind::PREFILL;
+  cmd.cu_seqlens_q.push_back(0);
+  for (int64_t start = 0; start < tokens; start += max_model_len) {
+    const int len = static_cast<int>(std::min(max_model_len, tokens - start));
+    for (int t = 0; t < len; ++t) {
+      cmd.input_ids.push_back(0);
+      cmd.positions.push_back(t);
+      cmd.slot_mapping.push_back(-1);
+    }
+    cmd.cu_seqlens_q.push_back(cmd.cu_seqlens_q.back() + len);
+    cmd.max_seqlen_q = std::max(cmd.max_seqlen_q, len);
+  }
+  cmd.cu_seqlens_k = cmd.cu_seqlens_q;
+  cmd.max_seqlen_k = cmd.max_seqlen_q;
+  const int64_t nseq = static_cast<int64_t>(cmd.cu_seqlens_q.size()) - 1;
+  cmd.block_table_width = width;
+  cmd.block_tables.assign(static_cast<size_t>(nseq * width), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    cmd.logits_indices.push_back(cmd.cu_seqlens_q[static_cast<size_t>(r % nseq) + 1] - 1);
+    cmd.temperatures.push_back(1.0f);
+    cmd.top_k.push_back(50);  // the sorting path: the sampler's largest scratch
+    cmd.top_p.push_back(1.0f);
+    cmd.min_p.push_back(0.0f);
+    cmd.seeds.push_back(static_cast<uint64_t>(r));
+    cmd.sample_positions.push_back(0);
+  }
+  return cmd;
+}
+
+cudaMemPool_t default_pool() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  cudaMemPool_t pool = nullptr;
+  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
+  return pool;
+}
+
+uint64_t pool_attr(cudaMemPool_t pool, cudaMemPoolAttr attr) {
+  uint64_t v = 0;
+  CUDA_CHECK(cudaMemPoolGetAttribute(pool, attr, &v));
+  return v;
+}
+
+int64_t max_blocks_per_seq(int max_model_len, int block_size) {
+  return (max_model_len + block_size - 1) / block_size;
+}
+
+}  // namespace
+
+int ModelRunner::warm_up_and_size(const ModelRunnerOptions& o, uint64_t weights_bytes,
+                                  int tp_size) {
+  CHECK_GT(o.max_num_batched_tokens, 0);
+  CHECK_GT(o.max_num_seqs, 0);
+  CHECK_GT(o.max_model_len, 0);
+  // A decode step has max_num_seqs tokens: the workspace must hold that too.
+  const int64_t tokens = std::max(o.max_num_batched_tokens, o.max_num_seqs), len = o.max_model_len;
+  const int64_t rows = std::max<int64_t>(o.max_num_seqs, (tokens + len - 1) / len);
+  const int width = static_cast<int>(max_blocks_per_seq(o.max_model_len, block_size_));
+  const int rank = comm_->rank();
+
+  const GpuMemInfo before = gpu_mem_info();
+  cudaMemPool_t pool = default_pool();  // the sampler's stream-ordered scratch comes from here
+  uint64_t zero = 0;
+  CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
+  allocate_kv_cache(1);  // placeholder, see warmup_command
+  model_->reserve_decode_scratch(o.max_num_seqs);
+  logits_ = DeviceBuffer(static_cast<size_t>(rows * config_.vocab_size) * sizeof(float), device_);
+  const auto t0 = std::chrono::steady_clock::now();
+  const StepCommand cmd = warmup_command(tokens, len, rows, width);
+  const TensorView logits = run_model(cmd);
+  if (rank == 0) sample(cmd, logits);
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  kv_cache_ = DeviceBuffer();  // the layers' stale binding is replaced before any other step
+  const GpuMemInfo after = gpu_mem_info();
+  const uint64_t pool_high = pool_attr(pool, cudaMemPoolAttrReservedMemHigh);
+  const uint64_t pool_now = pool_attr(pool, cudaMemPoolAttrReservedMemCurrent);
+  spdlog::info("rank {}: warm-up prefill of {} tokens ({} rows sampled) took {:.2f} s", rank,
+               tokens, rows,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+
+  GpuMemoryMeasurements m;
+  m.total_bytes = after.total_bytes;
+  m.free_bytes = after.free_bytes;
+  m.weights_bytes = weights_bytes;
+  m.activation_held_bytes = before.free_bytes > after.free_bytes ? before.free_bytes - after.free_bytes : 0;
+  // What the pool still holds is already in the free-memory drop.
+  m.activation_transient_bytes = pool_high > pool_now ? pool_high - pool_now : 0;
+  m.cublas_workspace_bytes = CudaExecResources::kCublasWorkspaceBytes;
+  m.cuda_graph_bytes = o.enforce_eager ? 0
+                                       : CudaGraphRunner::graph_batch_sizes(o.max_num_seqs).size() *
+                                             CudaGraphRunner::kGraphBytesEstimate;
+  m.kv_block_bytes = kv_block_bytes(config_, tp_size, block_size_);
+  m.gpu_memory_utilization = o.gpu_memory_utilization;
+  const GpuMemoryBudget budget = plan_gpu_memory(m);
+  spdlog::info("rank {}: {}", rank, describe_gpu_memory(m, budget));
+
+  if (o.num_kv_blocks > 0) {  // forced: the measurement is advice only
+    if (!budget.ok() || budget.num_blocks < o.num_kv_blocks)
+      spdlog::warn("rank {}: {} KV blocks forced, the memory budget allows {}", rank,
+                   o.num_kv_blocks, budget.ok() ? budget.num_blocks : 0);
+    return o.num_kv_blocks;
+  }
+  // Every rank must allocate the same count (rank 0's block ids index every cache): the
+  // smallest, agreed through an all-reduce of one-hot vectors (f32 is exact below 2^24).
+  int64_t blocks = budget.ok() ? std::min<int64_t>(budget.num_blocks, (int64_t{1} << 24) - 1) : 0;
+  if (tp_size > 1) {
+    std::vector<float> mine(static_cast<size_t>(tp_size), 0.0f);
+    mine[static_cast<size_t>(rank)] = static_cast<float>(blocks);
+    DeviceBuffer all(mine.size() * sizeof(float), device_);
+    all.copy_from_host(mine.data(), all.nbytes());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    comm_->all_reduce_sum(all.view(DType::F32, {tp_size}), ctx_);
+    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    all.copy_to_host(mine.data(), all.nbytes());
+    blocks = static_cast<int64_t>(*std::min_element(mine.begin(), mine.end()));
+  }
+  if (blocks <= 0)
+    throw std::runtime_error("rank " + std::to_string(rank) + ": " +
+                             (budget.ok() ? std::string("another rank has no room for the KV cache")
+                                          : budget.error));
+  if (blocks < budget.num_blocks)
+    spdlog::info("rank {}: {} KV blocks (the smallest over the ranks)", rank, blocks);
+  return static_cast<int>(blocks);
+}
+
+void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
+  const int64_t rows = static_cast<int64_t>(logits_.nbytes() / (sizeof(float) * config_.vocab_size));
+  const GpuMemInfo before = gpu_mem_info();
+  const auto t0 = std::chrono::steady_clock::now();
+  graphs_ = std::make_unique<CudaGraphRunner>(
+      CudaGraphRunner::graph_batch_sizes(o.max_num_seqs),
+      static_cast<int>(max_blocks_per_seq(o.max_model_len, block_size_)), o.max_model_len,
+      logits_.view(DType::F32, {rows, config_.vocab_size}));
+  graphs_->capture(
+      [this](const DecodeGraphInputs& in) {
+        const TensorView hidden = model_->forward(in.input_ids, in.positions, in.meta, ctx_);
+        model_->compute_logits(in.logits, hidden, in.row_ids, ctx_);
+      },
+      ctx_.stream);
+  const GpuMemInfo after = gpu_mem_info();
+  const uint64_t used = before.free_bytes > after.free_bytes ? before.free_bytes - after.free_bytes : 0;
+  const uint64_t estimate = graphs_->num_graphs() * CudaGraphRunner::kGraphBytesEstimate;
+  spdlog::info("rank {}: captured {} decode CUDA graphs (batch 1..{}) in {:.2f} s, using {} "
+               "(estimate {})", comm_->rank(), graphs_->num_graphs(), graphs_->max_batch(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+               format_gib(static_cast<double>(used)), format_gib(static_cast<double>(estimate)));
+  if (used > estimate)
+    spdlog::warn("rank {}: the CUDA graphs use more than the memory budget reserved for them",
+                 comm_->rank());
+}
+
+}  // namespace nanovllm
