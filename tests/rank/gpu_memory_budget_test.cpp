@@ -65,7 +65,7 @@ TEST(GpuMemoryBudget, NoRoomIsAnErrorNamingEveryTerm) {
   EXPECT_EQ(b.num_blocks, 0);
   EXPECT_LT(b.kv_cache_bytes, 0);
   EXPECT_NE(b.error.find("20.00 GiB budget"), std::string::npos) << b.error;
-  EXPECT_NE(b.error.find("other processes 2.00 GiB"), std::string::npos) << b.error;
+  EXPECT_NE(b.error.find("other processes + CUDA context 2.00 GiB"), std::string::npos) << b.error;
   EXPECT_NE(b.error.find("weights 16.00 GiB"), std::string::npos) << b.error;
   EXPECT_NE(b.error.find("cuBLAS workspace 0.03 GiB"), std::string::npos) << b.error;
   EXPECT_NE(b.error.find("CUDA graphs 0.25 GiB"), std::string::npos) << b.error;

