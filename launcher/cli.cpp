@@ -31,10 +31,10 @@ void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus
                      ": must be in (0, 1]");
   if (!(o.cpu_kv_cache_space_gib > 0.0))
     throw UsageError("--cpu-kv-cache-space: must be more than 0 GiB");
-  if (o.top_p && !(*o.top_p > 0.0f && *o.top_p <= 1.0f))
-    throw UsageError("--top-p " + std::to_string(*o.top_p) + ": must be in (0, 1]");
-  if (o.top_k && *o.top_k < -1)
-    throw UsageError("--top-k " + std::to_string(*o.top_k) + ": must be -1 or 0 (off) or > 0");
+  if (o.sampling.top_p && !(*o.sampling.top_p > 0.0f && *o.sampling.top_p <= 1.0f))
+    throw UsageError("--top-p " + std::to_string(*o.sampling.top_p) + ": must be in (0, 1]");
+  if (o.sampling.top_k && *o.sampling.top_k < -1)
+    throw UsageError("--top-k " + std::to_string(*o.sampling.top_k) + ": must be -1 or 0 (off) or > 0");
   if (o.output && o.output->string() == "-") o.output.reset();
   if (o.resume && !o.output)
     throw UsageError("--resume needs -o FILE: it skips the requests whose results that file "
@@ -97,13 +97,13 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
   app.add_option("--cpu-kv-cache-space", o.cpu_kv_cache_space_gib,
                  "GiB of KV cache on the CPU backend")->capture_default_str();
   app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
-  app.add_option("--temperature", o.temperature, "default temperature (0 = greedy)")
+  app.add_option("--temperature", o.sampling.temperature, "default temperature (0 = greedy)")
       ->check(CLI::Range(0.0f, 1e6f));
-  app.add_option("--top-p", o.top_p, "default top-p, in (0, 1]");
-  app.add_option("--top-k", o.top_k, "default top-k (-1 or 0 = off)");
-  app.add_option("--min-p", o.min_p, "default min-p, in [0, 1]")->check(CLI::Range(0.0f, 1.0f));
-  app.add_option("--max-tokens", o.max_tokens, "default most generated tokens")->check(positive);
-  app.add_option("--seed", o.seed, "default sampling seed");
+  app.add_option("--top-p", o.sampling.top_p, "default top-p, in (0, 1]");
+  app.add_option("--top-k", o.sampling.top_k, "default top-k (-1 or 0 = off)");
+  app.add_option("--min-p", o.sampling.min_p, "default min-p, in [0, 1]")->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--max-tokens", o.sampling.max_tokens, "default most generated tokens")->check(positive);
+  app.add_option("--seed", o.sampling.seed, "default sampling seed");
   bool ignore_eos = false;
   app.add_flag("--ignore-eos", ignore_eos, "default: keep generating past end-of-sequence");
   app.add_flag("--resume", o.resume, "skip requests already in the -o file");
@@ -115,7 +115,7 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
   try {
     app.parse(argc, argv);
     if (!output.empty()) o.output = output;
-    if (ignore_eos) o.ignore_eos = true;
+    if (ignore_eos) o.sampling.ignore_eos = true;
     o.log_level = spdlog::level::from_str(log_level);
     validate(o, device_flag, visible_gpus, result.notice);
   } catch (const CLI::ParseError& e) {

@@ -10,6 +10,7 @@
 
 #include <spdlog/common.h>
 
+#include "engine/request.h"
 #include "kernels/tensor.h"
 
 namespace nanovllm {
@@ -31,13 +32,9 @@ struct LaunchOptions {
 
   // Default sampling for requests that do not set their own; unset = "not given", so the
   // model's generation_config.json (or the built-in default) applies.
-  std::optional<float> temperature;
-  std::optional<float> top_p;
-  std::optional<int> top_k;
-  std::optional<float> min_p;
-  std::optional<int> max_tokens;
-  std::optional<uint64_t> seed;
-  std::optional<bool> ignore_eos;  // set (true) only when --ignore-eos is given
+  // --seed is the base every request's derived seed comes from; ignore_eos is set (true)
+  // only when --ignore-eos is given.
+  SamplingOverrides sampling;
 
   bool resume = false;  // skip requests whose results are already in the -o file
   spdlog::level::level_enum log_level = spdlog::level::info;

@@ -107,13 +107,9 @@ RunSettings make_settings(const LaunchOptions& o) {
   s.gpu_memory_utilization = o.gpu_memory_utilization;
   s.enforce_eager = o.enforce_eager;
 
-  s.cli_sampling.max_tokens = o.max_tokens;
-  s.cli_sampling.temperature = o.temperature;
-  s.cli_sampling.top_p = o.top_p;
-  s.cli_sampling.top_k = o.top_k;
-  s.cli_sampling.min_p = o.min_p;
-  s.cli_sampling.ignore_eos = o.ignore_eos;
-  s.seed = o.seed.value_or(0);
+  s.cli_sampling = o.sampling;
+  s.cli_sampling.seed.reset();  // not a shared seed: the base of each request's derived seed
+  s.seed = o.sampling.seed.value_or(0);
   spdlog::info("model {} ({} layers, hidden {}), --tp {}, device {}, max_model_len {}, "
                "{} KV blocks of {} tokens (0: sized after warm-up), {} CPU threads per rank",
                s.model_dir.string(), s.model.num_hidden_layers, s.model.hidden_size, s.tp_size,

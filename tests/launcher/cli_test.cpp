@@ -62,8 +62,9 @@ TEST_F(LaunchCli, PositionalsAloneGiveTheDocumentedDefaultsAndCpuWithoutGpu) {
   EXPECT_DOUBLE_EQ(o.gpu_memory_utilization, 0.9);
   EXPECT_DOUBLE_EQ(o.cpu_kv_cache_space_gib, 4.0);
   EXPECT_FALSE(o.max_model_len || o.num_gpu_blocks_override);
-  EXPECT_FALSE(o.temperature || o.top_p || o.top_k || o.min_p || o.max_tokens || o.seed ||
-               o.ignore_eos);
+  const SamplingOverrides& d = o.sampling;
+  EXPECT_FALSE(d.temperature || d.top_p || d.top_k || d.min_p || d.max_tokens || d.seed ||
+               d.ignore_eos);
   EXPECT_FALSE(o.resume || o.enforce_eager);
   EXPECT_EQ(o.log_level, spdlog::level::info);
 }
@@ -97,13 +98,13 @@ TEST_F(LaunchCli, EveryFlagParsesIntoItsField) {
   EXPECT_EQ(o.num_gpu_blocks_override, 77);
   EXPECT_DOUBLE_EQ(o.cpu_kv_cache_space_gib, 1.5);
   EXPECT_TRUE(o.enforce_eager);
-  EXPECT_EQ(o.temperature, 0.7f);
-  EXPECT_EQ(o.top_p, 0.95f);
-  EXPECT_EQ(o.top_k, 20);
-  EXPECT_EQ(o.min_p, 0.05f);
-  EXPECT_EQ(o.max_tokens, 99);
-  EXPECT_EQ(o.seed, UINT64_MAX);
-  EXPECT_EQ(o.ignore_eos, true);
+  EXPECT_EQ(o.sampling.temperature, 0.7f);
+  EXPECT_EQ(o.sampling.top_p, 0.95f);
+  EXPECT_EQ(o.sampling.top_k, 20);
+  EXPECT_EQ(o.sampling.min_p, 0.05f);
+  EXPECT_EQ(o.sampling.max_tokens, 99);
+  EXPECT_EQ(o.sampling.seed, UINT64_MAX);
+  EXPECT_EQ(o.sampling.ignore_eos, true);
   EXPECT_TRUE(o.resume);
   EXPECT_EQ(o.log_level, spdlog::level::debug);
 }
@@ -111,7 +112,7 @@ TEST_F(LaunchCli, EveryFlagParsesIntoItsField) {
 TEST_F(LaunchCli, LongTensorParallelNameAndTemperatureZeroAreAccepted) {
   EXPECT_EQ(ok({model_, prompts_, "--tensor-parallel-size", "3", "--device", "cpu"})
                 .tensor_parallel_size, 3);
-  EXPECT_EQ(ok({model_, prompts_, "--temperature", "0"}).temperature, 0.0f);
+  EXPECT_EQ(ok({model_, prompts_, "--temperature", "0"}).sampling.temperature, 0.0f);
 }
 
 TEST_F(LaunchCli, BadValuesGiveAClearErrorNamingTheFlag) {
