@@ -19,10 +19,11 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "layers/communicator.h"
+#include "kernels/communicator.h"
 #include "layers/model_config.h"
 #include "layers/model_presets.h"
 #include "layers/model_writer.h"
+#include "engine/step_builder.h"
 #include "rank/model_runner.h"
 
 namespace nanovllm {
@@ -56,8 +57,10 @@ Row measure(const std::filesystem::path& dir, const ModelConfig& config, const O
             int threads, int batch) {
   const int blocks_per_seq = (o.prompt_len + o.decode_steps + kBlockSize - 1) / kBlockSize;
   SingleRankCommunicator comm;
-  ModelRunner runner(dir, config, 0, 1, comm, blocks_per_seq * batch, kBlockSize, Device::CPU,
-                     threads);
+  ModelRunner runner(dir, config, comm,
+                     ModelRunnerOptions{.block_size = kBlockSize,
+                                        .num_kv_blocks = blocks_per_seq * batch,
+                                        .cpu_threads = threads});
   std::mt19937 rng(123);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocab_size) - 1);
   double best_prefill = 1e30, best_decode = 1e30;
@@ -69,18 +72,19 @@ Row measure(const std::filesystem::path& dir, const ModelConfig& config, const O
       for (auto& t : prompt) t = token(rng);
       SamplingParams p;
       p.temperature = 0.0f;
+      p.seed = static_cast<uint64_t>(i);
       owned.push_back(std::make_unique<Sequence>(i, std::move(prompt), p, kBlockSize));
       for (int b = 0; b < blocks_per_seq; ++b)
         owned.back()->block_table.push_back(i * blocks_per_seq + b);
       seqs.push_back(owned.back().get());
     }
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<int32_t> next = runner.execute(ModelRunner::prepare_prefill(seqs, kBlockSize));
+    std::vector<int32_t> next = runner.execute(build_prefill_command(seqs, kBlockSize)).sampled_token_ids;
     best_prefill = std::min(best_prefill, seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
     for (int step = 0; step < o.decode_steps; ++step) {
       for (int i = 0; i < batch; ++i) seqs[i]->append_token(next[i]);
-      next = runner.execute(ModelRunner::prepare_decode(seqs, kBlockSize));
+      next = runner.execute(build_decode_command(seqs, kBlockSize)).sampled_token_ids;
     }
     best_decode = std::min(best_decode, seconds_since(t0));
   }

@@ -1,4 +1,4 @@
-// scheduler_sim: drives LLMEngine with a simulated model (a deterministic fake StepRunner)
+// scheduler_sim: drives LLMEngine with a simulated model (a deterministic fake StepExecutor)
 // over a synthetic workload, and reports how the scheduler and prefix cache behave:
 // steps, tokens, preemptions, cache hit rate and host time spent scheduling per step.
 #include <spdlog/spdlog.h>
@@ -31,24 +31,26 @@ struct SimOptions {
   int vocab_size = 151936;
 };
 
-// The "model": next token = hash(seq id, position); never eos (requests set ignore_eos).
-class SimulatedRunner : public StepRunner {
+// The "model": next token = hash(the row's seed, position); never eos (requests set
+// ignore_eos).
+class SimulatedExecutor : public StepExecutor {
  public:
-  explicit SimulatedRunner(int vocab_size) : vocab_size_(vocab_size) {}
-  std::vector<int32_t> run(std::span<Sequence* const> seqs, bool) override {
-    std::vector<int32_t> out;
-    out.reserve(seqs.size());
-    for (const Sequence* seq : seqs) {
-      uint64_t x = static_cast<uint64_t>(seq->seq_id) * 0x9e3779b97f4a7c15ull +
-                   static_cast<uint64_t>(seq->num_tokens());
+  SimulatedExecutor(int vocab_size, int num_blocks) : vocab_size_(vocab_size), num_blocks_(num_blocks) {}
+  int num_kv_blocks() const override { return num_blocks_; }
+  StepResult execute(const StepCommand& cmd) override {
+    StepResult out;
+    for (size_t row = 0; row < cmd.seeds.size(); ++row) {
+      uint64_t x = cmd.seeds[row] * 0x9e3779b97f4a7c15ull +
+                   static_cast<uint64_t>(cmd.sample_positions[row]);
       x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ull;
-      out.push_back(static_cast<int32_t>((x ^ (x >> 29)) % static_cast<uint64_t>(vocab_size_)));
+      out.sampled_token_ids.push_back(
+          static_cast<int32_t>((x ^ (x >> 29)) % static_cast<uint64_t>(vocab_size_)));
     }
     return out;
   }
 
  private:
-  int vocab_size_;
+  int vocab_size_, num_blocks_;
 };
 
 int run(const SimOptions& o) {
@@ -58,7 +60,7 @@ int run(const SimOptions& o) {
   config.max_num_seqs = o.max_num_seqs;
   config.max_num_batched_tokens = o.max_num_batched_tokens;
   config.max_model_len = o.max_model_len;
-  SimulatedRunner runner(o.vocab_size);
+  SimulatedExecutor runner(o.vocab_size, o.num_blocks);
   LLMEngine engine(config, runner);  // throws std::invalid_argument on a bad setting
 
   std::mt19937_64 rng(o.seed);

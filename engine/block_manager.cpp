@@ -6,8 +6,12 @@
 
 namespace nanovllm {
 
-BlockManager::BlockManager(int num_blocks, int block_size, BlockHashFn hash_fn)
-    : block_size_(block_size), hash_fn_(std::move(hash_fn)), free_block_ids_(num_blocks) {
+BlockManager::BlockManager(int num_blocks, int block_size, BlockHashFn hash_fn,
+                           bool enable_prefix_caching)
+    : block_size_(block_size),
+      hash_fn_(std::move(hash_fn)),
+      prefix_caching_(enable_prefix_caching),
+      free_block_ids_(num_blocks) {
   CHECK_GT(num_blocks, 0);
   CHECK_GT(block_size, 0);
   CHECK(hash_fn_);
@@ -40,6 +44,10 @@ PrefixMatch BlockManager::match_prefix(const Sequence& seq) const {
   CHECK_EQ(seq.block_size, block_size_);
   PrefixMatch match;
   const int n = seq.num_blocks();
+  if (!prefix_caching_) {  // no hashes: nothing is registered, so nothing can ever hit
+    match.num_blocks_needed = n;
+    return match;
+  }
   std::optional<uint64_t> prefix;
   int32_t parent = -1;
   bool missed = false;
@@ -125,11 +133,11 @@ void BlockManager::may_append(Sequence& seq) {
   if (seq.num_blocks() > static_cast<int>(table.size())) {
     // The new token starts a block; the previous one is full and hashed.
     CHECK_EQ(seq.num_blocks(), static_cast<int>(table.size()) + 1);
-    CHECK(blocks_[table.back()].hash.has_value());
+    CHECK(!prefix_caching_ || blocks_[table.back()].hash.has_value());
     table.push_back(allocate_fresh_block());
   }
   CHECK_EQ(seq.num_blocks(), static_cast<int>(table.size()));
-  if (seq.num_tokens() % block_size_ == 0) {
+  if (prefix_caching_ && seq.num_tokens() % block_size_ == 0) {
     // The new token fills the last block: hash it so later prompts can share it.
     const int32_t last = table.back();
     CHECK(!blocks_[last].hash.has_value());

@@ -41,7 +41,10 @@ struct PrefixMatch {
 
 class BlockManager {
  public:
-  BlockManager(int num_blocks, int block_size, BlockHashFn hash_fn = compute_block_hash);
+  // enable_prefix_caching false: no block is hashed or ever found by hash (every prompt
+  // block is fresh), as vLLM's --no-enable-prefix-caching.
+  BlockManager(int num_blocks, int block_size, BlockHashFn hash_fn = compute_block_hash,
+               bool enable_prefix_caching = true);
 
   // Which leading blocks of seq hit the cache. A hit needs equal tokens and the same parent
   // block (see Block). When every block of seq would hit, the last one is reported as a
@@ -64,6 +67,7 @@ class BlockManager {
 
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
   int block_size() const { return block_size_; }
+  bool prefix_caching() const { return prefix_caching_; }
   int num_free_blocks() const { return free_block_ids_.size(); }
   int num_used_blocks() const { return static_cast<int>(used_block_ids_.size()); }
   // Read access for invariant checks.
@@ -91,6 +95,7 @@ class BlockManager {
 
   int block_size_;
   BlockHashFn hash_fn_;
+  bool prefix_caching_;
   std::vector<Block> blocks_;  // [num_blocks]
   std::unordered_map<uint64_t, int32_t> hash_to_block_id_;
   FreeBlockQueue free_block_ids_;

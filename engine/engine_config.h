@@ -14,6 +14,9 @@ struct EngineConfig {
   int kvcache_block_size = 256;        // tokens per KV block
   int num_kvcache_blocks = -1;         // -1 until the model runner sized the cache
   std::vector<int32_t> eos_token_ids;  // any of them ends a sequence (unless ignore_eos)
+  // vLLM's --enable-prefix-caching: false = no block is ever served from the cache (every
+  // prompt token is computed), e.g. to benchmark without cache hits.
+  bool enable_prefix_caching = true;
 
   // nano-vllm: max_model_len = min(max_model_len, max_position_embeddings).
   void cap_max_model_len(int max_position_embeddings);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "engine/step_builder.h"
 #include "kernels/check.h"
 
 namespace nanovllm {
@@ -26,10 +27,11 @@ const EngineConfig& LLMEngine::validated(const EngineConfig& config) {
   return config;
 }
 
-LLMEngine::LLMEngine(const EngineConfig& config, StepRunner& runner, BlockHashFn hash_fn)
+LLMEngine::LLMEngine(const EngineConfig& config, StepExecutor& executor, BlockHashFn hash_fn)
     : config_(validated(config)),
-      runner_(runner),
-      block_manager_(config_.num_kvcache_blocks, config_.kvcache_block_size, std::move(hash_fn)),
+      executor_(executor),
+      block_manager_(config_.num_kvcache_blocks, config_.kvcache_block_size, std::move(hash_fn),
+                     config_.enable_prefix_caching),
       scheduler_(config_, block_manager_) {}
 
 AddRequestResult LLMEngine::add_request(std::vector<int32_t> prompt_token_ids,
@@ -42,6 +44,7 @@ AddRequestResult LLMEngine::add_request(std::vector<int32_t> prompt_token_ids,
     return result;
   }
   const int64_t id = next_seq_id_++;
+  if (!params.seed) params.seed = default_sequence_seed(id);
   auto seq = std::make_unique<Sequence>(id, std::move(prompt_token_ids), std::move(params),
                                         config_.kvcache_block_size);
   scheduler_.add(seq.get());
@@ -49,6 +52,13 @@ AddRequestResult LLMEngine::add_request(std::vector<int32_t> prompt_token_ids,
   if (!user_tag.empty()) user_tags_.emplace(id, std::move(user_tag));
   result.seq_id = id;
   return result;
+}
+
+void LLMEngine::stop_workers() {
+  StepCommand exit;
+  exit.kind = StepKind::EXIT;
+  exit.step_id = next_step_id_++;
+  executor_.execute(exit);
 }
 
 std::vector<RequestOutput> LLMEngine::step() {
@@ -62,11 +72,16 @@ std::vector<RequestOutput> LLMEngine::step() {
   CHECK_MSG(!batch.empty(), "scheduler produced an empty batch with "
                                 << scheduler_.waiting().size() << " waiting and "
                                 << scheduler_.running().size() << " running");
+
+  StepCommand cmd = batch.is_prefill
+                        ? build_prefill_command(batch.seqs, config_.kvcache_block_size)
+                        : build_decode_command(batch.seqs, config_.kvcache_block_size);
+  cmd.step_id = next_step_id_++;
   stats_.scheduler_seconds += seconds_since(start);
 
   start = std::chrono::steady_clock::now();
-  const std::vector<int32_t> tokens = runner_.run(batch.seqs, batch.is_prefill);
-  stats_.runner_seconds += seconds_since(start);
+  const std::vector<int32_t> tokens = executor_.execute(cmd).sampled_token_ids;
+  stats_.executor_seconds += seconds_since(start);
   CHECK_EQ(tokens.size(), batch.seqs.size());
 
   start = std::chrono::steady_clock::now();

@@ -1,6 +1,6 @@
 // The engine loop (nano-vllm's LLMEngine, token ids only): owns the requests' Sequences,
-// the block manager and the scheduler; each step schedules a batch, runs it through a
-// StepRunner and hands back the sequences that finished.
+// the block manager and the scheduler; each step schedules a batch, builds its StepCommand,
+// has a StepExecutor run it and hands back the sequences that finished.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include "engine/engine_config.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
-#include "engine/step_runner.h"
+#include "ipc/step_executor.h"
 
 namespace nanovllm {
 
@@ -31,7 +31,7 @@ struct RequestOutput {
   std::string user_tag;
   std::vector<int32_t> prompt_token_ids;
   std::vector<int32_t> completion_token_ids;  // includes the eos token when one ended it
-  FinishReason finish_reason = FinishReason::NONE;
+  FinishReason finish_reason = FinishReason::kNone;
   int num_cached_tokens = 0;  // prefix-cache hit tokens at its first prefill
   int num_preemptions = 0;
 };
@@ -47,21 +47,26 @@ struct EngineStats {
   int64_t num_finished = 0;
   int64_t num_rejected = 0;
   double scheduler_seconds = 0;  // schedule + postprocess
-  double runner_seconds = 0;     // StepRunner::run
+  double executor_seconds = 0;   // StepExecutor::execute
 };
 
 class LLMEngine {
  public:
   // Throws std::invalid_argument on a bad config (num_kvcache_blocks must be set).
-  // The runner outlives the engine.
-  LLMEngine(const EngineConfig& config, StepRunner& runner,
+  // The executor outlives the engine. config.enable_prefix_caching false: no prompt block is
+  // ever served from the cache (hash_fn is then never called).
+  LLMEngine(const EngineConfig& config, StepExecutor& executor,
             BlockHashFn hash_fn = compute_block_hash);
 
+  // A request without a seed gets default_sequence_seed(its seq_id).
   AddRequestResult add_request(std::vector<int32_t> prompt_token_ids, SamplingParams params,
                                std::string user_tag = {});
   // One scheduler step; returns the requests that finished in it (possibly none).
   std::vector<RequestOutput> step();
   bool is_finished() const { return scheduler_.is_finished(); }
+  // Sends the EXIT command through the executor (under tensor parallelism it ends the
+  // workers' loops). Call once, after the last step.
+  void stop_workers();
 
   const EngineStats& stats() const { return stats_; }
   const EngineConfig& config() const { return config_; }
@@ -74,12 +79,13 @@ class LLMEngine {
   static const EngineConfig& validated(const EngineConfig& config);
 
   EngineConfig config_;
-  StepRunner& runner_;
+  StepExecutor& executor_;
   BlockManager block_manager_;
   Scheduler scheduler_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> sequences_;  // unfinished ones
   std::unordered_map<int64_t, std::string> user_tags_;
   int64_t next_seq_id_ = 0;
+  uint64_t next_step_id_ = 0;
   EngineStats stats_;
 };
 

@@ -38,7 +38,8 @@ struct SamplingOverrides {
 };
 
 struct Request {
-  std::string id;    // the line's id / custom_id; default: the line number as a string
+  std::string id;    // the line's id / custom_id; default: "line-<N>" (generated_id)
+  bool generated_id = false;  // the line named none: its id depends on its line number
   int64_t line = 0;  // 1-based line of prompts.jsonl
   RequestFormat format = RequestFormat::kNative;
   PromptKind kind = PromptKind::kText;

@@ -6,6 +6,8 @@
 
 #include "engine/openai_batch_request.h"
 #include "engine/request_fields.h"
+#include "engine/sequence.h"
+#include "engine/file_error.h"
 
 namespace nanovllm {
 namespace {
@@ -87,6 +89,7 @@ void parse_native_line(const nlohmann::json& object, Request& r) {
 // under the id its author gave it.
 void read_native_id(const nlohmann::json& object, Request& r) {
   if (!object.contains("id")) return;
+  r.generated_id = false;
   const auto& v = object["id"];
   if (v.is_number_integer()) {
     r.id = v.dump();
@@ -102,7 +105,8 @@ void read_native_id(const nlohmann::json& object, Request& r) {
 Request parse_request_line(std::string_view line, int64_t line_number) {
   Request r;
   r.line = line_number;
-  r.id = std::to_string(line_number);
+  r.id = "line-" + std::to_string(line_number);
+  r.generated_id = true;
   if (line_number == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // BOM
   if (auto bad = invalid_utf8_offset(line)) {
     const std::string field = json_path_at(line, *bad);
@@ -133,18 +137,25 @@ Request parse_request_line(std::string_view line, int64_t line_number) {
 
 std::vector<Request> parse_requests(std::istream& in) {
   std::vector<Request> requests;
-  std::unordered_set<std::string> ids;
+  std::unordered_set<std::string> ids;  // every id given so far
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (is_blank(line)) continue;
     Request r = parse_request_line(line, number);
-    if (!ids.insert(r.id).second) {
+    if (!r.generated_id && !ids.insert(r.id).second) {
       // Results are keyed by id; a second line with it would be indistinguishable.
       const bool batch = r.format != RequestFormat::kNative;
       r.error.reset();
       r.fail("duplicate id '" + r.id + "' (ids must be unique)", batch ? "custom_id" : "id");
     }
     requests.push_back(std::move(r));
+  }
+  // Generated ids step aside for given ones ("line-2" given on another line): never a
+  // collision, and the same file always gives the same ids (--resume relies on it).
+  for (Request& r : requests) {
+    if (!r.generated_id) continue;
+    const std::string base = r.id;
+    for (int k = 1; !ids.insert(r.id).second; ++k) r.id = base + "." + std::to_string(k);
   }
   return requests;
 }
@@ -175,11 +186,8 @@ void validate_request(Request& r, const RequestValidator& v, const SamplingLevel
                     join_field(prefix, prompt_field) + "[" + std::to_string(i) + "]");
   }
   const auto prompt_len = static_cast<int64_t>(r.prompt_token_ids.size());
-  if (prompt_len >= v.max_model_len)
-    return r.fail("prompt is " + std::to_string(prompt_len) +
-                      " tokens, which leaves no room to generate within max_model_len " +
-                      std::to_string(v.max_model_len),
-                  join_field(prefix, prompt_field));
+  if (std::string room = prompt_room_error(prompt_len, v.max_model_len); !room.empty())
+    return r.fail(room, join_field(prefix, prompt_field));
   r.sampling_params =
       resolve_sampling(levels, r.overrides, static_cast<int32_t>(prompt_len), v.max_model_len);
   if (r.overrides.max_tokens && prompt_len + *r.overrides.max_tokens > v.max_model_len)
@@ -196,11 +204,19 @@ std::vector<Request> read_requests(std::istream& in, const RequestValidator& val
   return requests;
 }
 
+bool has_request_lines(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw file_error("cannot open the prompts file", path);
+  for (std::string line; std::getline(in, line);)
+    if (!is_blank(line)) return true;
+  return false;
+}
+
 std::vector<Request> read_requests_file(const std::filesystem::path& path,
                                         const RequestValidator& validator,
                                         const SamplingLevels& levels) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path.string() + ": cannot open the prompts file");
+  if (!in) throw file_error("cannot open the prompts file", path);
   return read_requests(in, validator, levels);
 }
 

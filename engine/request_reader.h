@@ -53,6 +53,10 @@ void validate_request(Request& request, const RequestValidator& validator,
 std::vector<Request> read_requests(std::istream& in, const RequestValidator& validator,
                                    const SamplingLevels& levels);
 // Same for a file; throws std::runtime_error naming the file when it cannot be read.
+// True when the file holds at least one non-blank line (a request, good or bad). The launcher
+// asks before it forks or loads anything: an empty input is not worth a model.
+bool has_request_lines(const std::filesystem::path& path);
+
 std::vector<Request> read_requests_file(const std::filesystem::path& path,
                                         const RequestValidator& validator,
                                         const SamplingLevels& levels);

@@ -8,6 +8,7 @@
 
 #include "engine/reasoning_parser.h"
 #include "kernels/check.h"
+#include "engine/file_error.h"
 
 namespace nanovllm {
 namespace {
@@ -49,7 +50,7 @@ nlohmann::json openai_body(const Request& r, const CompletionOutput& out, const 
   const auto completion_tokens = static_cast<int64_t>(out.token_ids.size());
   nlohmann::json choice = {{"index", 0},
                            {"logprobs", nullptr},
-                           {"finish_reason", finish_reason_name(out.finish_reason)}};
+                           {"finish_reason", to_string(out.finish_reason)}};
   const bool chat = r.format == RequestFormat::kOpenAIChat;
   if (chat) {
     const ReasoningSplit split = split_reasoning(out.text, r.enable_thinking);
@@ -73,18 +74,6 @@ nlohmann::json openai_body(const Request& r, const CompletionOutput& out, const 
 
 }  // namespace
 
-std::string_view finish_reason_name(ResultFinishReason reason) {
-  switch (reason) {
-    case ResultFinishReason::kStop:
-      return "stop";
-    case ResultFinishReason::kLength:
-      return "length";
-    case ResultFinishReason::kError:
-      return "error";
-  }
-  return "error";
-}
-
 nlohmann::json result_json(const Request& r, const CompletionOutput& out, const ResultWriterOptions& o,
                            uint64_t serial) {
   CHECK(r.ok());
@@ -106,7 +95,7 @@ nlohmann::json result_json(const Request& r, const CompletionOutput& out, const 
     j["text"] = out.text;
   }
   j["token_ids"] = out.token_ids;
-  j["finish_reason"] = finish_reason_name(out.finish_reason);
+  j["finish_reason"] = to_string(out.finish_reason);
   j["prompt_tokens"] = out.prompt_tokens;
   j["completion_tokens"] = out.token_ids.size();
   j["cached_tokens"] = out.cached_tokens;
@@ -161,7 +150,7 @@ std::unique_ptr<ResultWriter> ResultWriter::open(const std::filesystem::path& pa
                                                  ResultWriterOptions options) {
   auto file = std::make_unique<std::ofstream>(
       path, std::ios::binary | (append ? std::ios::app : std::ios::trunc));
-  if (!*file) throw std::runtime_error(path.string() + ": cannot open the output file");
+  if (!*file) throw file_error("cannot open the output file", path);
   auto writer = std::make_unique<ResultWriter>(*file, std::move(options));
   writer->name_ = path.string();
   writer->file_ = std::move(file);
@@ -185,7 +174,7 @@ void ResultWriter::write_line(const nlohmann::json& line) {
   // One write and a flush per line: a crash leaves at most one partial last line.
   out_->write(text.data(), static_cast<std::streamsize>(text.size()));
   out_->flush();
-  if (!*out_) throw std::runtime_error(name_ + ": cannot write the result line");
+  if (!*out_) throw file_error("cannot write a result line to", name_);
 }
 
 }  // namespace nanovllm

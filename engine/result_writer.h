@@ -25,19 +25,16 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/sequence.h"
 
 namespace nanovllm {
 
-// Named apart from the engine's FinishReason / RequestOutput (llm_engine.h, sequence.h): both
-// live in namespace nanovllm, and one name for two classes breaks the one-definition rule.
-enum class ResultFinishReason : uint8_t { kStop, kLength, kError };
-std::string_view finish_reason_name(ResultFinishReason reason);
 
 // What the engine produced for one request.
 struct CompletionOutput {
   std::string text;                // detokenized completion
   std::vector<int32_t> token_ids;  // [completion_tokens] completion token ids
-  ResultFinishReason finish_reason = ResultFinishReason::kStop;
+  FinishReason finish_reason = FinishReason::kStop;
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
 };

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "engine/result_writer.h"
+#include "engine/file_error.h"
 
 namespace nanovllm {
 namespace {
@@ -29,7 +30,7 @@ ResumeState prepare_resume(const std::filesystem::path& output) {
   std::error_code ec;
   if (!std::filesystem::exists(output, ec)) return state;
   std::ifstream in(output, std::ios::binary);
-  if (!in) throw std::runtime_error(output.string() + ": cannot open for --resume");
+  if (!in) throw file_error("--resume: cannot open the output file", output);
 
   std::unordered_set<int64_t> dropped;  // line numbers of error results
   int64_t cut_line = 0;                 // the truncated last line, 0 = none
@@ -77,16 +78,20 @@ ResumeState prepare_resume(const std::filesystem::path& output) {
     {
       std::ifstream src(output, std::ios::binary);
       std::ofstream dst(tmp, std::ios::binary | std::ios::trunc);
-      if (!dst) throw std::runtime_error(tmp.string() + ": cannot write");
+      if (!dst) throw file_error("--resume: cannot write", tmp);
       for (int64_t number = 1; std::getline(src, line); ++number) {
         if (number == cut_line) break;
         if (dropped.contains(number)) continue;
         dst << line << '\n';
       }
       dst.flush();
-      if (!dst) throw std::runtime_error(tmp.string() + ": cannot write");
+      if (!dst) throw file_error("--resume: cannot write", tmp);
     }
-    std::filesystem::rename(tmp, output);
+    std::error_code rename_error;
+    std::filesystem::rename(tmp, output, rename_error);
+    if (rename_error)
+      throw std::runtime_error("--resume: cannot rename " + tmp.string() + " to " +
+                               output.string() + ": " + rename_error.message());
   } else if (cut_line != 0) {
     std::filesystem::resize_file(output, cut_offset);
   } else if (missing_newline) {

@@ -41,7 +41,9 @@ std::optional<FieldProblem> check_sampling_overrides(const SamplingOverrides& va
 
 // Defaults from a generation_config.json object: temperature, top_p, top_k, min_p,
 // max_new_tokens (-> max_tokens), and do_sample == false (-> temperature 0, greedy, as
-// transformers' generate() does). Other keys (eos ids, ...) are not sampling settings.
+// transformers' generate() does), checked as the command line's and requests' are. This is
+// the one reader of the file's sampling settings; its eos_token_id is the model's (read with
+// config.json by the launcher, into EngineConfig::eos_token_ids). Other keys are ignored.
 // Throws std::runtime_error naming `source` and the field on a bad value.
 SamplingOverrides generation_config_overrides(const nlohmann::json& config,
                                               std::string_view source);

@@ -24,9 +24,8 @@ std::string Scheduler::rejection_reason(int num_prompt_tokens, const SamplingPar
   const auto str = [](int64_t v) { return std::to_string(v); };
   if (num_prompt_tokens <= 0) return "prompt is empty";
   if (params.max_tokens < 1) return "max_tokens must be >= 1, got " + str(params.max_tokens);
-  if (num_prompt_tokens > config_.max_model_len)
-    return "prompt has " + str(num_prompt_tokens) + " tokens, more than max_model_len (" +
-           str(config_.max_model_len) + ")";
+  if (std::string room = prompt_room_error(num_prompt_tokens, config_.max_model_len); !room.empty())
+    return room;
   if (num_prompt_tokens > config_.max_num_batched_tokens)
     return "prompt has " + str(num_prompt_tokens) + " tokens, more than max_num_batched_tokens (" +
            str(config_.max_num_batched_tokens) + ")";
@@ -133,14 +132,14 @@ std::vector<Sequence*> Scheduler::postprocess(std::span<Sequence* const> seqs,
     CHECK(seq->status == SequenceStatus::RUNNING);
     const int32_t token = token_ids[i];
     seq->append_token(token);
-    FinishReason reason = FinishReason::NONE;
+    FinishReason reason = FinishReason::kNone;
     if (!seq->sampling_params.ignore_eos && is_eos(token)) {
-      reason = FinishReason::STOP;
+      reason = FinishReason::kStop;
     } else if (seq->num_completion_tokens() >= seq->sampling_params.max_tokens ||
                seq->num_tokens() >= config_.max_model_len) {
-      reason = FinishReason::LENGTH;
+      reason = FinishReason::kLength;
     }
-    if (reason == FinishReason::NONE) continue;
+    if (reason == FinishReason::kNone) continue;
     seq->finish_reason = reason;
     seq->status = SequenceStatus::FINISHED;
     block_manager_.deallocate(*seq);

@@ -19,10 +19,7 @@ struct ScheduledBatch {
   std::vector<Sequence*> seqs;
   bool is_prefill = false;
   // [seqs.size()] tokens each sequence computes this step: num_tokens - num_cached_tokens for
-  // prefill, 1 for decode. Chunked prefill (later) only changes how this is filled: cap it by
-  // the remaining token budget, keep a computed-token count on the Sequence, and have
-  // postprocess append a token only to sequences whose prompt is complete; the batch shape,
-  // the runner contract and the budget accounting below stay.
+  // prefill, 1 for decode.
   std::vector<int> num_scheduled_tokens;
 
   bool empty() const { return seqs.empty(); }

@@ -8,14 +8,23 @@ namespace nanovllm {
 
 const char* to_string(FinishReason reason) {
   switch (reason) {
-    case FinishReason::STOP:
+    case FinishReason::kStop:
       return "stop";
-    case FinishReason::LENGTH:
+    case FinishReason::kLength:
       return "length";
-    case FinishReason::NONE:
+    case FinishReason::kError:
+      return "error";
+    case FinishReason::kNone:
       break;
   }
   return "";
+}
+
+std::string prompt_room_error(int64_t num_prompt_tokens, int max_model_len) {
+  if (num_prompt_tokens < max_model_len) return {};
+  return "prompt is " + std::to_string(num_prompt_tokens) +
+         " tokens, which leaves no room to generate within max_model_len " +
+         std::to_string(max_model_len);
 }
 
 Sequence::Sequence(int64_t id, std::vector<int32_t> prompt, SamplingParams params, int bs)

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/sampling_params.h"
@@ -11,11 +12,17 @@ namespace nanovllm {
 
 enum class SequenceStatus : uint8_t { WAITING, RUNNING, FINISHED };
 
-// Why a sequence finished: STOP = an eos token was sampled; LENGTH = max_tokens completion
-// tokens or max_model_len total tokens reached. NONE while it is unfinished.
-enum class FinishReason : uint8_t { NONE, STOP, LENGTH };
-// "stop", "length" or "" (the result file's finish_reason field).
+// Why a request finished: kStop = an eos token was sampled; kLength = max_tokens completion
+// tokens or max_model_len total tokens reached; kError = it could not run (result files
+// only). kNone while it is unfinished.
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kError };
+// "stop", "length", "error" or "" (the result file's finish_reason field).
 const char* to_string(FinishReason reason);
+
+// The one rule for a prompt's length: it must leave room for at least one generated token
+// within max_model_len. "" when it does, else the message (the reader and the scheduler
+// both ask this).
+std::string prompt_room_error(int64_t num_prompt_tokens, int max_model_len);
 
 class Sequence {
  public:
@@ -31,7 +38,7 @@ class Sequence {
   std::vector<int32_t> block_table;  // KV block ids, one per block_size tokens
   SamplingParams sampling_params;
   int block_size;
-  FinishReason finish_reason = FinishReason::NONE;  // set by Scheduler::postprocess
+  FinishReason finish_reason = FinishReason::kNone;  // set by Scheduler::postprocess
   int num_preemptions = 0;               // times the scheduler evicted it (KV recomputed later)
   int first_prefill_cached_tokens = -1;  // num_cached_tokens of its first prefill; -1 before
 

@@ -1,6 +1,8 @@
 // Reading tokenizer.json into a Tokenizer. Only the components Qwen2/Qwen3 tokenizers use are
 // accepted; anything else is refused with the field that names it, rather than being
 // silently tokenized differently from Hugging Face.
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -159,7 +161,7 @@ Tokenizer Tokenizer::from_json(const json& j, const std::string& source) {
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw TokenizerError(path + ": cannot open tokenizer file");
+  if (!in) throw TokenizerError("cannot open the tokenizer file " + path + ": " + std::strerror(errno));
   json j;
   try {
     j = json::parse(in);

@@ -37,12 +37,11 @@ struct alignas(64) RingControl {
   int32_t launcher_pid;
   std::atomic<int32_t> writer_pid;   // 0 until the writer registers
   std::atomic<uint64_t> published;   // messages made visible so far
-  std::atomic<uint32_t> closed;      // writer called close()
   std::atomic<uint32_t> aborted;     // ring_abort() was called
   sem_t free_slots;                  // slots every reader is done with
 };
 struct alignas(64) ReaderControl {
-  sem_t ready;                       // messages (and the close token) not yet taken
+  sem_t ready;                       // messages not yet taken
   std::atomic<int32_t> pid;          // 0 until the reader registers
   std::atomic<uint64_t> consumed;    // messages this reader finished (diagnostics)
 };
@@ -164,7 +163,6 @@ void RingWriter::write(std::span<const uint8_t> payload) {
   CHECK_MSG(payload.size() <= ctl->slot_bytes,
             "message of " << payload.size() << " bytes exceeds the ring's slot of "
                           << ctl->slot_bytes << " bytes (slots are sized for the largest step)");
-  CHECK_MSG(ctl->closed.load(std::memory_order_relaxed) == 0, "write after close");
   check_not_aborted(ctl);
   wait_bounded(
       policy_, "ring writer waiting for a free slot",
@@ -187,13 +185,6 @@ void RingWriter::write(std::span<const uint8_t> payload) {
   ctl->published.store(seq + 1, std::memory_order_release);
   // sem_post is a full barrier: a reader that takes the token sees the slot's bytes.
   for (uint32_t r = 0; r < ctl->num_readers; ++r) CHECK_EQ(::sem_post(&l.readers[r].ready), 0);
-}
-
-void RingWriter::close() {
-  const Layout l = layout_of(region_);
-  if (l.ctl->closed.exchange(1, std::memory_order_acq_rel) != 0) return;
-  // One extra token per reader, after every message token: read() sees it last.
-  for (uint32_t r = 0; r < l.ctl->num_readers; ++r) CHECK_EQ(::sem_post(&l.readers[r].ready), 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -219,7 +210,6 @@ void RingReader::check_peers() const {
 }
 
 bool RingReader::read(std::vector<uint8_t>& out) {
-  if (closed_) return false;
   const Layout l = layout_of(region_);
   RingControl* ctl = l.ctl;
   ReaderControl& me = l.readers[index_];
@@ -229,13 +219,9 @@ bool RingReader::read(std::vector<uint8_t>& out) {
       [&] { check_peers(); });
 
   const uint64_t seq = next_sequence_;
-  if (seq >= ctl->published.load(std::memory_order_acquire)) {
-    // No message behind this token: it is the close token.
-    CHECK_MSG(ctl->closed.load(std::memory_order_acquire) != 0,
-              "ring reader " << index_ << " woke with no message at sequence " << seq);
-    closed_ = true;
-    return false;
-  }
+  // The writer posts a token only after publishing its message.
+  CHECK_MSG(seq < ctl->published.load(std::memory_order_acquire),
+            "ring reader " << index_ << " woke with no message at sequence " << seq);
   const uint64_t slot = seq % ctl->slot_count;
   const uint8_t* p = slot_ptr(l, slot);
   MessageHeader h;

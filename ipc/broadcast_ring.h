@@ -58,8 +58,6 @@ class RingWriter {
   // ring is full. A payload larger than slot_bytes is a sizing bug: CHECK failure.
   // Throws IpcError when a registered reader or the launcher died, or on timeout/abort.
   void write(std::span<const uint8_t> payload);
-  // End of stream: readers return false from read() after the messages already written.
-  void close();
 
   uint64_t messages_written() const { return next_sequence_; }
   uint64_t slot_bytes() const;
@@ -76,9 +74,10 @@ class RingReader {
   // Registers the calling process as reader `reader_index` (0-based, < num_readers).
   RingReader(void* region, size_t bytes, uint32_t reader_index, WaitPolicy policy = {});
 
-  // Next message into `out`: true. false: the writer closed the ring and every message was
-  // read. Throws IpcError when the writer (or the launcher) died, on timeout or abort; a slot
-  // with a bad header or checksum is a CHECK failure naming the slot and what is wrong.
+  // Waits for the next message and copies it into `out`; always returns true (the stream has
+  // no end marker of its own: ranks stop on an EXIT step command). Throws IpcError when the
+  // writer (or the launcher) died, on timeout or abort; a slot with a bad header or checksum
+  // is a CHECK failure naming the slot and what is wrong.
   bool read(std::vector<uint8_t>& out);
 
   uint64_t messages_read() const { return next_sequence_; }
@@ -89,7 +88,6 @@ class RingReader {
   uint32_t index_;
   WaitPolicy policy_;
   uint64_t next_sequence_ = 0;
-  bool closed_ = false;
 };
 
 }  // namespace nanovllm

@@ -196,6 +196,21 @@ void ShmCommunicator::sum_areas_f32(size_t begin, size_t len, float* out) const 
   }
 }
 
+int64_t ShmCommunicator::all_reduce_min(int64_t value, const ExecContext&) {
+  if (world_size_ == 1) return value;
+  // Areas hold at least 64 bytes (init rounds them up), so one int64 always fits.
+  std::memcpy(area(rank_), &value, sizeof(value));
+  barrier();  // every area holds its rank's value
+  int64_t smallest = value;
+  for (int r = 0; r < world_size_; ++r) {
+    int64_t v = 0;
+    std::memcpy(&v, area(r), sizeof(v));
+    smallest = std::min(smallest, v);
+  }
+  barrier();  // nobody overwrites an area another rank still reads
+  return smallest;
+}
+
 void ShmCommunicator::gather_to_root(const TensorView& send, const TensorView& recv,
                                      const ExecContext&) {
   CHECK_MSG(send.on_cpu() && send.is_contiguous(),

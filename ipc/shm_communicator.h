@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "ipc/bounded_wait.h"
-#include "layers/communicator.h"
+#include "kernels/communicator.h"
 
 namespace nanovllm {
 
@@ -35,8 +35,12 @@ class ShmCommunicator final : public Communicator {
   void gather_to_root(const TensorView& send, const TensorView& recv,
                       const ExecContext& ctx) override;
 
+  // Each rank writes its value into its own area; a barrier; every rank takes the minimum of
+  // all areas; a barrier before the areas are reused. Throws IpcError like the others.
+  int64_t all_reduce_min(int64_t value, const ExecContext& ctx) override;
+
   // Makes every rank's current and next wait throw IpcError (a rank that fails tells the rest).
-  void abort();
+  void abort() override;
 
  private:
   void barrier();

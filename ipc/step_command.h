@@ -17,7 +17,8 @@ struct StepCommand {
   // Tokens of this step, T = input_ids.size().
   std::vector<int32_t> input_ids;     // [T]
   std::vector<int32_t> positions;     // [T]
-  std::vector<int32_t> slot_mapping;  // [T] cache slot of each token, -1 = already cached
+  std::vector<int32_t> slot_mapping;  // [T] cache slot of each token,
+                                      // -1 = store nothing (padding, warm-up)
 
   // Prefill (B sequences):
   std::vector<int32_t> cu_seqlens_q;  // [B + 1] new tokens per sequence, prefix sums
@@ -33,7 +34,7 @@ struct StepCommand {
   int32_t block_table_width = 0;
 
   // Which rows of the hidden states get logits and a sampled token: one per sequence
-  // that produces a token this step (a chunked prefill that is not finished produces none).
+  // that produces a token this step.
   std::vector<int32_t> logits_indices;  // [S] row index into [T]
   // Sampling, per sampled sequence (read by rank 0 only; small, so everyone gets it):
   std::vector<float> temperatures;    // [S]

@@ -83,10 +83,14 @@ template <typename A, typename B>
       ::nanovllm::check_fail(__FILE__, __LINE__,                                         \
                              std::string(#call " failed: ") + cublasGetStatusString(nv_st_)); \
   } while (0)
+// NCCL's last error text says which peer/transport failed, which the result code does not.
+// A nonblocking communicator's ncclInProgress is not a failure but must be waited out: such
+// calls go through NcclCommunicator, not this macro.
 #define NCCL_CHECK(call)                                                                 \
   do {                                                                                   \
     ncclResult_t nv_nr_ = (call);                                                        \
     if (nv_nr_ != ncclSuccess)                                                           \
       ::nanovllm::check_fail(__FILE__, __LINE__,                                         \
-                             std::string(#call " failed: ") + ncclGetErrorString(nv_nr_)); \
+                             std::string(#call " failed: ") + ncclGetErrorString(nv_nr_) + \
+                                 " (" + ncclGetLastError(nullptr) + ")");                \
   } while (0)

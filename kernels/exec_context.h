@@ -7,12 +7,17 @@
 
 namespace nanovllm {
 
+class PhaseTimer;  // kernels/phase_timer.h
+
 struct ExecContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   void* cublas_workspace = nullptr;  // device scratch for cuBLASLt, may be null
   size_t cublas_workspace_bytes = 0;
   int cpu_threads = 1;  // CPU reference: threads for the heavy loops (linear, attention)
+  // Set only for an eager profiling run (never while a CUDA graph is captured): the
+  // layers' PhaseScopes time their phases into it. Null: the scopes do nothing.
+  PhaseTimer* phase_timer = nullptr;
 };
 
 }  // namespace nanovllm

@@ -8,7 +8,7 @@ namespace nanovllm::kernels {
 // Writes each token's K and V into its cache slot: slot = block_id * block_size + offset.
 // k, v:         [T, Hkv, D] bf16 (views into qkv)
 // k_cache, v_cache: [num_blocks, block_size, Hkv, D] bf16 (one layer's slice)
-// slot_mapping: [T] i32; -1 skips the token (its KV is already cached).
+// slot_mapping: [T] i32; -1 stores nothing (padding, warm-up).
 namespace cpu {
 void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k_cache,
                    const TensorView& v_cache, const TensorView& slot_mapping);

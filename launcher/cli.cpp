@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "launcher/gpu_probe.h"
+#include "launcher/usage_error.h"
 
 #ifndef NANOVLLM_VERSION
 #define NANOVLLM_VERSION "unknown"
@@ -13,10 +14,6 @@
 
 namespace nanovllm {
 namespace {
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // Checks that CLI11's Range cannot express (open intervals, multiples, cross-flag rules).
 void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus,
@@ -60,6 +57,11 @@ void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus
     throw UsageError("prompts file '" + o.prompts.string() + "' does not exist");
   if (!fs::is_regular_file(o.prompts, ec))
     throw UsageError("prompts file '" + o.prompts.string() + "' is not a regular file");
+  // Opening -o truncates (or, with --resume, rewrites) it: never the input under another name.
+  if (o.output && fs::exists(*o.output, ec) && fs::equivalent(*o.output, o.prompts, ec))
+    throw UsageError("-o '" + o.output->string() + "' is the prompts file '" + o.prompts.string() +
+                     "' (the same file, a link to it or a hard link): writing results there "
+                     "would destroy the input; choose another output file");
 }
 
 }  // namespace
@@ -122,10 +124,10 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
     std::ostringstream out, err;
     result.exit_code = app.exit(e, out, err);
     result.message = e.get_exit_code() == 0 ? out.str() : "nanovllm-launch: " + err.str();
-    if (result.exit_code != 0) result.exit_code = 2;
+    if (result.exit_code != 0) result.exit_code = kExitUsage;
     return result;
   } catch (const UsageError& e) {
-    result.exit_code = 2;
+    result.exit_code = kExitUsage;
     result.message = std::string("nanovllm-launch: ") + e.what() + "\n";
     return result;
   }

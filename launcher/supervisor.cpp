@@ -64,6 +64,157 @@ RankExit exit_from_status(int rank, pid_t pid, int status) {
   return e;
 }
 
+// Signals the launcher takes synchronously (sigtimedwait) while it supervises, and what to
+// restore afterwards.
+struct WatchedSignals {
+  sigset_t watched;
+  sigset_t old_mask;  // also the children's mask, minus the signals they get back
+  struct sigaction old_chld;
+};
+
+WatchedSignals watch_signals() {
+  WatchedSignals s{};
+  ::sigemptyset(&s.watched);
+  for (int sig : {SIGINT, SIGTERM, SIGCHLD}) ::sigaddset(&s.watched, sig);
+  ::pthread_sigmask(SIG_BLOCK, &s.watched, &s.old_mask);
+  // SIGCHLD must not be ignored, or the kernel reaps children itself and their exit status is
+  // lost.
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(SIGCHLD, &dfl, &s.old_chld);
+  return s;
+}
+
+// Takes the signals that arrived after the last child went (they must not kill us on
+// unblocking), then restores the mask and SIGCHLD's disposition. Returns the first SIGINT or
+// SIGTERM among them, 0 if none.
+int unwatch_signals(const WatchedSignals& s) {
+  int interrupt = 0;
+  const timespec zero{0, 0};
+  for (int sig; (sig = ::sigtimedwait(&s.watched, nullptr, &zero)) > 0;)
+    if ((sig == SIGINT || sig == SIGTERM) && interrupt == 0) interrupt = sig;
+  ::sigaction(SIGCHLD, &s.old_chld, nullptr);
+  ::pthread_sigmask(SIG_SETMASK, &s.old_mask, nullptr);
+  return interrupt;
+}
+
+// The rank processes from fork to the last reap: who still runs, and the pending stop order.
+// Records every exit, the first failure and an interrupt into `result`.
+class RankGroup {
+ public:
+  RankGroup(const SupervisorOptions& options, SupervisorResult& result)
+      : options_(options),
+        result_(result),
+        n_(static_cast<int>(result.ranks.size())),
+        pids_(n_, 0),
+        done_(n_, false) {}
+
+  // One child per entry (rank = index). A failed fork is recorded as the failing rank and
+  // the ranks already forked are killed at once.
+  void fork_all(const std::vector<std::function<int(int rank)>>& ranks, const sigset_t& mask) {
+    const pid_t launcher = ::getpid();
+    std::fflush(nullptr);
+    for (int r = 0; r < n_; ++r) {
+      const pid_t pid = ::fork();
+      if (pid == 0) child_main(r, ranks[r], launcher, mask);
+      if (pid < 0) {
+        result_.failed_rank = r;
+        result_.message = "cannot fork rank " + std::to_string(r) + ": " + std::strerror(errno);
+        break;
+      }
+      ::setpgid(pid, pid);  // also here: no race with the child's own call
+      pids_[r] = pid;
+      ++live_;
+    }
+    if (result_.failed_rank) stop_all(SIGKILL, std::chrono::milliseconds(0));
+  }
+
+  // Until every forked rank is reaped, on a 20 ms tick: forwards SIGINT/SIGTERM, reaps exits,
+  // stops the rest after the first failure, SIGKILLs whoever outlives the grace period.
+  void supervise(const sigset_t& watched) {
+    while (live_ > 0) {
+      const timespec tick{0, 20 * 1000 * 1000};
+      const int sig = ::sigtimedwait(&watched, nullptr, &tick);
+      if (sig == SIGINT || sig == SIGTERM) on_interrupt(sig);
+      reap_exited();
+      kill_overdue();
+    }
+    if (stop_began_ != kNever)
+      result_.teardown =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stop_began_);
+  }
+
+ private:
+  // Plain time points, not optionals (GCC 12 reports optional<time_point> as uninitialised).
+  static constexpr Clock::time_point kNever = Clock::time_point::max();
+
+  // The first signal is forwarded and the ranks get interrupt_grace to finish; a second one
+  // (or one after a failure) kills at once.
+  void on_interrupt(int sig) {
+    if (result_.interrupted_by == 0 && !result_.failed_rank) {
+      result_.interrupted_by = sig;
+      spdlog::warn("received {}; forwarding it to the ranks", ::sigabbrev_np(sig));
+      stop_all(sig, options_.interrupt_grace);
+    } else {
+      stop_all(SIGKILL, std::chrono::milliseconds(0));
+    }
+  }
+
+  void reap_exited() {
+    for (int r = 0; r < n_; ++r) {
+      int status = 0;
+      if (pids_[r] <= 0 || done_[r] || ::waitpid(pids_[r], &status, WNOHANG) != pids_[r]) continue;
+      done_[r] = true;
+      --live_;
+      result_.ranks[r] = exit_from_status(r, pids_[r], status);
+      if (!result_.ranks[r].ok() && !result_.failed_rank && result_.interrupted_by == 0) {
+        result_.failed_rank = r;
+        result_.message = result_.ranks[r].describe();
+        spdlog::error("{}; stopping the other ranks", result_.message);
+        stop_all(SIGTERM, options_.kill_grace);
+      }
+    }
+  }
+
+  void kill_overdue() {
+    if (kill_at_ != kNever && Clock::now() >= kill_at_ && live_ > 0) {
+      signal_live(SIGKILL);
+      kill_at_ = kNever;
+    }
+  }
+
+  // Sends `sig` to every live rank now and SIGKILL to those still running after `grace`.
+  void stop_all(int sig, std::chrono::milliseconds grace) {
+    signal_live(sig);
+    if (stop_began_ == kNever) stop_began_ = Clock::now();
+    kill_at_ = Clock::now() + grace;
+  }
+
+  void signal_live(int sig) {
+    for (int r = 0; r < n_; ++r)
+      if (pids_[r] > 0 && !done_[r]) ::kill(pids_[r], sig);
+  }
+
+  const SupervisorOptions& options_;
+  SupervisorResult& result_;
+  const int n_;
+  std::vector<pid_t> pids_;
+  std::vector<bool> done_;
+  int live_ = 0;
+  Clock::time_point kill_at_ = kNever;     // SIGKILL whoever is left at this time
+  Clock::time_point stop_began_ = kNever;  // first stop order
+};
+
+// The launcher's exit code and message: an interrupt wins over a rank failure.
+void set_exit_status(SupervisorResult& result) {
+  if (result.interrupted_by != 0) {
+    result.exit_code = 128 + result.interrupted_by;
+    result.message = std::string("interrupted by SIG") + ::sigabbrev_np(result.interrupted_by);
+  } else if (result.failed_rank) {
+    result.exit_code = 1;
+  }
+}
+
 }  // namespace
 
 std::string RankExit::describe() const {
@@ -83,7 +234,7 @@ Supervisor::Supervisor(SupervisorOptions options)
 }
 
 Supervisor::~Supervisor() {
-  if (!removed_) ShmSegment::remove(segment_.name());
+  remove_segment();
 }
 
 SupervisorResult Supervisor::run(const std::vector<std::function<int(int rank)>>& ranks) {
@@ -91,99 +242,21 @@ SupervisorResult Supervisor::run(const std::vector<std::function<int(int rank)>>
   CHECK_GE(n, 1);
   SupervisorResult result;
   result.ranks.resize(n);
+  const WatchedSignals signals = watch_signals();
+  RankGroup group(options_, result);
+  group.fork_all(ranks, signals.old_mask);
+  group.supervise(signals.watched);
+  remove_segment();
+  const int late_interrupt = unwatch_signals(signals);
+  if (result.interrupted_by == 0) result.interrupted_by = late_interrupt;
+  set_exit_status(result);
+  return result;
+}
 
-  // Signals are taken synchronously with sigtimedwait; SIGCHLD must not be ignored, or the
-  // kernel reaps children itself and their exit status is lost.
-  sigset_t watched, old_mask;
-  ::sigemptyset(&watched);
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD}) ::sigaddset(&watched, sig);
-  ::pthread_sigmask(SIG_BLOCK, &watched, &old_mask);
-  struct sigaction dfl{}, old_chld{};
-  dfl.sa_handler = SIG_DFL;
-  ::sigaction(SIGCHLD, &dfl, &old_chld);
-
-  const pid_t launcher = ::getpid();
-  std::vector<pid_t> pids(n, 0);
-  std::vector<bool> done(n, false);
-  int live = 0;
-  std::fflush(nullptr);
-  for (int r = 0; r < n; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) child_main(r, ranks[r], launcher, old_mask);
-    if (pid < 0) {
-      result.failed_rank = r;
-      result.message = "cannot fork rank " + std::to_string(r) + ": " + std::strerror(errno);
-      break;
-    }
-    ::setpgid(pid, pid);  // also here: no race with the child's own call
-    pids[r] = pid;
-    ++live;
-  }
-
-  // Plain time points, not optionals (GCC 12 reports optional<time_point> as uninitialised).
-  constexpr Clock::time_point kNever = Clock::time_point::max();
-  Clock::time_point kill_at = kNever;     // SIGKILL whoever is left at this time
-  Clock::time_point stop_began = kNever;  // first stop order
-  auto signal_live = [&](int sig) {
-    for (int r = 0; r < n; ++r)
-      if (pids[r] > 0 && !done[r]) ::kill(pids[r], sig);
-  };
-  auto stop_all = [&](int sig, std::chrono::milliseconds grace) {
-    signal_live(sig);
-    if (stop_began == kNever) stop_began = Clock::now();
-    kill_at = Clock::now() + grace;
-  };
-  if (result.failed_rank) stop_all(SIGKILL, std::chrono::milliseconds(0));
-
-  while (live > 0) {
-    const timespec tick{0, 20 * 1000 * 1000};
-    const int sig = ::sigtimedwait(&watched, nullptr, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
-      if (result.interrupted_by == 0 && !result.failed_rank) {
-        result.interrupted_by = sig;
-        spdlog::warn("received {}; forwarding it to the ranks", ::sigabbrev_np(sig));
-        stop_all(sig, options_.interrupt_grace);
-      } else {
-        stop_all(SIGKILL, std::chrono::milliseconds(0));  // second signal: no more waiting
-      }
-    }
-    for (int r = 0; r < n; ++r) {
-      int status = 0;
-      if (pids[r] <= 0 || done[r] || ::waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
-      done[r] = true;
-      --live;
-      result.ranks[r] = exit_from_status(r, pids[r], status);
-      if (!result.ranks[r].ok() && !result.failed_rank && result.interrupted_by == 0) {
-        result.failed_rank = r;
-        result.message = result.ranks[r].describe();
-        spdlog::error("{}; stopping the other ranks", result.message);
-        stop_all(SIGTERM, options_.kill_grace);
-      }
-    }
-    if (kill_at != kNever && Clock::now() >= kill_at && live > 0) {
-      signal_live(SIGKILL);
-      kill_at = kNever;
-    }
-  }
-  if (stop_began != kNever)
-    result.teardown = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stop_began);
-
+void Supervisor::remove_segment() {
+  if (removed_) return;
   ShmSegment::remove(segment_.name());
   removed_ = true;
-  // A signal that arrived after the last child went must not kill us on unblocking.
-  const timespec zero{0, 0};
-  for (int sig; (sig = ::sigtimedwait(&watched, nullptr, &zero)) > 0;)
-    if ((sig == SIGINT || sig == SIGTERM) && result.interrupted_by == 0) result.interrupted_by = sig;
-  ::sigaction(SIGCHLD, &old_chld, nullptr);
-  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-
-  if (result.interrupted_by != 0) {
-    result.exit_code = 128 + result.interrupted_by;
-    result.message = std::string("interrupted by SIG") + ::sigabbrev_np(result.interrupted_by);
-  } else if (result.failed_rank) {
-    result.exit_code = 1;
-  }
-  return result;
 }
 
 }  // namespace nanovllm

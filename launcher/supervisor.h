@@ -64,6 +64,8 @@ class Supervisor {
   SupervisorResult run(const std::vector<std::function<int(int rank)>>& ranks);
 
  private:
+  void remove_segment();  // once: by run() when the last rank is reaped, else the destructor
+
   SupervisorOptions options_;
   ShmSegment segment_;
   bool removed_ = false;

@@ -1,9 +1,11 @@
 #include "layers/attention_layer.h"
 
 #include <cmath>
+#include <optional>
 
 #include "kernels/attention.h"
 #include "kernels/kv_cache.h"
+#include "kernels/phase_timer.h"
 #include "kernels/rotary.h"
 
 namespace nanovllm {
@@ -48,8 +50,13 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
     return v;
   };
   const TensorView q = heads(0, hq), k = heads(hq * d, hkv), v = heads((hq + hkv) * d, hkv);
-  kernels::qk_norm_rope(q, k, q_norm_ ? q_norm_->view() : TensorView(),
-                        k_norm_ ? k_norm_->view() : TensorView(), positions, eps_, rope_theta_, ctx);
+  {
+    const PhaseScope phase(ctx, Phase::kElementwise);
+    kernels::qk_norm_rope(q, k, q_norm_ ? q_norm_->view() : TensorView(),
+                          k_norm_ ? k_norm_->view() : TensorView(), positions, eps_, rope_theta_,
+                          ctx);
+  }
+  std::optional<PhaseScope> phase(std::in_place, ctx, Phase::kAttention);  // KV store + attention
   kernels::store_kvcache(k, v, k_cache_, v_cache_, meta.slot_mapping, ctx);
   const kernels::PagedKV kv{k_cache_, v_cache_, meta.block_tables};
   const TensorView o = attn.reshape({t, hq, d});
@@ -76,6 +83,7 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
     p.split_lse = meta.split_lse;
     kernels::decode_attention(p, ctx);
   }
+  phase.reset();
   o_proj_.forward(out, attn, ctx);
 }
 

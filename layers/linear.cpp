@@ -1,6 +1,7 @@
 #include "layers/linear.h"
 
 #include "kernels/linear.h"
+#include "kernels/phase_timer.h"
 
 namespace nanovllm {
 
@@ -11,6 +12,7 @@ RowRange even_rows(const CheckpointTensor& t, int64_t n, int rank, int size) {
 }
 
 void LinearBase::forward(const TensorView& y, const TensorView& x, const ExecContext& ctx) const {
+  const PhaseScope phase(ctx, Phase::kGemm);
   kernels::linear(y, x, weight_.view(), bias_.empty() ? TensorView() : bias_.view(), ctx);
 }
 
@@ -88,7 +90,9 @@ RowParallelLinear::RowParallelLinear(const Checkpoint& ckpt, const std::string& 
 void RowParallelLinear::forward(const TensorView& y, const TensorView& x,
                                 const ExecContext& ctx) const {
   LinearBase::forward(y, x, ctx);
-  if (comm_->world_size() > 1) comm_->all_reduce_sum(y, ctx);
+  if (comm_->world_size() == 1) return;
+  const PhaseScope phase(ctx, Phase::kAllReduce);
+  comm_->all_reduce_sum(y, ctx);
 }
 
 }  // namespace nanovllm

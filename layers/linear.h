@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/communicator.h"
+#include "kernels/communicator.h"
 #include "layers/parameter.h"
 
 namespace nanovllm {

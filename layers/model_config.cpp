@@ -119,58 +119,28 @@ void check_unsupported(const Fields& f, const json& config) {
   check_rope_type(f, config, "rope_parameters");
 }
 
-void parse_generation(const json& gen, const std::string& name, ModelConfig& c) {
+// The model's own word on which tokens end generation: generation_config.json's
+// eos_token_id replaces config.json's. Its sampling defaults are the engine's to read
+// (engine/sampling_defaults.h), with the same rules as the command line and requests.
+void parse_generation_eos(const json& gen, const std::string& name, ModelConfig& c) {
   if (!gen.is_object()) throw ModelFolderError(name + ": expected a JSON object");
   Fields g(gen, name);
   if (g.has("eos_token_id")) c.eos_token_ids = g.int_list("eos_token_id");
-  auto opt_float = [&](const char* field) -> std::optional<float> {
-    if (!g.has(field)) return std::nullopt;
-    return static_cast<float>(g.number(field));
-  };
-  c.generation.temperature = opt_float("temperature");
-  c.generation.top_p = opt_float("top_p");
-  c.generation.min_p = opt_float("min_p");
-  if (g.has("top_k")) c.generation.top_k = static_cast<int32_t>(g.to_int(g.at("top_k"), "top_k"));
-  if (c.generation.temperature && *c.generation.temperature < 0)
-    g.fail("temperature", "must not be negative");
-  if (c.generation.top_p && !(*c.generation.top_p > 0 && *c.generation.top_p <= 1))
-    g.fail("top_p", "must be in (0, 1]");
-  if (c.generation.min_p && !(*c.generation.min_p >= 0 && *c.generation.min_p <= 1))
-    g.fail("min_p", "must be in [0, 1]");
-  if (!g.boolean("do_sample", true)) c.generation.temperature = 0.0f;  // transformers: greedy
 }
 
-}  // namespace
-
-json read_json_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ModelFolderError(path.string() + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {
-    throw ModelFolderError(path.string() + ": invalid JSON: " + e.what());
-  }
-}
-
-ModelConfig parse_model_config(const json& config, const std::string& config_name,
-                               const json* generation, const std::string& generation_name) {
-  if (!config.is_object()) throw ModelFolderError(config_name + ": expected a JSON object");
-  Fields f(config, config_name);
-  ModelConfig c;
-
+// architectures[0]: one of the decoders we implement.
+void parse_architecture(const Fields& f, ModelConfig& c) {
   const json& archs = f.at("architectures");
   if (!archs.is_array() || archs.empty() || !archs.at(0).is_string())
     f.fail("architectures", "expected a non-empty list of names, got " + archs.dump());
   c.architecture = archs.at(0).get<std::string>();
-  const bool qwen3 = c.architecture == "Qwen3ForCausalLM";
-  const bool qwen2 = c.architecture == "Qwen2ForCausalLM";
-  if (!qwen3 && !qwen2)
+  if (c.architecture != "Qwen3ForCausalLM" && c.architecture != "Qwen2ForCausalLM")
     f.unsupported("architectures",
                   "architecture '" + c.architecture + "' (Qwen3ForCausalLM, Qwen2ForCausalLM are)");
-  check_unsupported(f, config);
+}
 
+// Layer, head and vocabulary sizes, with the divisibility the attention layout needs.
+void parse_shape(const Fields& f, bool qwen2, ModelConfig& c) {
   c.vocab_size = f.positive_int("vocab_size");
   c.hidden_size = f.positive_int("hidden_size");
   c.intermediate_size = f.positive_int("intermediate_size");
@@ -198,7 +168,10 @@ ModelConfig parse_model_config(const json& config, const std::string& config_nam
                            std::to_string(c.num_attention_heads) + " != hidden_size " +
                            std::to_string(c.hidden_size));
   if (c.head_dim % 2 != 0) f.fail("head_dim", "must be even for RoPE");
+}
 
+// RMSNorm epsilon and the RoPE base.
+void parse_norm_and_rope(const Fields& f, const json& config, ModelConfig& c) {
   const double eps = f.number("rms_norm_eps");
   if (!(eps > 0 && eps < 1)) f.fail("rms_norm_eps", "must be in (0, 1)");
   c.rms_norm_eps = static_cast<float>(eps);
@@ -206,7 +179,8 @@ ModelConfig parse_model_config(const json& config, const std::string& config_nam
   // transformers 4 writes rope_theta, transformers 5 rope_parameters.rope_theta.
   double theta = 0;
   if (f.has("rope_parameters") && config.at("rope_parameters").contains("rope_theta")) {
-    theta = f.number_of(config.at("rope_parameters").at("rope_theta"), "rope_parameters.rope_theta");
+    theta =
+        f.number_of(config.at("rope_parameters").at("rope_theta"), "rope_parameters.rope_theta");
   } else if (f.has("rope_theta")) {
     theta = f.number("rope_theta");
   } else {
@@ -214,7 +188,10 @@ ModelConfig parse_model_config(const json& config, const std::string& config_nam
   }
   if (!(theta > 0)) f.fail("rope_theta", "must be positive");
   c.rope_theta = static_cast<float>(theta);
+}
 
+// Which optional tensors exist: tied lm_head, q/k/v bias (Qwen2), q/k norm (Qwen3).
+void parse_tensor_layout(const Fields& f, bool qwen2, ModelConfig& c) {
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   if (qwen2) {
     c.attention_bias = true;  // Qwen2 always has q/k/v bias and no q/k norm
@@ -225,24 +202,27 @@ ModelConfig parse_model_config(const json& config, const std::string& config_nam
       f.unsupported("attention_bias", "Qwen3 with attention biases (o_proj bias)");
     c.attention_bias = false;
   }
+}
 
+DType parse_weight_dtype(const Fields& f, const std::string& config_name) {
   // transformers 5 writes dtype, transformers 4 torch_dtype.
-  if (f.has("dtype")) {
-    c.dtype = parse_dtype(f, "dtype", f.string("dtype"));
-  } else if (f.has("torch_dtype")) {
-    c.dtype = parse_dtype(f, "torch_dtype", f.string("torch_dtype"));
-  } else {
-    spdlog::warn("{}: no dtype or torch_dtype; assuming bfloat16", config_name);
-    c.dtype = DType::BF16;
-  }
+  if (f.has("dtype")) return parse_dtype(f, "dtype", f.string("dtype"));
+  if (f.has("torch_dtype")) return parse_dtype(f, "torch_dtype", f.string("torch_dtype"));
+  spdlog::warn("{}: no dtype or torch_dtype; assuming bfloat16", config_name);
+  return DType::BF16;
+}
 
+// bos from config.json; eos from generation_config.json when it names any, else config.json.
+// Every eos id must be a row of the embedding.
+void parse_special_tokens(const Fields& f, const std::string& config_name, const json* generation,
+                          const std::string& generation_name, ModelConfig& c) {
   if (f.has("bos_token_id")) {
     const auto bos = f.int_list("bos_token_id");
     if (bos.size() != 1) f.fail("bos_token_id", "expected one token id");
     c.bos_token_id = bos[0];
   }
   if (f.has("eos_token_id")) c.eos_token_ids = f.int_list("eos_token_id");
-  if (generation != nullptr) parse_generation(*generation, generation_name, c);
+  if (generation != nullptr) parse_generation_eos(*generation, generation_name, c);
   for (int32_t id : c.eos_token_ids) {
     if (id >= c.vocab_size)
       throw ModelFolderError((generation ? generation_name : config_name) +
@@ -251,6 +231,35 @@ ModelConfig parse_model_config(const json& config, const std::string& config_nam
   }
   if (c.eos_token_ids.empty())
     spdlog::warn("{}: no eos_token_id; generation stops only at max_tokens", config_name);
+}
+
+}  // namespace
+
+json read_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ModelFolderError(path.string() + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const json::exception& e) {
+    throw ModelFolderError(path.string() + ": invalid JSON: " + e.what());
+  }
+}
+
+ModelConfig parse_model_config(const json& config, const std::string& config_name,
+                               const json* generation, const std::string& generation_name) {
+  if (!config.is_object()) throw ModelFolderError(config_name + ": expected a JSON object");
+  Fields f(config, config_name);
+  ModelConfig c;
+  parse_architecture(f, c);
+  check_unsupported(f, config);
+  const bool qwen2 = c.architecture == "Qwen2ForCausalLM";
+  parse_shape(f, qwen2, c);
+  parse_norm_and_rope(f, config, c);
+  parse_tensor_layout(f, qwen2, c);
+  c.dtype = parse_weight_dtype(f, config_name);
+  parse_special_tokens(f, config_name, generation, generation_name, c);
   return c;
 }
 

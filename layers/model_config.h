@@ -1,5 +1,6 @@
-// The model's hyper-parameters, read from a Hugging Face folder's config.json (and
-// generation_config.json when present). Only dense Qwen3 / Qwen2 decoders are accepted;
+// The model's hyper-parameters, read from a Hugging Face folder's config.json (and the
+// eos_token_id of generation_config.json when present; its sampling defaults are read by
+// engine/sampling_defaults.h). Only dense Qwen3 / Qwen2 decoders are accepted;
 // anything that would change the math and that we do not implement (rope scaling, MoE,
 // quantization, sliding window) is refused with a "not supported" error instead of
 // producing a silently wrong model.
@@ -18,13 +19,6 @@
 
 namespace nanovllm {
 
-// Default sampling settings a model ships with. do_sample=false in the file is read as
-// temperature 0 (greedy), which is what transformers does with it.
-struct GenerationDefaults {
-  std::optional<float> temperature, top_p, min_p;
-  std::optional<int32_t> top_k;
-};
-
 struct ModelConfig {
   std::string architecture;  // "Qwen3ForCausalLM" or "Qwen2ForCausalLM"
   int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_hidden_layers = 0,
@@ -38,14 +32,13 @@ struct ModelConfig {
   DType dtype = DType::BF16;    // torch_dtype / dtype
   std::vector<int32_t> eos_token_ids;  // generation_config.json eos_token_id, else config.json
   std::optional<int32_t> bos_token_id;  // config.json, when present
-  GenerationDefaults generation;        // from generation_config.json when present
 
   int64_t q_size() const { return num_attention_heads * head_dim; }   // q_proj rows
   int64_t kv_size() const { return num_key_value_heads * head_dim; }  // k_proj / v_proj rows
 };
 
-// Reads <model_dir>/config.json and, when present, <model_dir>/generation_config.json.
-// Throws ModelFolderError naming the file and the field.
+// Reads <model_dir>/config.json and, when present, <model_dir>/generation_config.json (for
+// eos_token_id only). Throws ModelFolderError naming the file and the field.
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
 
 // The same from already-parsed JSON; config_name / generation_name are used in messages.

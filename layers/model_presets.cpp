@@ -18,9 +18,6 @@ ModelConfig qwen3_base() {
   c.dtype = DType::BF16;
   c.bos_token_id = 151643;                  // <|endoftext|>
   c.eos_token_ids = {151645, 151643};       // <|im_end|>, <|endoftext|>
-  c.generation.temperature = 0.6f;          // Qwen3's generation_config.json
-  c.generation.top_k = 20;
-  c.generation.top_p = 0.95f;
   return c;
 }
 

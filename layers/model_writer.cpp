@@ -23,6 +23,14 @@ double clean(float f) {
   return std::strtod(std::string(buf, res.ptr).c_str(), nullptr);
 }
 
+// The sampling defaults the published Qwen3 models (0.6B to 8B) ship in generation_config.json.
+struct ShippedSampling {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+};
+constexpr ShippedSampling kQwen3Sampling{.temperature = 0.6f, .top_k = 20, .top_p = 0.95f};
+
 const char* torch_dtype_name(DType t) {
   switch (t) {
     case DType::F16: return "float16";
@@ -138,12 +146,14 @@ nlohmann::json make_generation_config_json(const ModelConfig& c) {
     j["pad_token_id"] = *c.bos_token_id;
   }
   j["eos_token_id"] = c.eos_token_ids;
-  const auto& g = c.generation;
-  j["do_sample"] = !(g.temperature && *g.temperature == 0.0f);
-  if (g.temperature && *g.temperature > 0.0f) j["temperature"] = clean(*g.temperature);
-  if (g.top_k) j["top_k"] = *g.top_k;
-  if (g.top_p) j["top_p"] = clean(*g.top_p);
-  if (g.min_p) j["min_p"] = clean(*g.min_p);
+  j["do_sample"] = true;
+  // A Qwen3 folder ships Qwen3's sampling defaults, as the published ones do. ModelConfig
+  // carries none: the engine reads them back from this file (engine/sampling_defaults.h).
+  if (c.architecture == "Qwen3ForCausalLM") {
+    j["temperature"] = clean(kQwen3Sampling.temperature);
+    j["top_k"] = kQwen3Sampling.top_k;
+    j["top_p"] = clean(kQwen3Sampling.top_p);
+  }
   return j;
 }
 

@@ -4,6 +4,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/embedding.h"
+#include "kernels/phase_timer.h"
 
 namespace nanovllm {
 
@@ -22,7 +23,10 @@ Qwen3MLP::Qwen3MLP(const Checkpoint& ckpt, int layer, const ShardInfo& shard, Co
 void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorView& gate_up,
                        const TensorView& act, const ExecContext& ctx) const {
   gate_up_proj_.forward(gate_up, x, ctx);
-  kernels::silu_and_mul(act, gate_up, ctx);
+  {
+    const PhaseScope phase(ctx, Phase::kElementwise);
+    kernels::silu_and_mul(act, gate_up, ctx);
+  }
   down_proj_.forward(out, act, ctx);
 }
 
@@ -121,7 +125,10 @@ void Qwen3ForCausalLM::compute_logits(const TensorView& logits, const TensorView
   Workspace& ws = overflow ? overflow_ : workspace_;
   // Row gather [T, H] -> [S, H] through the embedding kernel (hidden as the "table").
   const TensorView selected = ws.get(kSelected, DType::BF16, {s, h});
-  kernels::embedding(selected, logits_indices, hidden, 0, ctx);
+  {
+    const PhaseScope phase(ctx, Phase::kElementwise);
+    kernels::embedding(selected, logits_indices, hidden, 0, ctx);
+  }
   const int64_t shard = lm_head_->shard_rows();
   const bool multi = comm_->world_size() > 1;
   const TensorView shard_logits =

@@ -1,5 +1,6 @@
 #include "layers/rms_norm_layer.h"
 
+#include "kernels/phase_timer.h"
 #include "kernels/rms_norm.h"
 
 namespace nanovllm {
@@ -8,11 +9,13 @@ RMSNorm::RMSNorm(const Checkpoint& ckpt, const std::string& name, float eps, Dev
     : weight_(Parameter::load_full(checkpoint_tensor(ckpt, name, 1), device)), eps_(eps) {}
 
 void RMSNorm::forward(const TensorView& out, const TensorView& x, const ExecContext& ctx) const {
+  const PhaseScope phase(ctx, Phase::kElementwise);
   kernels::rms_norm(out, x, weight(), eps_, ctx);
 }
 
 void RMSNorm::forward_add(const TensorView& x, const TensorView& residual,
                           const ExecContext& ctx) const {
+  const PhaseScope phase(ctx, Phase::kElementwise);
   kernels::fused_add_rms_norm(x, residual, weight(), eps_, ctx);
 }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/embedding.h"
 #include "kernels/linear.h"
+#include "kernels/phase_timer.h"
 
 namespace nanovllm {
 
@@ -30,8 +31,13 @@ void VocabParallelEmbedding::load(const Checkpoint& ckpt, const std::string& nam
 
 void VocabParallelEmbedding::forward(const TensorView& out, const TensorView& ids,
                                      const ExecContext& ctx) const {
-  kernels::embedding(out, ids, weight(), vocab_start_, ctx);
-  if (comm_->world_size() > 1) comm_->all_reduce_sum(out, ctx);
+  {
+    const PhaseScope phase(ctx, Phase::kElementwise);
+    kernels::embedding(out, ids, weight(), vocab_start_, ctx);
+  }
+  if (comm_->world_size() == 1) return;
+  const PhaseScope phase(ctx, Phase::kAllReduce);
+  comm_->all_reduce_sum(out, ctx);
 }
 
 ParallelLMHead::ParallelLMHead(const Checkpoint& ckpt, const std::string& name,
@@ -54,10 +60,16 @@ void ParallelLMHead::forward(const TensorView& logits, const TensorView& hidden,
   if (comm_->world_size() == 1) {
     CHECK_EQ(logits.size(1), vocab_size_);
     // Padding rows exist only with several ranks, so the shard is the whole vocabulary.
+    const PhaseScope phase(ctx, Phase::kGemm);
     kernels::linear(logits, hidden, w, TensorView(), ctx);
     return;
   }
-  kernels::linear(shard_logits, hidden, w, TensorView(), ctx);
+  {
+    const PhaseScope phase(ctx, Phase::kGemm);
+    kernels::linear(shard_logits, hidden, w, TensorView(), ctx);
+  }
+  // The gather and the copy of each rank's columns into place: the collective's phase.
+  const PhaseScope phase(ctx, Phase::kAllReduce);
   comm_->gather_to_root(shard_logits, gathered, ctx);
   if (comm_->rank() != 0) return;
   // gathered [tp, S, shard] -> logits [S, V]: rank r's columns go to [r * shard, ...),

@@ -10,6 +10,9 @@ std::vector<int> CudaGraphRunner::graph_batch_sizes(int max_num_seqs) {
   for (int b : {1, 2, 4, 8})
     if (b <= max_num_seqs) sizes.push_back(b);
   for (int b = 16; b <= std::min(512, max_num_seqs); b += 16) sizes.push_back(b);
+  // The largest batch the scheduler can form runs through a graph too (--max-num-seqs 100:
+  // batches 97..100 would otherwise run eager).
+  if (max_num_seqs > 0 && sizes.back() != max_num_seqs) sizes.push_back(max_num_seqs);
   return sizes;
 }
 

@@ -3,14 +3,18 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
+#include "kernels/phase_timer.h"
 #include "kernels/sampler.h"
 #include "layers/checkpoint.h"
 #include "rank/cuda_exec_resources.h"
 #include "rank/cuda_graph_runner.h"
+#include "rank/gpu_memory_budget.h"
 
 namespace nanovllm {
 
@@ -21,7 +25,28 @@ enum InputSlot : size_t {
   kTemperatures, kTopK, kTopP, kMinP, kSeeds, kSamplePositions, kOutTokens, kLogits
 };
 int64_t len(const auto& v) { return static_cast<int64_t>(v.size()); }
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 }  // namespace
+
+// Three events so a step's start can be measured against the previous step's end.
+struct ModelRunner::StepEvents {
+  cudaEvent_t start = nullptr, end = nullptr, previous_end = nullptr;
+  bool has_previous = false;
+  StepEvents() {
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&end));
+    CUDA_CHECK(cudaEventCreate(&previous_end));
+  }
+  ~StepEvents() {  // no throwing in a destructor: a failure only leaks an event
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+    cudaEventDestroy(previous_end);
+  }
+  StepEvents(const StepEvents&) = delete;
+  StepEvents& operator=(const StepEvents&) = delete;
+};
 
 size_t ModelRunner::kv_block_bytes(const ModelConfig& c, int tp_size, int block_size) {
   const int64_t kv_heads = std::max<int64_t>(1, c.num_key_value_heads / tp_size);
@@ -30,36 +55,23 @@ size_t ModelRunner::kv_block_bytes(const ModelConfig& c, int tp_size, int block_
 }
 
 ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config,
-                         int tp_rank, int tp_size, Communicator& comm, int num_kv_blocks,
-                         int block_size, Device device, int cpu_threads)
-    : ModelRunner(model_dir, config, tp_rank, tp_size, comm, block_size, device,
-                  ModelRunnerOptions{.num_kv_blocks = num_kv_blocks, .enforce_eager = true,
-                                     .cpu_threads = cpu_threads},
-                  /*plan=*/false) {}
-
-ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config,
-                         int tp_rank, int tp_size, Communicator& comm, int block_size,
-                         Device device, const ModelRunnerOptions& options)
-    : ModelRunner(model_dir, config, tp_rank, tp_size, comm, block_size, device, options,
-                  /*plan=*/true) {}
-
-ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config,
-                         int tp_rank, int tp_size, Communicator& comm, int block_size,
-                         Device device, const ModelRunnerOptions& options, bool plan)
+                         Communicator& comm, const ModelRunnerOptions& options)
     : config_(config),
       comm_(&comm),
       num_kv_blocks_(0),
-      block_size_(block_size),
-      device_(device),
-      inputs_(device) {
-  CHECK_GT(block_size, 0);
-  if (!plan) CHECK_GT(options.num_kv_blocks, 0);
-  if (plan && device == Device::CPU && options.num_kv_blocks <= 0)
+      block_size_(options.block_size),
+      device_(options.device),
+      inputs_(options.device) {
+  const Device device = options.device;
+  const int tp_rank = comm.rank(), tp_size = comm.world_size();
+  CHECK_GT(block_size_, 0);
+  if (device == Device::CPU && options.num_kv_blocks <= 0)
     throw std::invalid_argument("the CPU backend needs an explicit KV-cache block count "
                                 "(sizing the cache from memory is CUDA only)");
   ctx_.cpu_threads = options.cpu_threads > 0
                          ? options.cpu_threads
                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  auto phase_start = std::chrono::steady_clock::now();
   GpuMemInfo before;
   if (device == Device::CUDA) {
     cuda_ = std::make_unique<CudaExecResources>();
@@ -78,17 +90,23 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
     const size_t free_now = gpu_mem_info().free_bytes;
     weights_bytes = before.free_bytes > free_now ? before.free_bytes - free_now : 0;
   }
-  const bool cuda_startup = plan && device == Device::CUDA;
-  const int blocks = cuda_startup ? warm_up_and_size(options, weights_bytes, tp_size)
+  startup_.load_s = seconds_since(phase_start);
+  phase_start = std::chrono::steady_clock::now();
+  const bool cuda_startup = device == Device::CUDA;
+  const int blocks = cuda_startup ? agree_on_kv_blocks(options, warm_up(options, weights_bytes))
                                   : options.num_kv_blocks;
   allocate_kv_cache(blocks);
+  startup_.warmup_s = seconds_since(phase_start);
+  phase_start = std::chrono::steady_clock::now();
   if (cuda_startup) {
     model_->freeze_workspace();
     if (!options.enforce_eager) capture_cuda_graphs(options);
   }
+  startup_.graph_capture_s = graphs_ ? seconds_since(phase_start) : 0.0;
+  if (options.time_steps) set_step_timing(true);
   spdlog::info("rank {}: model loaded ({} layers, {} kv heads here), KV cache {} blocks x {} tokens "
                "({:.1f} MiB), decode {}", tp_rank, config_.num_hidden_layers,
-               model_->num_kv_heads_local(), num_kv_blocks_, block_size, kv_cache_.nbytes() / 1048576.0,
+               model_->num_kv_heads_local(), num_kv_blocks_, block_size_, kv_cache_.nbytes() / 1048576.0,
                num_cuda_graphs() > 0 ? fmt::format("through {} CUDA graphs", num_cuda_graphs())
                                      : std::string("eager"));
 }
@@ -133,7 +151,8 @@ TensorView ModelRunner::run_model(const StepCommand& cmd) {
   CHECK_EQ(len(cmd.positions), t);
   CHECK_EQ(len(cmd.slot_mapping), t);
   CHECK_EQ(len(cmd.block_tables), b * cmd.block_table_width);
-  if (graphs_ && cmd.kind == StepKind::DECODE && graphs_->can_run(b)) {
+  // A phase timer needs the eager path: its event records cannot live in a graph.
+  if (graphs_ && !ctx_.phase_timer && cmd.kind == StepKind::DECODE && graphs_->can_run(b)) {
     const TensorView logits = graphs_->replay(cmd, ctx_.stream);
     return comm_->rank() == 0 ? logits : TensorView();
   }
@@ -167,6 +186,7 @@ std::vector<int32_t> ModelRunner::sample(const StepCommand& cmd, const TensorVie
   CHECK_EQ(len(cmd.temperatures), s);
   CHECK(len(cmd.top_k) == s && len(cmd.top_p) == s && len(cmd.min_p) == s);
   CHECK(len(cmd.seeds) == s && len(cmd.sample_positions) == s);
+  std::optional<PhaseScope> phase(std::in_place, ctx_, Phase::kSampling);
   const kernels::SamplingBatch batch{
       logits,
       upload(kTemperatures, cmd.temperatures.data(), DType::F32, {s}),
@@ -177,21 +197,55 @@ std::vector<int32_t> ModelRunner::sample(const StepCommand& cmd, const TensorVie
       upload(kSamplePositions, cmd.sample_positions.data(), DType::I32, {s}),
       inputs_.get(kOutTokens, DType::I32, {s})};
   kernels::sample(batch, ctx_);
+  phase.reset();
   std::vector<int32_t> tokens(static_cast<size_t>(s));
   if (device_ == Device::CPU) {
     std::memcpy(tokens.data(), batch.out_tokens.data, tokens.size() * sizeof(int32_t));
   } else {
     CUDA_CHECK(cudaMemcpyAsync(tokens.data(), batch.out_tokens.data, tokens.size() * sizeof(int32_t),
                                cudaMemcpyDeviceToHost, ctx_.stream));
-    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    comm_->synchronize(ctx_.stream);  // under NCCL: watched, so a dead peer cannot hang it
   }
   return tokens;
 }
 
-std::vector<int32_t> ModelRunner::execute(const StepCommand& cmd) {
+StepResult ModelRunner::execute(const StepCommand& cmd) {
+  if (cmd.kind == StepKind::EXIT) return {};
+  if (step_events_) CUDA_CHECK(cudaEventRecord(step_events_->start, ctx_.stream));
   const TensorView logits = run_model(cmd);
-  if (comm_->rank() != 0 || cmd.logits_indices.empty()) return {};
-  return sample(cmd, logits);
+  StepResult result;
+  if (comm_->rank() == 0 && !cmd.logits_indices.empty()) result.sampled_token_ids = sample(cmd, logits);
+  if (step_events_) {
+    // After sample()'s synchronisation on rank 0, so the end is when the tokens reached the
+    // host; the gap to the next start is then the host's time between steps.
+    StepEvents& e = *step_events_;
+    CUDA_CHECK(cudaEventRecord(e.end, ctx_.stream));
+    CUDA_CHECK(cudaEventSynchronize(e.end));
+    float gpu_ms = 0, gap_ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, e.start, e.end));
+    if (e.has_previous) CUDA_CHECK(cudaEventElapsedTime(&gap_ms, e.previous_end, e.start));
+    std::swap(e.end, e.previous_end);
+    e.has_previous = true;
+    last_timing_ = StepTiming{gpu_ms, gap_ms};
+  }
+  return result;
+}
+
+bool ModelRunner::set_step_timing(bool on) {
+  last_timing_.reset();
+  if (!on) {
+    step_events_.reset();
+    return true;
+  }
+  if (device_ != Device::CUDA) return false;  // CPU kernels are synchronous: no events
+  if (!step_events_) step_events_ = std::make_unique<StepEvents>();
+  step_events_->has_previous = false;
+  return true;
+}
+
+bool ModelRunner::set_phase_timer(PhaseTimer* timer) {
+  ctx_.phase_timer = timer;
+  return true;
 }
 
 }  // namespace nanovllm

@@ -1,21 +1,21 @@
 // The per-rank worker's model half (nano-vllm's ModelRunner): loads this rank's shard of
-// the weights, owns the KV cache, turns a scheduled batch into a StepCommand
-// (prepare_prefill / prepare_decode, static so rank 0 can build the command it broadcasts),
-// and executes commands: forward pass on every rank, sampling on rank 0.
+// the weights, owns the KV cache and executes the step commands rank 0 builds: the forward
+// pass on every rank, sampling on rank 0 (the StepExecutor port of ipc/step_executor.h).
 // Backend-neutral: buffers are DeviceBuffers, ops go through the kernels/ dispatchers; the
-// device is fixed at construction. On CUDA the runner owns a stream + cuBLAS handle, and the
-// options constructor adds nano-vllm's start-up: warm-up at the largest step, KV cache sized
-// from the GPU's memory, decode CUDA graphs.
+// device is fixed at construction. On CUDA the runner owns a stream + cuBLAS handle and runs
+// nano-vllm's start-up: warm-up at the largest step, KV cache sized from the GPU's memory,
+// decode CUDA graphs.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
-#include "engine/sequence.h"
-#include "ipc/step_command.h"
+#include "ipc/step_executor.h"
+#include "kernels/communicator.h"
 #include "layers/model_config.h"
 #include "layers/qwen3_model.h"
 
@@ -23,8 +23,11 @@ namespace nanovllm {
 
 class CudaExecResources;
 class CudaGraphRunner;
+struct GpuMemoryBudget;
 
 struct ModelRunnerOptions {
+  Device device = Device::CPU;
+  int block_size = 256;                // tokens per KV block
   int num_kv_blocks = 0;               // > 0: exactly that; <= 0: sized from memory (CUDA only)
   double gpu_memory_utilization = 0.9;  // CUDA: fraction of the GPU this process may fill
   bool enforce_eager = false;          // CUDA: no decode graphs
@@ -32,35 +35,27 @@ struct ModelRunnerOptions {
   int max_num_seqs = 512;              // the largest batch (decode rows, logits rows)
   int max_model_len = 4096;            // the longest sequence (block-table width)
   int cpu_threads = 0;                 // CPU: <= 0 picks hardware_concurrency()
+  // CUDA: time every step with events from the start (set_step_timing switches it later).
+  // Each timed step waits for its end event, so it is for rank 0, whose steps wait anyway.
+  bool time_steps = false;
 };
 
-class ModelRunner {
+class ModelRunner final : public StepExecutor {
  public:
-  // num_kv_blocks > 0 sizes the cache (tests force tiny caches); cpu_threads <= 0 picks
-  // std::thread::hardware_concurrency(). Throws ModelFolderError for a bad checkpoint.
-  ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config, int tp_rank,
-              int tp_size, Communicator& comm, int num_kv_blocks, int block_size, Device device,
-              int cpu_threads = 0);
-  // The production start-up. CUDA: warm-up (a prefill of max_num_batched_tokens tokens in
-  // sequences of max_model_len, logits and sampling for max_num_seqs rows), KV cache sized
-  // from memory when options.num_kv_blocks <= 0 (std::runtime_error naming the figures when
-  // not one block fits; every rank ends with the smallest count), workspace frozen, decode
-  // graphs captured unless enforce_eager. CPU: needs num_kv_blocks > 0, otherwise as above
-  // minus the GPU parts. Steps must respect the three max_* limits.
-  ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config, int tp_rank,
-              int tp_size, Communicator& comm, int block_size, Device device,
-              const ModelRunnerOptions& options);
-  ~ModelRunner();
+  // This rank's shard (comm.rank() of comm.world_size()). CUDA: warm-up (a prefill of
+  // max_num_batched_tokens tokens in sequences of max_model_len, logits and sampling for
+  // max_num_seqs rows), KV cache sized from memory when options.num_kv_blocks <= 0
+  // (std::runtime_error naming the figures when not one block fits; every rank ends with the
+  // smallest count), workspace frozen, decode graphs captured unless enforce_eager. CPU: needs
+  // num_kv_blocks > 0. Steps must respect the three max_* limits. Throws ModelFolderError for
+  // a bad checkpoint.
+  ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config,
+              Communicator& comm, const ModelRunnerOptions& options);
+  ~ModelRunner() override;
 
-  // Prefill: the tokens [num_cached_tokens, num_tokens) of each sequence; one sampled row
-  // per sequence (its last token).
-  static StepCommand prepare_prefill(std::span<Sequence* const> seqs, int block_size);
-  // Decode: the last token of each sequence.
-  static StepCommand prepare_decode(std::span<Sequence* const> seqs, int block_size);
-
-  // The forward pass; on rank 0 also samples and returns one token per logits row (other
-  // ranks return an empty vector). Every rank must execute every command.
-  std::vector<int32_t> execute(const StepCommand& cmd);
+  // The forward pass; on rank 0 also samples one token per logits row (other ranks return
+  // none). Every rank must execute every command; EXIT is a no-op here.
+  StepResult execute(const StepCommand& cmd) override;
   // The forward pass only: logits [S, V] f32 on rank 0 (a workspace view valid until the
   // next call); an empty view on other ranks.
   TensorView run_model(const StepCommand& cmd);
@@ -74,23 +69,29 @@ class ModelRunner {
   const ModelConfig& config() const { return config_; }
   int block_size() const { return block_size_; }
   // The final block count (sized or forced): EngineConfig::num_kvcache_blocks.
-  int num_kv_blocks() const { return num_kv_blocks_; }
+  int num_kv_blocks() const override { return num_kv_blocks_; }
+  // Benchmark instrumentation (ipc/step_executor.h). Step timing: CUDA only. Phase timer:
+  // either device (the timer's own); decode then runs eagerly instead of through graphs.
+  bool set_step_timing(bool on) override;
+  std::optional<StepTiming> last_step_timing() const override { return last_timing_; }
+  bool set_phase_timer(PhaseTimer* timer) override;
+  std::optional<StartupTiming> startup_timing() const override { return startup_; }
   // Decode CUDA graphs captured (0: eager).
   int num_cuda_graphs() const;
   int tp_rank() const { return comm_->rank(); }
   Device device() const { return device_; }
 
  private:
-  ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config, int tp_rank,
-              int tp_size, Communicator& comm, int block_size, Device device,
-              const ModelRunnerOptions& options, bool plan);
   TensorView upload(size_t slot, const void* data, DType dtype, std::initializer_list<int64_t> dims);
   // (Re)allocates the cache for num_blocks and binds it to the layers.
   void allocate_kv_cache(int num_blocks);
   // Logits [s, V] f32: the persistent buffer when the start-up sized one, else a slot.
   TensorView logits_rows(int64_t s);
   // CUDA start-up steps (model_runner_warmup.cpp).
-  int warm_up_and_size(const ModelRunnerOptions& o, uint64_t weights_bytes, int tp_size);
+  // The warm-up step at the largest sizes, then this rank's memory budget from what it used.
+  GpuMemoryBudget warm_up(const ModelRunnerOptions& o, uint64_t weights_bytes);
+  // The block count every rank allocates: the forced one, else the smallest budget.
+  int agree_on_kv_blocks(const ModelRunnerOptions& o, const GpuMemoryBudget& budget);
   void capture_cuda_graphs(const ModelRunnerOptions& o);
 
   ModelConfig config_;
@@ -104,10 +105,11 @@ class ModelRunner {
   Workspace inputs_;       // step inputs copied to the device, one slot each
   DeviceBuffer logits_;    // [max logits rows, V] f32 (options start-up on CUDA), else empty
   std::unique_ptr<CudaGraphRunner> graphs_;  // decode graphs; destroyed first
+  // Step timing (CUDA events, model_runner.cpp); null while off.
+  struct StepEvents;
+  std::unique_ptr<StepEvents> step_events_;
+  std::optional<StepTiming> last_timing_;
+  StartupTiming startup_;
 };
-
-// The seed a sequence samples with: its SamplingParams::seed, or (unset) a fixed mix of its
-// seq_id (splitmix64), so a run without seeds is still reproducible.
-uint64_t sequence_seed(const Sequence& seq);
 
 }  // namespace nanovllm

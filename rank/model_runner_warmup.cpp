@@ -73,8 +73,7 @@ int64_t max_blocks_per_seq(int max_model_len, int block_size) {
 
 }  // namespace
 
-int ModelRunner::warm_up_and_size(const ModelRunnerOptions& o, uint64_t weights_bytes,
-                                  int tp_size) {
+GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weights_bytes) {
   CHECK_GT(o.max_num_batched_tokens, 0);
   CHECK_GT(o.max_num_seqs, 0);
   CHECK_GT(o.max_model_len, 0);
@@ -115,11 +114,15 @@ int ModelRunner::warm_up_and_size(const ModelRunnerOptions& o, uint64_t weights_
   m.cuda_graph_bytes = o.enforce_eager ? 0
                                        : CudaGraphRunner::graph_batch_sizes(o.max_num_seqs).size() *
                                              CudaGraphRunner::kGraphBytesEstimate;
-  m.kv_block_bytes = kv_block_bytes(config_, tp_size, block_size_);
+  m.kv_block_bytes = kv_block_bytes(config_, comm_->world_size(), block_size_);
   m.gpu_memory_utilization = o.gpu_memory_utilization;
   const GpuMemoryBudget budget = plan_gpu_memory(m);
   spdlog::info("rank {}: {}", rank, describe_gpu_memory(m, budget));
+  return budget;
+}
 
+int ModelRunner::agree_on_kv_blocks(const ModelRunnerOptions& o, const GpuMemoryBudget& budget) {
+  const int rank = comm_->rank(), tp_size = comm_->world_size();
   if (o.num_kv_blocks > 0) {  // forced: the measurement is advice only
     if (!budget.ok() || budget.num_blocks < o.num_kv_blocks)
       spdlog::warn("rank {}: {} KV blocks forced, the memory budget allows {}", rank,
@@ -127,19 +130,9 @@ int ModelRunner::warm_up_and_size(const ModelRunnerOptions& o, uint64_t weights_
     return o.num_kv_blocks;
   }
   // Every rank must allocate the same count (rank 0's block ids index every cache): the
-  // smallest, agreed through an all-reduce of one-hot vectors (f32 is exact below 2^24).
-  int64_t blocks = budget.ok() ? std::min<int64_t>(budget.num_blocks, (int64_t{1} << 24) - 1) : 0;
-  if (tp_size > 1) {
-    std::vector<float> mine(static_cast<size_t>(tp_size), 0.0f);
-    mine[static_cast<size_t>(rank)] = static_cast<float>(blocks);
-    DeviceBuffer all(mine.size() * sizeof(float), device_);
-    all.copy_from_host(mine.data(), all.nbytes());
-    CUDA_CHECK(cudaDeviceSynchronize());
-    comm_->all_reduce_sum(all.view(DType::F32, {tp_size}), ctx_);
-    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-    all.copy_to_host(mine.data(), all.nbytes());
-    blocks = static_cast<int64_t>(*std::min_element(mine.begin(), mine.end()));
-  }
+  // smallest budget over the ranks.
+  int64_t blocks = budget.ok() ? budget.num_blocks : 0;
+  if (tp_size > 1) blocks = comm_->all_reduce_min(blocks, ctx_);
   if (blocks <= 0)
     throw std::runtime_error("rank " + std::to_string(rank) + ": " +
                              (budget.ok() ? std::string("another rank has no room for the KV cache")

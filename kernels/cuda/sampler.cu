@@ -175,9 +175,7 @@ std::vector<T> to_host(const TensorView& t, int64_t n, cudaStream_t stream) {
   return h;
 }
 
-}  // namespace
-
-void sample(const SamplingBatch& s, cudaStream_t stream) {
+void check_batch(const SamplingBatch& s) {
   check_cuda_tensor(s.logits, DType::F32, "sampler logits");
   check_cuda_tensor(s.temperatures, DType::F32, "sampler temperatures");
   check_cuda_tensor(s.top_k, DType::I32, "sampler top_k");
@@ -187,81 +185,145 @@ void sample(const SamplingBatch& s, cudaStream_t stream) {
   check_cuda_tensor(s.positions, DType::I32, "sampler positions");
   check_cuda_tensor(s.out_tokens, DType::I32, "sampler out_tokens");
   CHECK_EQ(s.logits.ndim, 2);
-  const int64_t batch = s.logits.size(0), vocab = s.logits.size(1);
-  CHECK_GT(vocab, 0);
-  CHECK_LT(vocab, int64_t{1} << 30);
-  if (batch == 0) return;
-  const RowParams p{s.temperatures.ptr<float>(), s.top_k.ptr<int32_t>(), s.top_p.ptr<float>(),
-                    s.min_p.ptr<float>(),        s.seeds.ptr<int64_t>(), s.positions.ptr<int32_t>(),
-                    s.out_tokens.ptr<int32_t>()};
-  // Which rows need the sorted order: the same rule as the CPU's filter_candidates.
+  CHECK_GT(s.logits.size(1), 0);
+  CHECK_LT(s.logits.size(1), int64_t{1} << 30);
+}
+
+// Which rows take the sort path. Host vectors: they are copied to the device asynchronously
+// and must live until the stream is synchronised at the end of sample().
+struct SortPlan {
+  std::vector<uint8_t> filtered;  // [B] 1: the row is sorted, the plain kernel skips it
+  std::vector<int32_t> rows;      // the sorted rows, ascending
+  int chunk = 0;                  // rows sorted per pass (<= kChunkRows)
+  std::vector<int32_t> offsets;   // [chunk + 1] segment starts of one pass's keys
+};
+
+// Reads the per-row settings back (synchronising the stream) and picks the rows that need
+// the sorted order: the same rule as the CPU's filter_candidates.
+SortPlan plan_sort(const SamplingBatch& s, int64_t batch, int64_t vocab, cudaStream_t stream) {
   const auto temps = to_host<float>(s.temperatures, batch, stream);
   const auto ks = to_host<int32_t>(s.top_k, batch, stream);
   const auto ps = to_host<float>(s.top_p, batch, stream);
   const auto mps = to_host<float>(s.min_p, batch, stream);
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<uint8_t> filtered(static_cast<size_t>(batch), 0);
-  std::vector<int32_t> rows;
+  SortPlan plan;
+  plan.filtered.assign(static_cast<size_t>(batch), 0);
   for (int64_t b = 0; b < batch; ++b) {
-    const bool use = temps[b] != 0.f && ((ks[b] > 0 && ks[b] < vocab) || ps[b] < 1.f || mps[b] > 0.f);
-    filtered[b] = use;
-    if (use) rows.push_back(static_cast<int32_t>(b));
+    const bool use =
+        temps[b] != 0.f && ((ks[b] > 0 && ks[b] < vocab) || ps[b] < 1.f || mps[b] > 0.f);
+    plan.filtered[b] = use;
+    if (use) plan.rows.push_back(static_cast<int32_t>(b));
   }
-  const int n_rows = static_cast<int>(rows.size());
-  const int chunk = std::min(n_rows, kChunkRows);
-  // Scratch: filtered flags [B] u8, rows [n] i32, offsets [chunk + 1] i32,
-  // keys/ids in and out [chunk, V] each, CUB temp storage.
+  plan.chunk = std::min(static_cast<int>(plan.rows.size()), kChunkRows);
+  plan.offsets.resize(static_cast<size_t>(plan.chunk) + 1);
+  for (int i = 0; i <= plan.chunk; ++i) plan.offsets[i] = static_cast<int32_t>(i * vocab);
+  return plan;
+}
+
+// Device scratch of one sample() call, one allocation from the stream-ordered pool:
+// filtered flags [B] u8, rows [n] i32, offsets [chunk + 1] i32, keys/ids in and out
+// [chunk, V] each, CUB temp storage.
+struct Scratch {
+  char* base = nullptr;  // the allocation: cudaFreeAsync this
+  uint8_t* filtered = nullptr;
+  int32_t* rows = nullptr;
+  int32_t* offsets = nullptr;
+  float* keys_in = nullptr;
+  float* keys_out = nullptr;
+  int32_t* ids_in = nullptr;
+  int32_t* ids_out = nullptr;
+  void* cub_tmp = nullptr;
   size_t cub_bytes = 0;
+};
+
+Scratch allocate_scratch(const SortPlan& plan, int64_t batch, int64_t vocab, cudaStream_t stream) {
+  const int chunk = plan.chunk;
+  Scratch d;
   if (chunk > 0) {
     CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
-        nullptr, cub_bytes, static_cast<const float*>(nullptr), static_cast<float*>(nullptr),
+        nullptr, d.cub_bytes, static_cast<const float*>(nullptr), static_cast<float*>(nullptr),
         static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
         static_cast<int>(chunk * vocab), chunk, static_cast<const int32_t*>(nullptr),
         static_cast<const int32_t*>(nullptr), 0, 32, stream));
   }
   auto align = [](size_t x) { return (x + 255) & ~size_t{255}; };
   const size_t kv_bytes = align(static_cast<size_t>(chunk) * vocab * 4);
-  const size_t total = align(batch) + align(rows.size() * 4 + 4) + align((chunk + 1) * 4) +
-                       4 * kv_bytes + align(cub_bytes);
-  char* scratch = nullptr;
-  CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch), total, stream));
-  char* cur = scratch;
-  auto take = [&](size_t bytes) { char* r = cur; cur += align(bytes); return r; };
-  auto* d_filtered = reinterpret_cast<uint8_t*>(take(batch));
-  auto* d_rows = reinterpret_cast<int32_t*>(take(rows.size() * 4 + 4));
-  auto* d_offsets = reinterpret_cast<int32_t*>(take((chunk + 1) * 4));
-  auto* keys_in = reinterpret_cast<float*>(take(kv_bytes));
-  auto* keys_out = reinterpret_cast<float*>(take(kv_bytes));
-  auto* ids_in = reinterpret_cast<int32_t*>(take(kv_bytes));
-  auto* ids_out = reinterpret_cast<int32_t*>(take(kv_bytes));
-  void* cub_tmp = take(cub_bytes);
-  std::vector<int32_t> offsets(static_cast<size_t>(chunk) + 1);
-  for (int i = 0; i <= chunk; ++i) offsets[i] = static_cast<int32_t>(i * vocab);
-  // The host vectors live until the synchronisation at the end of this function.
-  CUDA_CHECK(cudaMemcpyAsync(d_filtered, filtered.data(), batch, cudaMemcpyHostToDevice, stream));
-  if (n_rows > 0) {
-    CUDA_CHECK(cudaMemcpyAsync(d_rows, rows.data(), rows.size() * 4, cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaMemcpyAsync(d_offsets, offsets.data(), offsets.size() * 4,
-                               cudaMemcpyHostToDevice, stream));
-  }
+  const size_t rows_bytes = plan.rows.size() * 4 + 4;
+  const size_t total =
+      align(batch) + align(rows_bytes) + align((chunk + 1) * 4) + 4 * kv_bytes + align(d.cub_bytes);
+  CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&d.base), total, stream));
+  char* cur = d.base;
+  auto take = [&](size_t bytes) {
+    char* r = cur;
+    cur += align(bytes);
+    return r;
+  };
+  d.filtered = reinterpret_cast<uint8_t*>(take(batch));
+  d.rows = reinterpret_cast<int32_t*>(take(rows_bytes));
+  d.offsets = reinterpret_cast<int32_t*>(take((chunk + 1) * 4));
+  d.keys_in = reinterpret_cast<float*>(take(kv_bytes));
+  d.keys_out = reinterpret_cast<float*>(take(kv_bytes));
+  d.ids_in = reinterpret_cast<int32_t*>(take(kv_bytes));
+  d.ids_out = reinterpret_cast<int32_t*>(take(kv_bytes));
+  d.cub_tmp = take(d.cub_bytes);
+  return d;
+}
+
+void upload_plan(const SortPlan& plan, const Scratch& d, int64_t batch, cudaStream_t stream) {
+  CUDA_CHECK(
+      cudaMemcpyAsync(d.filtered, plan.filtered.data(), batch, cudaMemcpyHostToDevice, stream));
+  if (plan.rows.empty()) return;
+  CUDA_CHECK(cudaMemcpyAsync(d.rows, plan.rows.data(), plan.rows.size() * 4, cudaMemcpyHostToDevice,
+                             stream));
+  CUDA_CHECK(cudaMemcpyAsync(d.offsets, plan.offsets.data(), plan.offsets.size() * 4,
+                             cudaMemcpyHostToDevice, stream));
+}
+
+// Greedy rows and sampled rows without a filter: argmax (plus Gumbel noise) in place.
+void draw_unsorted_rows(const SamplingBatch& s, const RowParams& p, const Scratch& d, int64_t batch,
+                        int64_t vocab, cudaStream_t stream) {
   plain_sample_kernel<<<static_cast<unsigned>(batch), kThreads, 0, stream>>>(
-      s.logits.ptr<float>(), s.logits.stride[0], static_cast<int>(vocab), p, d_filtered);
+      s.logits.ptr<float>(), s.logits.stride[0], static_cast<int>(vocab), p, d.filtered);
   CUDA_CHECK_LAUNCH();
-  for (int first = 0; first < n_rows; first += chunk) {
-    const int n = std::min(chunk, n_rows - first);
+}
+
+// Filtered rows, kChunkRows at a time: scale by temperature, sort (scaled logit desc, id
+// asc), cut by top-k/top-p/min-p and draw within the cut.
+void draw_sorted_rows(const SamplingBatch& s, const RowParams& p, const SortPlan& plan,
+                      const Scratch& d, int64_t vocab, cudaStream_t stream) {
+  const int n_rows = static_cast<int>(plan.rows.size());
+  for (int first = 0; first < n_rows; first += plan.chunk) {
+    const int n = std::min(plan.chunk, n_rows - first);
     scale_kernel<<<dim3(ceil_div(vocab, 1024), n), 256, 0, stream>>>(
         s.logits.ptr<float>(), s.logits.stride[0], static_cast<int>(vocab), p.temperatures,
-        d_rows + first, keys_in, ids_in);
+        d.rows + first, d.keys_in, d.ids_in);
     CUDA_CHECK_LAUNCH();
-    size_t bytes = cub_bytes;
+    size_t bytes = d.cub_bytes;
     CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
-        cub_tmp, bytes, keys_in, keys_out, ids_in, ids_out, static_cast<int>(n * vocab), n,
-        d_offsets, d_offsets + 1, 0, 32, stream));
-    filtered_sample_kernel<<<n, kThreads, 0, stream>>>(keys_out, ids_out, static_cast<int>(vocab),
-                                                       d_rows + first, p);
+        d.cub_tmp, bytes, d.keys_in, d.keys_out, d.ids_in, d.ids_out, static_cast<int>(n * vocab),
+        n, d.offsets, d.offsets + 1, 0, 32, stream));
+    filtered_sample_kernel<<<n, kThreads, 0, stream>>>(d.keys_out, d.ids_out,
+                                                       static_cast<int>(vocab), d.rows + first, p);
     CUDA_CHECK_LAUNCH();
   }
-  CUDA_CHECK(cudaFreeAsync(scratch, stream));
+}
+
+}  // namespace
+
+void sample(const SamplingBatch& s, cudaStream_t stream) {
+  check_batch(s);
+  const int64_t batch = s.logits.size(0), vocab = s.logits.size(1);
+  if (batch == 0) return;
+  const RowParams p{s.temperatures.ptr<float>(), s.top_k.ptr<int32_t>(), s.top_p.ptr<float>(),
+                    s.min_p.ptr<float>(),        s.seeds.ptr<int64_t>(), s.positions.ptr<int32_t>(),
+                    s.out_tokens.ptr<int32_t>()};
+  const SortPlan plan = plan_sort(s, batch, vocab, stream);
+  const Scratch scratch = allocate_scratch(plan, batch, vocab, stream);
+  upload_plan(plan, scratch, batch, stream);
+  draw_unsorted_rows(s, p, scratch, batch, vocab, stream);
+  draw_sorted_rows(s, p, plan, scratch, vocab, stream);
+  CUDA_CHECK(cudaFreeAsync(scratch.base, stream));
+  // Also keeps the plan's host vectors alive until their copies are done.
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

@@ -6,12 +6,12 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "tests/engine/checking_step_runner.h"
+#include "tests/engine/checking_step_executor.h"
 
 namespace nanovllm {
 namespace {
 
-using testing::CheckingStepRunner;
+using testing::CheckingStepExecutor;
 using testing::reference_completion;
 
 constexpr int kVocab = 40;
@@ -58,7 +58,7 @@ void expect_matches_reference(const RequestOutput& out, const Request& req, cons
   const int32_t last = out.completion_token_ids.back();
   const bool eos = last == 0 || last == 1;
   EXPECT_EQ(out.finish_reason,
-            eos && !req.params.ignore_eos ? FinishReason::STOP : FinishReason::LENGTH);
+            eos && !req.params.ignore_eos ? FinishReason::kStop : FinishReason::kLength);
 }
 
 std::vector<Request> shared_prefix_requests(int n, int max_tokens, bool ignore_eos) {
@@ -77,7 +77,7 @@ std::vector<Request> shared_prefix_requests(int n, int max_tokens, bool ignore_e
 
 TEST(LLMEngine, FinishedSequencesMatchASequentialRunAndFreeEverything) {
   const EngineConfig c = config_with(64, 4);
-  CheckingStepRunner runner(kVocab);
+  CheckingStepExecutor runner(kVocab);
   LLMEngine engine(c, runner);
   runner.attach(engine.block_manager());
   const std::vector<Request> reqs = shared_prefix_requests(10, 20, false);
@@ -93,7 +93,7 @@ TEST(LLMEngine, FinishedSequencesMatchASequentialRunAndFreeEverything) {
 TEST(LLMEngine, PreemptedSequencesAreRecomputedAndFinishWithTheRightTokens) {
   // 12 blocks of 4 tokens for 6 sequences growing to 13..17 + 16 tokens: decode must preempt.
   EngineConfig c = config_with(12, 4);
-  CheckingStepRunner runner(kVocab);
+  CheckingStepExecutor runner(kVocab);
   LLMEngine engine(c, runner);
   runner.attach(engine.block_manager());
   const std::vector<Request> reqs = shared_prefix_requests(6, 16, true);
@@ -112,7 +112,7 @@ TEST(LLMEngine, PreemptedSequencesAreRecomputedAndFinishWithTheRightTokens) {
 
 TEST(LLMEngine, RejectedRequestGetsAMessageAndOthersProceed) {
   const EngineConfig c = config_with(8, 4);  // 32 tokens of cache
-  CheckingStepRunner runner(kVocab);
+  CheckingStepExecutor runner(kVocab);
   LLMEngine engine(c, runner);
   runner.attach(engine.block_manager());
   SamplingParams p;
@@ -134,7 +134,7 @@ TEST(LLMEngine, RejectedRequestGetsAMessageAndOthersProceed) {
 
 TEST(LLMEngine, ReportsPrefixCacheHitsOfTheFirstPrefill) {
   const EngineConfig c = config_with(32, 4);
-  CheckingStepRunner runner(kVocab);
+  CheckingStepExecutor runner(kVocab);
   LLMEngine engine(c, runner);
   runner.attach(engine.block_manager());
   SamplingParams p;
@@ -157,7 +157,7 @@ TEST(LLMEngine, ReportsPrefixCacheHitsOfTheFirstPrefill) {
 
 TEST(LLMEngine, StatsCountPrefillAndDecodeTokens) {
   const EngineConfig c = config_with(128, 4);
-  CheckingStepRunner runner(kVocab);
+  CheckingStepExecutor runner(kVocab);
   LLMEngine engine(c, runner);
   runner.attach(engine.block_manager());
   const std::vector<Request> reqs = shared_prefix_requests(8, 10, false);
@@ -180,7 +180,7 @@ TEST(LLMEngine, StatsCountPrefillAndDecodeTokens) {
 TEST(LLMEngine, RefusesAConfigWithoutKvCacheBlocks) {
   EngineConfig c = config_with(8, 4);
   c.num_kvcache_blocks = -1;
-  CheckingStepRunner runner(kVocab);
+  CheckingStepExecutor runner(kVocab);
   EXPECT_THROW(LLMEngine(c, runner), std::invalid_argument);
 }
 

@@ -66,10 +66,24 @@ TEST(RequestReader, TextPromptIsTokenizedAndGetsTheRestOfTheContext) {
 TEST(RequestReader, IdDefaultsToTheLineNumberCountingBlankLines) {
   const auto rs = read("\n{\"prompt\": \"a\"}\n   \n\r\n{\"prompt\": \"b\"}\n");
   ASSERT_EQ(rs.size(), 2u);
-  EXPECT_EQ(rs[0].id, "2");
+  EXPECT_EQ(rs[0].id, "line-2");
   EXPECT_EQ(rs[0].line, 2);
-  EXPECT_EQ(rs[1].id, "5");
+  EXPECT_TRUE(rs[0].generated_id);
+  EXPECT_EQ(rs[1].id, "line-5");
   EXPECT_EQ(rs[1].line, 5);
+}
+
+TEST(RequestReader, GeneratedIdsNeverCollideWithGivenIds) {
+  // Line 1 has no id; "2" is line 3's own id and must not clash with anything generated;
+  // "line-1" given on line 2 pushes line 1's generated id aside.
+  const auto rs = read("{\"prompt\": \"x\"}\n{\"id\": \"line-1\", \"prompt\": \"y\"}\n"
+                       "{\"id\": \"2\", \"prompt\": \"z\"}\n{\"prompt\": \"w\"}\n");
+  ASSERT_EQ(rs.size(), 4u);
+  for (const Request& r : rs) EXPECT_TRUE(r.ok()) << r.id << ": " << r.error->message;
+  EXPECT_EQ(rs[0].id, "line-1.1");
+  EXPECT_EQ(rs[1].id, "line-1");
+  EXPECT_EQ(rs[2].id, "2");
+  EXPECT_EQ(rs[3].id, "line-4");
 }
 
 TEST(RequestReader, EmptyFileGivesNoRequestsAndNoError) {
@@ -97,7 +111,7 @@ TEST(RequestReader, MalformedJsonSaysTheErrorAndColumn) {
   EXPECT_NE(r.error->message.find("malformed JSON at " + column), std::string::npos)
       << r.error->message;
   EXPECT_NE(r.error->message.find("unexpected '}'"), std::string::npos) << r.error->message;
-  EXPECT_EQ(r.id, "1");
+  EXPECT_EQ(r.id, "line-1");
 }
 
 TEST(RequestReader, NonObjectLineIsAnError) {
@@ -254,9 +268,10 @@ TEST(RequestReader, DuplicateIdFailsTheLaterLine) {
   EXPECT_EQ(rs[1].error->line, 2);
   EXPECT_EQ(rs[1].error->field, "id");
   EXPECT_NE(rs[1].error->message.find("duplicate id 'a'"), std::string::npos);
-  // A given id may also collide with another line's default id (its line number).
+  // A given id that looks like a line number is only a given id: no line's default.
   const auto rs2 = read("{\"prompt\": \"x\"}\n{\"id\": \"1\", \"prompt\": \"y\"}\n");
-  EXPECT_FALSE(rs2[1].ok());
+  EXPECT_TRUE(rs2[0].ok());
+  EXPECT_TRUE(rs2[1].ok());
 }
 
 TEST(RequestReader, ValidLinesStillRunBesideBadOnes) {
@@ -281,7 +296,11 @@ TEST(RequestReader, MissingFileIsAClearError) {
     read_requests_file("/nonexistent/prompts.jsonl", byte_validator(), {});
     FAIL() << "expected an error";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/prompts.jsonl"), std::string::npos);
+    // What failed, which file, and why.
+    EXPECT_NE(std::string(e.what()).find(
+                  "cannot open the prompts file /nonexistent/prompts.jsonl: No such file or directory"),
+              std::string::npos)
+        << e.what();
   }
 }
 

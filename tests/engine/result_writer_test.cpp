@@ -28,7 +28,7 @@ Request text_request(const std::string& id) {
   return r;
 }
 
-CompletionOutput output(const std::string& text, ResultFinishReason reason = ResultFinishReason::kStop) {
+CompletionOutput output(const std::string& text, FinishReason reason = FinishReason::kStop) {
   CompletionOutput out;
   out.text = text;
   out.token_ids = {7, 8};
@@ -46,10 +46,22 @@ std::vector<nlohmann::json> parse_lines(const std::string& text) {
   return lines;
 }
 
+TEST(ResultWriter, UnopenableOutputFileSaysWhichAndWhy) {
+  try {
+    ResultWriter::open("/nonexistent-dir/out.jsonl", false, fixed_options());
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "cannot open the output file /nonexistent-dir/out.jsonl: No such file or directory"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ResultWriter, NativeResultHasEveryField) {
   std::ostringstream out;
   ResultWriter writer(out, fixed_options());
-  writer.write(text_request("a"), output("hello", ResultFinishReason::kLength));
+  writer.write(text_request("a"), output("hello", FinishReason::kLength));
   ASSERT_EQ(out.str().back(), '\n');
   const auto lines = parse_lines(out.str());
   ASSERT_EQ(lines.size(), 1u);
@@ -74,7 +86,7 @@ TEST(ResultWriter, ChatResultSplitsReasoningFromText) {
   EXPECT_EQ(j["reasoning_content"], "hmm");
   EXPECT_EQ(j["text"], "yes");
   // Cut off while thinking: everything is reasoning and the answer is null.
-  const auto cut = result_json(r, output("<think>hm", ResultFinishReason::kLength), fixed_options(), 0);
+  const auto cut = result_json(r, output("<think>hm", FinishReason::kLength), fixed_options(), 0);
   EXPECT_EQ(cut["reasoning_content"], "hm");
   EXPECT_TRUE(cut["text"].is_null());
   r.enable_thinking = false;

@@ -6,6 +6,8 @@
 
 #include <fstream>
 #include <limits>
+#include <utility>
+#include <vector>
 
 namespace nanovllm {
 namespace {
@@ -71,6 +73,13 @@ TEST(SamplingDefaults, GenerationConfigOfQwen3IsRead) {
   EXPECT_FALSE(o.max_tokens.has_value());
 }
 
+TEST(SamplingDefaults, GenerationConfigMinPIsRead) {
+  const SamplingOverrides o = generation_config_overrides(
+      nlohmann::json::parse(R"({"do_sample": true, "min_p": 0.05, "eos_token_id": 7})"), "g.json");
+  EXPECT_FLOAT_EQ(*o.min_p, 0.05f);
+  EXPECT_FALSE(o.temperature.has_value());  // do_sample true sets nothing by itself
+}
+
 TEST(SamplingDefaults, DoSampleFalseMeansGreedyAndMaxNewTokensMeansMaxTokens) {
   const SamplingOverrides o = generation_config_overrides(
       nlohmann::json::parse(R"({"do_sample": false, "temperature": 0.7, "max_new_tokens": 30})"),
@@ -86,6 +95,25 @@ TEST(SamplingDefaults, BadGenerationConfigValueNamesFileAndField) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("model/g.json"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("top_p"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SamplingDefaults, GenerationConfigValuesAreRangeChecked) {
+  for (const auto& [text, field] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"top_p": 1.5})", "top_p"},
+           {R"({"temperature": -0.5})", "temperature"},
+           {R"({"temperature": "hot"})", "temperature"},
+           {R"({"min_p": 1.5})", "min_p"},
+           {R"({"top_k": -2})", "top_k"},
+           {R"({"max_new_tokens": 0})", "max_new_tokens"},
+           {R"({"do_sample": "yes"})", "do_sample"}}) {
+    try {
+      generation_config_overrides(nlohmann::json::parse(text), "/m/generation_config.json");
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const std::runtime_error& e) {
+      const std::string expected = std::string("/m/generation_config.json: field '") + field + "'";
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
   }
 }
 

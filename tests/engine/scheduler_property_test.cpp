@@ -8,12 +8,12 @@
 #include <random>
 
 #include "engine/llm_engine.h"
-#include "tests/engine/checking_step_runner.h"
+#include "tests/engine/checking_step_executor.h"
 
 namespace nanovllm {
 namespace {
 
-using testing::CheckingStepRunner;
+using testing::CheckingStepExecutor;
 using testing::reference_completion;
 
 struct Request {
@@ -74,7 +74,7 @@ Workload make_workload(uint64_t seed) {
 
 bool expect_rejected(const Request& r, const EngineConfig& c) {
   const int p = static_cast<int>(r.prompt.size());
-  if (p == 0 || p > c.max_model_len) return true;
+  if (p == 0 || p >= c.max_model_len) return true;  // no room for one generated token
   return ceil_div(std::min(p + r.params.max_tokens, c.max_model_len), c.kvcache_block_size) >
          c.num_kvcache_blocks;
 }
@@ -125,7 +125,7 @@ struct Totals {
 void run_workload(uint64_t seed, Totals& totals) {
   const Workload w = make_workload(seed);
   const EngineConfig& c = w.config;
-  CheckingStepRunner runner(w.vocab);
+  CheckingStepExecutor runner(w.vocab);
   BlockHashFn hash = compute_block_hash;
   if (w.force_collisions)
     hash = [](std::optional<uint64_t> prefix, std::span<const int32_t> tokens) {

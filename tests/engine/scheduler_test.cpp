@@ -141,10 +141,10 @@ TEST(Scheduler, PostprocessFinishesOnAnyEosUnlessIgnored) {
   const ScheduledBatch batch = h.scheduler.schedule();
   const std::vector<Sequence*> done = h.feed(batch, 1);  // second eos id
   EXPECT_EQ(done, (std::vector<Sequence*>{a}));
-  EXPECT_EQ(a->finish_reason, FinishReason::STOP);
+  EXPECT_EQ(a->finish_reason, FinishReason::kStop);
   EXPECT_TRUE(a->is_finished());
   EXPECT_TRUE(a->block_table.empty());
-  EXPECT_EQ(b->finish_reason, FinishReason::NONE);
+  EXPECT_EQ(b->finish_reason, FinishReason::kNone);
   EXPECT_EQ(h.scheduler.running().size(), 1u);
 }
 
@@ -161,9 +161,9 @@ TEST(Scheduler, PostprocessFinishesAtMaxTokensAndAtMaxModelLen) {
   const std::vector<Sequence*> done = h.feed(h.scheduler.schedule(), 9);
   EXPECT_EQ(done, (std::vector<Sequence*>{a, b}));
   EXPECT_EQ(a->num_completion_tokens(), 2);
-  EXPECT_EQ(a->finish_reason, FinishReason::LENGTH);
+  EXPECT_EQ(a->finish_reason, FinishReason::kLength);
   EXPECT_EQ(b->num_tokens(), 6);
-  EXPECT_EQ(b->finish_reason, FinishReason::LENGTH);
+  EXPECT_EQ(b->finish_reason, FinishReason::kLength);
   EXPECT_FALSE(c->is_finished());
   EXPECT_EQ(h.bm.num_free_blocks(), 16 - 1);  // only c's block remains
 }
@@ -174,6 +174,10 @@ TEST(Scheduler, RejectsRequestsThatCouldNeverRun) {
   p.max_tokens = 4;
   EXPECT_NE(h.scheduler.rejection_reason(0, p), "");
   EXPECT_NE(h.scheduler.rejection_reason(33, p).find("max_model_len"), std::string::npos);
+  // The boundary: a prompt of max_model_len tokens leaves no room for one generated token.
+  Harness big(small_config(64, 4, 32));
+  EXPECT_NE(big.scheduler.rejection_reason(32, p).find("no room to generate"), std::string::npos);
+  EXPECT_EQ(big.scheduler.rejection_reason(31, p), "");
   EXPECT_EQ(h.scheduler.rejection_reason(12, p), "");  // 16 tokens: exactly 4 blocks
   EXPECT_NE(h.scheduler.rejection_reason(13, p).find("num_kvcache_blocks"), std::string::npos);
   p.max_tokens = 0;

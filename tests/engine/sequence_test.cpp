@@ -35,15 +35,15 @@ TEST(Sequence, PromptAndCompletionSpansSplitAtPromptLength) {
 TEST(Sequence, StartsWaitingUnfinishedWithoutFinishReason) {
   Sequence seq(3, {1}, SamplingParams{}, 4);
   EXPECT_EQ(seq.status, SequenceStatus::WAITING);
-  EXPECT_EQ(seq.finish_reason, FinishReason::NONE);
+  EXPECT_EQ(seq.finish_reason, FinishReason::kNone);
   EXPECT_EQ(seq.first_prefill_cached_tokens, -1);
   EXPECT_FALSE(seq.is_finished());
 }
 
 TEST(Sequence, FinishReasonNamesMatchTheResultFormat) {
-  EXPECT_STREQ(to_string(FinishReason::STOP), "stop");
-  EXPECT_STREQ(to_string(FinishReason::LENGTH), "length");
-  EXPECT_STREQ(to_string(FinishReason::NONE), "");
+  EXPECT_STREQ(to_string(FinishReason::kStop), "stop");
+  EXPECT_STREQ(to_string(FinishReason::kLength), "length");
+  EXPECT_STREQ(to_string(FinishReason::kNone), "");
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // ShmCommunicator across 2 and 3 processes against a direct sum written here: f32 sums in rank
-// order, bf16 rounded once, bit-identical on every rank; gather; a dead peer is an error.
+// order, bf16 rounded once, bit-identical on every rank; gather; an exact int64 minimum; a dead
+// peer is an error.
 #include "ipc/shm_communicator.h"
 
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -147,6 +149,64 @@ TEST(ShmCommunicator, DeadPeerIsAnErrorWithinTheBoundNotAHang) {
   EXPECT_TRUE(exited_ok(status[0])) << "rank 0 status " << status[0];
 }
 
+// Values past 2^53 (where a float/double reduction would round) and negative ones; rounds
+// alternate with a sum so that both collectives reuse the same areas.
+TEST(ShmCommunicator, AllReduceMinIsExactOnEveryRankAndInterleavesWithSums) {
+  constexpr int kWorld = 3;
+  const size_t bytes = shm_communicator_region_bytes(kWorld, 16);
+  SharedRegion region(bytes);
+  shm_communicator_init(region.data, bytes, kWorld, 16);
+  auto value = [](int rank, int round) -> int64_t {
+    const int64_t big = (int64_t{1} << 60) + 1;  // not representable as a double
+    switch (round) {
+      case 0:
+        return big + 7 - rank;  // smallest on the last rank
+      case 1:
+        return rank == 1 ? -big : rank;  // negative, on a middle rank
+      default:
+        return 1000 + round + rank;  // smallest on rank 0
+    }
+  };
+  const auto pids = fork_children(kWorld, [&](int rank) -> int {
+    ShmCommunicator comm(region.data, bytes, rank, WaitPolicy{.poll = 20ms, .timeout = 20000ms});
+    for (int round = 0; round < 4; ++round) {
+      int64_t want = value(0, round);
+      for (int r = 1; r < kWorld; ++r) want = std::min(want, value(r, round));
+      const int64_t got = comm.all_reduce_min(value(rank, round), ExecContext{});
+      if (got != want) {
+        std::fprintf(stderr, "rank %d round %d: min %lld, want %lld\n", rank, round,
+                     static_cast<long long>(got), static_cast<long long>(want));
+        return 1;
+      }
+      std::vector<float> x(16, 1.0f);
+      comm.all_reduce_sum(TensorView(x.data(), DType::F32, {16}), ExecContext{});
+      if (x[15] != static_cast<float>(kWorld)) return 2;
+    }
+    return 0;
+  });
+  const auto status = wait_children(pids, 30s);
+  for (int r = 0; r < kWorld; ++r) EXPECT_TRUE(exited_ok(status[r])) << "rank " << r;
+}
+
+TEST(ShmCommunicator, AllReduceMinWithADeadPeerIsAnError) {
+  const size_t bytes = shm_communicator_region_bytes(2, 16);
+  SharedRegion region(bytes);
+  shm_communicator_init(region.data, bytes, 2, 16);
+  const auto pids = fork_children(2, [&](int rank) -> int {
+    ShmCommunicator comm(region.data, bytes, rank, WaitPolicy{.poll = 20ms, .timeout = 0ms});
+    if (rank == 1) return 0;  // registered, then gone before the collective
+    ::usleep(50 * 1000);
+    try {
+      comm.all_reduce_min(5, ExecContext{});
+    } catch (const IpcError& e) {
+      return std::string(e.what()).find("rank 1") != std::string::npos ? 0 : 3;
+    }
+    return 4;
+  });
+  const auto status = wait_children(pids, 20s);
+  EXPECT_TRUE(exited_ok(status[0])) << "rank 0 status " << status[0];
+}
+
 TEST(ShmCommunicator, AllReduceThroughputFigure) {
   // 1M bf16 elements (e.g. 1024 tokens x 1024 hidden), areas of 256K elements, 2 ranks.
   constexpr size_t kN = 1 << 20, kMaxElems = 1 << 18;
@@ -179,6 +239,12 @@ TEST(ShmCommunicator, SingleRankAllReduceLeavesDataUnchanged) {
   std::vector<float> x{1.5f, -2.0f, 3.25f};
   comm.all_reduce_sum(TensorView(x.data(), DType::F32, {3}), ExecContext{});
   EXPECT_EQ(x, (std::vector<float>{1.5f, -2.0f, 3.25f}));
+  EXPECT_EQ(comm.all_reduce_min(-42, ExecContext{}), -42);
+}
+
+TEST(ShmCommunicator, SingleRankCommunicatorMinIsTheIdentity) {
+  SingleRankCommunicator comm;
+  EXPECT_EQ(comm.all_reduce_min(int64_t{1} << 62, ExecContext{}), int64_t{1} << 62);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 
 namespace nanovllm {
 namespace {
@@ -42,6 +43,11 @@ class LaunchCli : public ::testing::Test {
     EXPECT_EQ(p.exit_code, 2);
     EXPECT_NE(p.message.find(needle), std::string::npos)
         << "message '" << p.message << "' should mention '" << needle << "'";
+  }
+
+  static std::string read_file(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   }
 
   fs::path dir_;
@@ -132,6 +138,21 @@ TEST_F(LaunchCli, BadValuesGiveAClearErrorNamingTheFlag) {
   bad({model_, prompts_, "--log-level", "loud"}, "--log-level");
   bad({model_, prompts_, "--stop", "x"}, "--stop");  // not offered yet
   bad({model_}, "prompts");
+}
+
+TEST_F(LaunchCli, OutputNamingThePromptsFileIsRefusedBeforeAnythingIsWritten) {
+  const std::string before = read_file(prompts_);
+  const std::filesystem::path link = dir_ / "prompts-link.jsonl", hard = dir_ / "prompts-hard.jsonl";
+  std::filesystem::create_symlink(prompts_, link);
+  std::filesystem::create_hard_link(prompts_, hard);
+  for (const std::string& out : {prompts_, link.string(), hard.string(),
+                                 (dir_ / "." / "prompts.jsonl").string()}) {
+    bad({model_, prompts_, "-o", out}, "is the prompts file");
+    bad({model_, prompts_, "-o", out, "--resume"}, "would destroy the input");
+  }
+  EXPECT_EQ(read_file(prompts_), before);
+  EXPECT_EQ(ok({model_, prompts_, "-o", (dir_ / "results.jsonl").string()}).output,
+            dir_ / "results.jsonl");
 }
 
 TEST_F(LaunchCli, ResumeIsRefusedWithoutAnOutputFile) {

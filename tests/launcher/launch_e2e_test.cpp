@@ -175,24 +175,29 @@ TEST(LaunchE2e, EachBadLineGetsAnErrorNamingLineAndFieldWhileValidLinesRun) {
   }
 }
 
-TEST(LaunchE2e, RequestTheKvCacheCanNeverHoldIsAnErrorResultNamingItsLine) {
+TEST(LaunchE2e, KvCacheSmallerThanOneSequenceIsRefusedAtStartUpWithTheNumbers) {
   REQUIRE_TOKENIZER();
-  std::string ids = "[";
-  for (int i = 0; i < 100; ++i) ids += (i ? ", " : "") + std::to_string(100 + i);
-  ids += "]";
   const fs::path prompts = write_file(
-      "reject.jsonl",
-      std::string(R"({"id": "fits", "prompt": "Hi", "max_tokens": 2, "temperature": 0})") + "\n" +
-          R"({"id": "too-big", "prompt_token_ids": )" + ids + R"(, "max_tokens": 2})" + "\n");
-  // 4 blocks of 16 tokens: a 100-token prompt passes validation (< max_model_len) but never fits.
-  const Launch l = spawn(prompts, "reject", {"--tp", "1", "--num-gpu-blocks-override", "4",
-                                             "-o", (work_dir() / "reject.out").string()});
-  EXPECT_EQ(finish(l), 1) << run_args(l);
-  const auto r = by_id(read_jsonl(work_dir() / "reject.out"));
-  ASSERT_EQ(r.size(), 2u);
-  EXPECT_EQ(r.at("fits")["finish_reason"], "length");
-  EXPECT_EQ(r.at("too-big")["finish_reason"], "error");
-  EXPECT_EQ(r.at("too-big")["error"]["line"], 2);
+      "kv-small.jsonl", R"({"id": "fits", "prompt": "Hi", "max_tokens": 2, "temperature": 0})" "\n");
+  // 4 blocks of 16 tokens cannot hold one sequence of max_model_len 256 (the tests' limit):
+  // before, every long request failed on its own line; now the run is refused before any
+  // weight loads.
+  for (const char* tp : {"1", "2"}) {
+    const Launch l = spawn(prompts, std::string("kv-small-") + tp,
+                           {"--tp", tp, "--num-gpu-blocks-override", "4"});
+    EXPECT_EQ(finish(l), 2) << run_args(l);
+    const std::string err = read_text(l.err);
+    EXPECT_NE(err.find("the KV cache holds 4 blocks of 16 tokens, fewer than the 16 blocks one "
+                       "sequence of max_model_len 256 tokens needs"),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find("--max-model-len"), std::string::npos) << err;
+    EXPECT_EQ(err.find("model loaded"), std::string::npos) << err;
+  }
+  // The same cache is enough once max_model_len fits it.
+  const Launch ok = spawn(prompts, "kv-small-ok", {"--tp", "1", "--num-gpu-blocks-override", "4",
+                                                   "--max-model-len", "64"});
+  EXPECT_EQ(finish(ok), 0) << run_args(ok);
 }
 
 TEST(LaunchE2e, InvalidEngineLimitsExitTwoBeforeAnyRankStarts) {

@@ -105,8 +105,13 @@ std::vector<std::string> common_flags() {
 
 Launch spawn(const fs::path& prompts, const std::string& tag, std::vector<std::string> extra,
              std::string prefix) {
+  return spawn_with_model(tiny_model(), prompts, tag, std::move(extra), std::move(prefix));
+}
+
+Launch spawn_with_model(const fs::path& model, const fs::path& prompts, const std::string& tag,
+                        std::vector<std::string> extra, std::string prefix) {
   Launch l{-1, work_dir() / (tag + ".out.jsonl"), work_dir() / (tag + ".err"), prefix};
-  std::vector<std::string> args{NANOVLLM_LAUNCH_BIN, tiny_model().string(), prompts.string()};
+  std::vector<std::string> args{NANOVLLM_LAUNCH_BIN, model.string(), prompts.string()};
   const std::vector<std::string> common = common_flags();  // "--flag value" pairs
   for (size_t i = 0; i + 1 < common.size(); i += 2)
     if (std::find(extra.begin(), extra.end(), common[i]) == extra.end())  // extra overrides

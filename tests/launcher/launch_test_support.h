@@ -43,6 +43,9 @@ struct Launch {
 // nanovllm-launch on the tiny model with small limits (extra flags override them).
 Launch spawn(const fs::path& prompts, const std::string& tag, std::vector<std::string> extra,
              std::string prefix = unique_prefix());
+// The same with another model folder.
+Launch spawn_with_model(const fs::path& model, const fs::path& prompts, const std::string& tag,
+                        std::vector<std::string> extra, std::string prefix = unique_prefix());
 // Exit code (128 + signal when killed), or nullopt when still running after `limit`.
 std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds limit);
 int finish(const Launch& l);  // waits up to 120 s

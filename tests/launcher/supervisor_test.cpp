@@ -234,20 +234,19 @@ int ring_run(uint8_t tag, int messages, int fail_after) {
       m[0] = static_cast<uint8_t>(i);
       w.write(m);
     }
-    w.close();
     return 0;
   };
   auto reader = [&](int) -> int {
     RingReader rd(region, bytes, 0);
     std::vector<uint8_t> m;
-    int i = 0;
-    for (; rd.read(m); ++i) {
+    for (int i = 0; i < messages; ++i) {
+      rd.read(m);
       if (i == fail_after) return 5;
       if (m.size() != size_t(1 + i % 60) || m[0] != uint8_t(i)) return 6;
       for (size_t k = 1; k < m.size(); ++k)
         if (m[k] != tag) return 6;
     }
-    return i == messages ? 0 : 6;
+    return 0;
   };
   return sup.run({writer, reader}).exit_code;
 }

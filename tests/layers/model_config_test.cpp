@@ -45,7 +45,6 @@ TEST(ModelConfig, ReadsPublishedQwen3Config) {
   EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{151645});
   ASSERT_TRUE(c.bos_token_id.has_value());
   EXPECT_EQ(*c.bos_token_id, 151643);
-  EXPECT_FALSE(c.generation.temperature.has_value());
 }
 
 TEST(ModelConfig, AcceptsTransformers5Spellings) {
@@ -86,32 +85,34 @@ TEST(ModelConfig, Qwen2HeadDimMustMatchHidden) {
   expect_error(j, {"/m/config.json", "'head_dim'"});
 }
 
-TEST(ModelConfig, GenerationConfigOverridesEosAndGivesSamplingDefaults) {
+TEST(ModelConfig, GenerationConfigOverridesEos) {
   const json gen = json::parse(
       R"({"eos_token_id": [151645, 151643], "temperature": 0.6, "top_k": 20, "top_p": 0.95,
           "do_sample": true, "min_p": 0.05})");
   const ModelConfig c = parse_model_config(qwen3_config_json(), "config.json", &gen, "gen.json");
   EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{151645, 151643}));
-  EXPECT_FLOAT_EQ(*c.generation.temperature, 0.6f);
-  EXPECT_EQ(*c.generation.top_k, 20);
-  EXPECT_FLOAT_EQ(*c.generation.top_p, 0.95f);
-  EXPECT_FLOAT_EQ(*c.generation.min_p, 0.05f);
+  const json no_eos = json::parse(R"({"temperature": 0.6})");
+  const ModelConfig d = parse_model_config(qwen3_config_json(), "config.json", &no_eos, "gen.json");
+  EXPECT_EQ(d.eos_token_ids, std::vector<int32_t>{151645});  // config.json's
 }
 
-TEST(ModelConfig, DoSampleFalseMeansGreedy) {
-  const json gen = json::parse(R"({"do_sample": false, "temperature": 0.7})");
-  const ModelConfig c = parse_model_config(qwen3_config_json(), "config.json", &gen, "gen.json");
-  EXPECT_EQ(*c.generation.temperature, 0.0f);
+// Sampling defaults are the engine's to read and check (tests/engine/sampling_defaults_test).
+TEST(ModelConfig, GenerationConfigSamplingFieldsAreNotReadHere) {
+  const json gen = json::parse(R"({"eos_token_id": 7, "top_p": 1.5, "do_sample": "yes"})");
+  EXPECT_EQ(parse_model_config(qwen3_config_json(), "config.json", &gen, "gen.json").eos_token_ids,
+            std::vector<int32_t>{7});
 }
 
-TEST(ModelConfig, BadGenerationFieldNamesGenerationFile) {
-  const json gen = json::parse(R"({"top_p": 1.5})");
-  try {
-    parse_model_config(qwen3_config_json(), "config.json", &gen, "/m/generation_config.json");
-    FAIL();
-  } catch (const ModelFolderError& e) {
-    EXPECT_NE(std::string(e.what()).find("/m/generation_config.json: field 'top_p'"), std::string::npos)
-        << e.what();
+TEST(ModelConfig, BadGenerationEosNamesGenerationFile) {
+  for (const char* text : {R"({"eos_token_id": 200000})", R"({"eos_token_id": "2"})", "[]"}) {
+    const json gen = json::parse(text);
+    try {
+      parse_model_config(qwen3_config_json(), "config.json", &gen, "/m/generation_config.json");
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const ModelFolderError& e) {
+      EXPECT_NE(std::string(e.what()).find("/m/generation_config.json"), std::string::npos)
+          << e.what();
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // once per test binary.
 #pragma once
 
+#include <algorithm>
 #include <barrier>
 #include <cstring>
 #include <filesystem>
@@ -14,7 +15,7 @@
 #include <vector>
 
 #include "kernels/bf16.h"
-#include "layers/communicator.h"
+#include "kernels/communicator.h"
 #include "layers/model_presets.h"
 #include "layers/model_writer.h"
 
@@ -22,10 +23,11 @@ namespace nanovllm::test {
 
 // The shared state of one group of ThreadCommunicators.
 struct ThreadGroup {
-  explicit ThreadGroup(int n) : size(n), barrier(n), posted(n) {}
+  explicit ThreadGroup(int n) : size(n), barrier(n), posted(n), values(n) {}
   int size;
   std::barrier<> barrier;
   std::vector<TensorView> posted;  // each rank's buffer for the collective in progress
+  std::vector<int64_t> values;     // each rank's value for all_reduce_min
 };
 
 class ThreadCommunicator final : public Communicator {
@@ -60,6 +62,14 @@ class ThreadCommunicator final : public Communicator {
         std::memcpy(static_cast<char*>(recv.data) + r * send.nbytes(), group_.posted[r].data,
                     send.nbytes());
     group_.barrier.arrive_and_wait();
+  }
+
+  int64_t all_reduce_min(int64_t value, const ExecContext&) override {
+    group_.values[rank_] = value;
+    group_.barrier.arrive_and_wait();
+    const int64_t min = *std::min_element(group_.values.begin(), group_.values.end());
+    group_.barrier.arrive_and_wait();  // everyone has read before the next call writes
+    return min;
   }
 
  private:

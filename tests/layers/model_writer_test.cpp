@@ -139,8 +139,13 @@ TEST(ModelWriter, ConfigRoundTripsThroughTheLoader) {
   EXPECT_FLOAT_EQ(back.rope_theta, 1e6f);
   EXPECT_FLOAT_EQ(back.rms_norm_eps, 1e-6f);
   EXPECT_EQ(back.eos_token_ids, (std::vector<int32_t>{151645, 151643}));  // generation_config
-  EXPECT_FLOAT_EQ(*back.generation.temperature, 0.6f);
-  EXPECT_EQ(*back.generation.top_k, 20);
+  // Qwen3's sampling defaults, for the engine to read (ModelConfig does not carry them).
+  const nlohmann::json gen = read_json_file(dir.path() / "generation_config.json");
+  EXPECT_EQ(gen.at("do_sample"), true);
+  EXPECT_FLOAT_EQ(gen.at("temperature").get<float>(), 0.6f);
+  EXPECT_EQ(gen.at("top_k"), 20);
+  EXPECT_FLOAT_EQ(gen.at("top_p").get<float>(), 0.95f);
+  EXPECT_FALSE(gen.contains("min_p"));
   const auto config_text = read_file(dir.path() / "config.json");
   EXPECT_NE(config_text.find("\"rms_norm_eps\": 1e-06"), std::string::npos);
   EXPECT_NE(config_text.find("\"model_type\": \"qwen3\""), std::string::npos);

@@ -1,12 +1,12 @@
 // End-to-end generation on the random-weight tiny model: LLMEngine + Scheduler +
-// BlockManager driving a LocalStepRunner (the --tp 1 path) on the CPU backend.
+// BlockManager driving a ModelRunner (the --tp 1 path) on the CPU backend.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <memory>
 
 #include "engine/llm_engine.h"
-#include "rank/local_step_runner.h"
+#include "rank/model_runner.h"
 #include "tests/layers/model_test_util.h"
 
 namespace nanovllm {
@@ -40,15 +40,15 @@ struct RunResult {
 RunResult run_engine(const std::vector<Request>& requests, int num_blocks,
                      BlockHashFn hash_fn = compute_block_hash) {
   SingleRankCommunicator comm;
-  ModelRunner runner(tiny().dir(), tiny().config(), 0, 1, comm, num_blocks, kBlockSize, Device::CPU, 2);
-  LocalStepRunner step_runner(runner);
+  ModelRunner runner(tiny().dir(), tiny().config(), comm,
+                     ModelRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = num_blocks, .cpu_threads = 2});
   EngineConfig config;
   config.kvcache_block_size = kBlockSize;
   config.num_kvcache_blocks = num_blocks;
   config.max_model_len = 256;
   config.max_num_batched_tokens = 512;
   config.eos_token_ids = tiny().config().eos_token_ids;
-  LLMEngine engine(config, step_runner, std::move(hash_fn));
+  LLMEngine engine(config, runner, std::move(hash_fn));
   std::map<int64_t, size_t> order;
   for (size_t i = 0; i < requests.size(); ++i) {
     const AddRequestResult r = engine.add_request(requests[i].prompt, requests[i].params);

@@ -23,6 +23,7 @@
 #include <optional>
 
 #include "engine/llm_engine.h"
+#include "engine/step_builder.h"
 #include "tests/rank/gpu_test_support.h"
 
 namespace nanovllm {
@@ -65,7 +66,9 @@ std::unique_ptr<ModelRunner> make_runner(const ModelConfig& config, Communicator
   o.max_num_batched_tokens = kMaxBatchedTokens;
   o.max_num_seqs = kMaxNumSeqs;
   o.max_model_len = kMaxModelLen;
-  return std::make_unique<ModelRunner>(env()->model_dir, config, 0, 1, comm, kBlockSize, Device::CUDA, o);
+  o.device = Device::CUDA;
+  o.block_size = kBlockSize;
+  return std::make_unique<ModelRunner>(env()->model_dir, config, comm, o);
 }
 
 // The loaded reference and a roomy runner with default options, once per process.
@@ -114,10 +117,11 @@ PrefillLogits all_rows(ModelRunner& runner, StepCommand cmd) {
 PrefillLogits teacher_forced(ModelRunner& runner, const std::vector<int32_t>& ids) {
   SamplingParams params;
   params.temperature = 0.0f;
+  params.seed = 0;
   Sequence seq(0, ids, params, kBlockSize);
   for (int b = 0; b < seq.num_blocks(); ++b) seq.block_table.push_back(b);
   Sequence* seqs[] = {&seq};
-  return all_rows(runner, ModelRunner::prepare_prefill(seqs, kBlockSize));
+  return all_rows(runner, build_prefill_command(seqs, kBlockSize));
 }
 
 // |ours - reference| over a reference top-5 row (tokens and logprobs).
@@ -205,11 +209,12 @@ TEST(GpuGeneration, PrefixCachedTailLogprobsMatchAFreshPrefill) {
     ASSERT_TRUE(std::equal(p.ids.begin(), p.ids.begin() + kCached, first.ids.begin())) << p.name;
     SamplingParams params;
     params.temperature = 0.0f;
+    params.seed = 1;
     Sequence seq(1, p.ids, params, kBlockSize);
     for (int b = 0; b < seq.num_blocks(); ++b) seq.block_table.push_back(b < kCachedBlocks ? b : 1000 + b);
     seq.num_cached_tokens = kCached;
     Sequence* seqs[] = {&seq};
-    StepCommand cmd = ModelRunner::prepare_prefill(seqs, kBlockSize);
+    StepCommand cmd = build_prefill_command(seqs, kBlockSize);
     ASSERT_EQ(cmd.num_tokens(), static_cast<int>(p.ids.size()) - kCached);
     const PrefillLogits tail = all_rows(*f.runner, cmd);
     const PrefillLogits fresh = teacher_forced(*f.runner, p.ids);  // rewrites blocks 0.. (same prefix)
@@ -230,7 +235,7 @@ struct EngineRun {
 };
 EngineRun generate(ModelRunner& runner, const Fixture& f, BlockHashFn hash_fn = compute_block_hash) {
   const auto start = std::chrono::steady_clock::now();
-  RecordingStepRunner recorder(runner);
+  RecordingStepExecutor recorder(runner);
   EngineConfig config;
   config.kvcache_block_size = kBlockSize;
   config.num_kvcache_blocks = runner.num_kv_blocks();
@@ -245,6 +250,7 @@ EngineRun generate(ModelRunner& runner, const Fixture& f, BlockHashFn hash_fn = 
     params.temperature = 0.0f;
     params.max_tokens = f.ref.steps;
     params.ignore_eos = true;  // the reference treats eos as an ordinary token
+    params.seed = i;           // tells the recorder's rows apart
     const AddRequestResult r = engine.add_request(f.ref.prompts[i].ids, params);
     EXPECT_TRUE(r.ok()) << r.error;
     if (r.ok()) index[*r.seq_id] = i;
@@ -253,7 +259,9 @@ EngineRun generate(ModelRunner& runner, const Fixture& f, BlockHashFn hash_fn = 
   run.steps.resize(f.ref.prompts.size());
   for (int n = 0; !engine.is_finished() && n < 100000; ++n)
     for (const RequestOutput& out : engine.step()) {
-      std::vector<GreedyStep> steps = recorder.steps().at(out.seq_id);
+      const size_t i = index.at(out.seq_id);
+      std::vector<GreedyStep> steps =
+          recorder.completion_steps(i, static_cast<int>(f.ref.prompts[i].ids.size()));
       std::vector<int32_t> tokens;
       for (const GreedyStep& s : steps) tokens.push_back(s.token);
       EXPECT_EQ(tokens, out.completion_token_ids) << f.ref.prompts[index.at(out.seq_id)].name;

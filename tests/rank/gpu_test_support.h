@@ -1,6 +1,6 @@
 // Support for the GPU generation checks (gpu_generation_test.cpp): the transformers
 // reference written by scripts/make_gpu_reference.py, log-softmax / top-k on the host, the
-// greedy comparison rule of vLLM's check_logprobs_close, and a StepRunner that records the
+// greedy comparison rule of vLLM's check_logprobs_close, and a StepExecutor that records the
 // top-5 of every sampled row while the engine generates.
 #pragma once
 
@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/step_runner.h"
+#include "ipc/step_executor.h"
 #include "kernels/check.h"
 #include "rank/model_runner.h"
 
@@ -173,41 +173,44 @@ inline GreedyMatch greedy_close(const std::vector<GreedyStep>& a, const std::vec
   return {true, static_cast<int>(n)};
 }
 
-// Runs each step like LocalStepRunner (prepare, run_model, sample) and records, per
-// sequence and completion index, the sampled token and the top-5 of its row.
-class RecordingStepRunner final : public StepRunner {
+// Executes each step like ModelRunner::execute (run_model, then sample) and records, per
+// row's seed and sampled position, the sampled token and the top-5 of its row. Give every
+// request its own seed to tell them apart.
+class RecordingStepExecutor final : public StepExecutor {
  public:
-  explicit RecordingStepRunner(ModelRunner& runner) : runner_(runner) {}
+  explicit RecordingStepExecutor(ModelRunner& runner) : runner_(runner) {}
 
-  std::vector<int32_t> run(std::span<Sequence* const> seqs, bool is_prefill) override {
-    StepCommand cmd = is_prefill ? ModelRunner::prepare_prefill(seqs, runner_.block_size())
-                                 : ModelRunner::prepare_decode(seqs, runner_.block_size());
-    cmd.step_id = next_step_id_++;
+  int num_kv_blocks() const override { return runner_.num_kv_blocks(); }
+
+  StepResult execute(const StepCommand& cmd) override {
+    if (cmd.kind == StepKind::EXIT) return {};
     const TensorView logits = runner_.run_model(cmd);  // [S, V] f32
     const std::vector<float> host = logits_to_host(logits);  // before sampling touches it
     std::vector<int32_t> tokens = runner_.sample(cmd, logits);
-    CHECK_EQ(tokens.size(), seqs.size());
+    CHECK_EQ(tokens.size(), cmd.seeds.size());
     const int64_t v = logits.size(1);
-    for (size_t i = 0; i < seqs.size(); ++i) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
       const std::vector<TopEntry> top = LogitRow(host.data() + i * v, v).top(5);
-      // A later write (the last prefill chunk, a recompute after preemption) wins.
-      auto& steps = steps_[seqs[i]->seq_id];
-      const size_t index = static_cast<size_t>(seqs[i]->num_completion_tokens());
-      if (steps.size() <= index) steps.resize(index + 1);
-      steps[index] = {tokens[i], top};
+      // A later write (a recompute after preemption) wins.
+      steps_[cmd.seeds[i]][cmd.sample_positions[i]] = {tokens[i], top};
       // Greedy: the sampler's token is the row's argmax (up to an exact tie).
       if (tokens[i] != top[0].token && top[0].logprob > top[1].logprob) ++argmax_mismatches_;
     }
-    return tokens;
+    return StepResult{std::move(tokens)};
   }
 
-  const std::map<int64_t, std::vector<GreedyStep>>& steps() const { return steps_; }
+  // The steps of the request sampled with `seed`, from its first completion token on.
+  std::vector<GreedyStep> completion_steps(uint64_t seed, int prompt_len) const {
+    std::vector<GreedyStep> out;
+    for (const auto& [position, step] : steps_.at(seed))
+      if (position >= prompt_len) out.push_back(step);
+    return out;
+  }
   int argmax_mismatches() const { return argmax_mismatches_; }
 
  private:
   ModelRunner& runner_;
-  uint64_t next_step_id_ = 0;
-  std::map<int64_t, std::vector<GreedyStep>> steps_;  // seq_id -> [completion index]
+  std::map<uint64_t, std::map<int32_t, GreedyStep>> steps_;  // seed -> position -> step
   int argmax_mismatches_ = 0;
 };
 

@@ -2,6 +2,7 @@
 // reproduce tp 1's logits within bf16 tolerance and its greedy tokens; decode agrees with a
 // fresh prefill of the same tokens.
 #include "rank/model_runner.h"
+#include "engine/step_builder.h"
 
 #include <gtest/gtest.h>
 
@@ -37,19 +38,21 @@ Trace generate(const test::TempModel& m, int tp, const std::vector<std::vector<i
   Trace trace;
   std::barrier<> sync(tp);
   test::run_ranks(tp, [&](int rank, Communicator& comm) {
-    ModelRunner runner(m.dir(), m.config(), rank, tp, comm, kBlocks, kBlockSize, Device::CPU, 1);
+    ModelRunner runner(m.dir(), m.config(), comm,
+                       ModelRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = kBlocks, .cpu_threads = 1});
     std::vector<std::unique_ptr<Sequence>> owned;
     std::vector<Sequence*> seqs;
     for (size_t i = 0; i < prompts.size(); ++i) {
       SamplingParams p;
       p.temperature = 0.0f;
+      p.seed = i;
       owned.push_back(std::make_unique<Sequence>(static_cast<int64_t>(i), prompts[i], p, kBlockSize));
       for (int b = 0; b < 8; ++b) owned.back()->block_table.push_back(static_cast<int32_t>(8 * i + b));
       seqs.push_back(owned.back().get());
     }
     for (int step = 0; step <= decode_steps; ++step) {
-      const StepCommand cmd = step == 0 ? ModelRunner::prepare_prefill(seqs, kBlockSize)
-                                        : ModelRunner::prepare_decode(seqs, kBlockSize);
+      const StepCommand cmd = step == 0 ? build_prefill_command(seqs, kBlockSize)
+                                        : build_decode_command(seqs, kBlockSize);
       const TensorView logits = runner.run_model(cmd);
       if (rank == 0) {
         const float* l = static_cast<const float*>(logits.data);

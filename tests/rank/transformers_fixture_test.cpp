@@ -6,7 +6,7 @@
 //  - teacher forcing: our log-softmax at every position has the fixture's top-1 token, its
 //    top-5 tokens' logprobs within kLogprobTolerance, and the same top-5 set wherever our
 //    5th/6th gap leaves no room for a swap;
-//  - greedy: 32 tokens through LLMEngine + LocalStepRunner equal the fixture's;
+//  - greedy: 32 tokens through LLMEngine + ModelRunner equal the fixture's;
 //  - attention matters: changing token 1 moves the last position's logprobs by >= 8x the
 //    typical (mean) deviation in the fixture, and by the same amount in our model.
 #include <gtest/gtest.h>
@@ -26,7 +26,7 @@
 #include "engine/llm_engine.h"
 #include "layers/model_presets.h"
 #include "layers/model_writer.h"
-#include "rank/local_step_runner.h"
+#include "engine/step_builder.h"
 #include "rank/model_runner.h"
 
 namespace nanovllm {
@@ -123,8 +123,9 @@ class FixtureModel {
     options.seed = fixture_.seed;
     options.max_shard_bytes = parse_byte_size("2GB");
     write_model_folder(config_, dir_, options);
-    runner_ = std::make_unique<ModelRunner>(dir_, config_, 0, 1, comm_, kNumBlocks, kBlockSize,
-                                            Device::CPU, kThreads);
+    runner_ = std::make_unique<ModelRunner>(
+        dir_, config_, comm_,
+        ModelRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = kNumBlocks, .cpu_threads = kThreads});
   }
   ~FixtureModel() {
     runner_.reset();
@@ -156,10 +157,11 @@ std::vector<std::vector<double>> teacher_forced_logprobs(ModelRunner& runner,
                                                          const std::vector<int32_t>& ids) {
   SamplingParams params;
   params.temperature = 0.0f;
+  params.seed = 0;
   Sequence seq(0, ids, params, kBlockSize);
   for (int b = 0; b < seq.num_blocks(); ++b) seq.block_table.push_back(b);
   Sequence* seqs[] = {&seq};
-  StepCommand cmd = ModelRunner::prepare_prefill(seqs, kBlockSize);
+  StepCommand cmd = build_prefill_command(seqs, kBlockSize);
   cmd.logits_indices.resize(ids.size());
   std::iota(cmd.logits_indices.begin(), cmd.logits_indices.end(), 0);
   const TensorView logits = runner.run_model(cmd);  // [len, V] f32
@@ -278,14 +280,13 @@ TEST_P(TransformersFixture, PerturbingAnEarlyTokenMovesLogprobsLikeTransformers)
 
 TEST_P(TransformersFixture, GreedyContinuationThroughTheEngineEqualsTransformers) {
   FixtureModel& m = model(GetParam());
-  LocalStepRunner step_runner(m.runner());
   EngineConfig config;
   config.kvcache_block_size = kBlockSize;
   config.num_kvcache_blocks = kNumBlocks;
   config.max_model_len = 512;
   config.max_num_batched_tokens = 1024;
   config.eos_token_ids = m.config().eos_token_ids;
-  LLMEngine engine(config, step_runner);
+  LLMEngine engine(config, m.runner());
   std::map<int64_t, const FixturePrompt*> by_id;
   for (const FixturePrompt& p : m.fixture().prompts) {
     SamplingParams params;

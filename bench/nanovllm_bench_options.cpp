@@ -1,0 +1,210 @@
+#include "bench/nanovllm_bench_options.h"
+
+#include <algorithm>
+#include <climits>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "launcher/usage_error.h"
+
+#ifndef NANOVLLM_SOURCE_DIR
+#define NANOVLLM_SOURCE_DIR "."
+#endif
+
+namespace nanovllm::bench {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kWorkloadFile = "bench/data/nanovllm_workload.jsonl";
+
+// The committed workload from the current directory (the repository root, or a bundle
+// beside it), else from the source tree this binary was built from.
+fs::path default_workload_file() {
+  std::error_code ec;
+  if (fs::is_regular_file(kWorkloadFile, ec)) return kWorkloadFile;
+  return fs::path(NANOVLLM_SOURCE_DIR) / kWorkloadFile;
+}
+
+// "all" or names of kAllWorkloads; returned in kAllWorkloads' order, without repeats.
+std::vector<std::string> workload_list(const std::vector<std::string>& given) {
+  std::vector<std::string> out;
+  for (const char* name : kAllWorkloads) {
+    const bool wanted = std::find(given.begin(), given.end(), "all") != given.end() ||
+                        std::find(given.begin(), given.end(), name) != given.end();
+    if (wanted) out.emplace_back(name);
+  }
+  for (const std::string& g : given)
+    if (g != "all" && std::find(out.begin(), out.end(), g) == out.end())
+      throw UsageError("--workloads: unknown workload '" + g +
+                       "' (nanovllm, fixed, latency, shared-prefix, decode-step or all)");
+  return out;
+}
+
+void validate(BenchOptions& o, const std::string& device_flag, int visible_gpus,
+              std::string& notice) {
+  if (o.block_size <= 0 || o.block_size % 16 != 0)
+    throw UsageError("--block-size " + std::to_string(o.block_size) +
+                     ": must be a positive multiple of 16");
+  if (!(o.gpu_memory_utilization > 0.0 && o.gpu_memory_utilization <= 1.0))
+    throw UsageError("--gpu-memory-utilization: must be in (0, 1]");
+  if (!(o.cpu_kv_cache_space_gib > 0.0)) throw UsageError("--cpu-kv-cache-space: must be > 0");
+  if (o.sampling_flags.top_p && !(*o.sampling_flags.top_p > 0.0f && *o.sampling_flags.top_p <= 1.0f))
+    throw UsageError("--top-p: must be in (0, 1]");
+  if (o.sampling_flags.top_k && *o.sampling_flags.top_k < -1)
+    throw UsageError("--top-k: must be -1 or 0 (off) or > 0");
+  if (!(o.token_scale > 0.0 && o.token_scale <= 1.0))
+    throw UsageError("--token-scale: must be in (0, 1]");
+  for (const int tp : o.tp_sizes)
+    if (tp < 1) throw UsageError("--tp: every size must be >= 1");
+  for (const int n : o.num_seqs)
+    if (n < 1) throw UsageError("--num-seqs: every count must be >= 1");
+  o.workloads = workload_list(o.workloads);
+
+  if (device_flag.empty()) {
+    o.device = visible_gpus > 0 ? Device::CUDA : Device::CPU;
+    if (visible_gpus == 0) notice = "no GPU visible; running on the CPU backend (--device cpu)";
+  } else {
+    o.device = device_flag == "cuda" ? Device::CUDA : Device::CPU;
+  }
+  const int largest_tp = *std::max_element(o.tp_sizes.begin(), o.tp_sizes.end());
+  if (o.device == Device::CUDA && largest_tp > visible_gpus)
+    throw UsageError("--tp " + std::to_string(largest_tp) + " on --device cuda needs that many GPUs; " +
+                     std::to_string(visible_gpus) + " visible");
+  std::error_code ec;
+  if (!fs::is_directory(o.model, ec))
+    throw UsageError("model folder '" + o.model.string() + "' is not a directory");
+  if (o.workload_file.empty()) o.workload_file = default_workload_file();
+  if (o.runs_workload("nanovllm") && !fs::is_regular_file(o.workload_file, ec))
+    throw UsageError("workload file '" + o.workload_file.string() +
+                     "' not found (run from the repository root, or pass --workload-file)");
+}
+
+}  // namespace
+
+bool BenchOptions::runs_workload(const std::string& name) const {
+  return std::find(workloads.begin(), workloads.end(), name) != workloads.end();
+}
+
+BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gpus) {
+  BenchOptions o;
+  std::string device_flag, sampling = "workload", log_level = "info", child_json;
+  std::vector<std::string> workloads{"all"};
+  bool no_prefix_caching = false;
+  CLI::App app{"End-to-end benchmark of nanovllm: the launcher's processes on a model folder, "
+               "timed per workload against the machine's limit.",
+               "nanovllm-bench"};
+  app.get_formatter()->column_width(44);
+  const auto positive = CLI::Range(1, INT_MAX);
+
+  app.add_option("model", o.model, "Hugging Face model folder")->required();
+  app.add_option("--tp,--tensor-parallel-size", o.tp_sizes, "tensor-parallel sizes, e.g. 1,2")
+      ->delimiter(',')->capture_default_str();
+  app.add_option("--device", device_flag, "cuda (default when a GPU is visible) or cpu")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--max-model-len", o.max_model_len, "longest prompt + output")->check(positive);
+  app.add_option("--max-num-seqs", o.max_num_seqs, "most sequences in one step")
+      ->check(positive)->capture_default_str();
+  app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "most tokens in one step")
+      ->check(positive)->capture_default_str();
+  app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization, "share of GPU memory")
+      ->capture_default_str();
+  app.add_option("--block-size", o.block_size, "tokens per KV-cache block")->capture_default_str();
+  app.add_option("--num-gpu-blocks-override", o.num_gpu_blocks_override, "KV-cache blocks")
+      ->check(positive);
+  app.add_option("--cpu-kv-cache-space", o.cpu_kv_cache_space_gib, "GiB of KV cache on the CPU")
+      ->capture_default_str();
+  app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
+  app.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn the prefix cache off");
+
+  app.add_option("--sampling", sampling,
+                 "workload (temperature 0.6 only, as nano-vllm's bench.py) or model-defaults "
+                 "(plus generation_config.json)")
+      ->check(CLI::IsMember({"workload", "model-defaults"}))->capture_default_str();
+  app.add_option("--temperature", o.sampling_flags.temperature, "every request's temperature (0 = greedy)")
+      ->check(CLI::Range(0.0f, 1e6f));
+  app.add_option("--top-p", o.sampling_flags.top_p, "every request's top-p");
+  app.add_option("--top-k", o.sampling_flags.top_k, "every request's top-k (-1 or 0 = off)");
+  app.add_option("--min-p", o.sampling_flags.min_p, "every request's min-p")->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--seed", o.sampling_flags.seed, "every request's sampling seed");
+
+  app.add_option("--workloads", workloads,
+                 "nanovllm, fixed, latency, shared-prefix, decode-step, or all")
+      ->delimiter(',')->capture_default_str();
+  app.add_option("--runs", o.runs, "repetitions, each on a fresh engine")->check(positive)
+      ->capture_default_str();
+  app.add_option("--workload-file", o.workload_file, "the nanovllm workload (default: the committed one)");
+  app.add_option("--max-requests", o.max_requests, "nanovllm: only the first N requests (0: all)")
+      ->check(CLI::Range(0, INT_MAX));
+  app.add_option("--token-scale", o.token_scale,
+                 "nanovllm: scale prompt lengths and max_tokens (quick runs)")->capture_default_str();
+  app.add_option("--num-seqs", o.num_seqs, "fixed: sequences per row, e.g. 1,16,64,256")
+      ->delimiter(',')->capture_default_str();
+  app.add_option("--input-len", o.input_len, "fixed, latency: prompt tokens")->check(positive)
+      ->capture_default_str();
+  app.add_option("--output-len", o.output_len, "fixed, latency: output tokens")->check(positive)
+      ->capture_default_str();
+  app.add_option("--prefix-requests", o.prefix_requests, "shared-prefix: requests")
+      ->check(positive)->capture_default_str();
+  app.add_option("--prefix-len", o.prefix_len, "shared-prefix: shared prompt tokens")
+      ->check(positive)->capture_default_str();
+  app.add_option("--suffix-len", o.suffix_len, "shared-prefix: own prompt tokens")
+      ->check(positive)->capture_default_str();
+  app.add_option("--prefix-output-len", o.prefix_output_len, "shared-prefix: output tokens")
+      ->check(positive)->capture_default_str();
+  app.add_option("--decode-batch", o.decode_batch, "decode-step: sequences")->check(positive)
+      ->capture_default_str();
+  app.add_option("--decode-context", o.decode_context, "decode-step: context tokens")
+      ->check(positive)->capture_default_str();
+  app.add_option("--json", o.json, "write the result JSON here (bench/README.md)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
+  // Internal: how the benchmark runs one tp size in a fresh process of itself.
+  app.add_option("--child-json", child_json)->group("");
+  app.add_option("--child-tp", o.child_tp)->group("");
+
+  BenchParse result;
+  try {
+    app.parse(argc, argv);
+    o.workloads = workloads;
+    o.enable_prefix_caching = !no_prefix_caching;
+    o.sampling = sampling == "model-defaults" ? SamplingMode::kModelDefaults : SamplingMode::kWorkload;
+    o.log_level = spdlog::level::from_str(log_level);
+    if (!child_json.empty()) o.child_json = child_json;
+    validate(o, device_flag, visible_gpus, result.notice);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    result.exit_code = app.exit(e, out, err);
+    result.message = e.get_exit_code() == 0 ? out.str() : "nanovllm-bench: " + err.str();
+    if (result.exit_code != 0) result.exit_code = kExitUsage;
+    return result;
+  } catch (const UsageError& e) {
+    result.exit_code = kExitUsage;
+    result.message = std::string("nanovllm-bench: ") + e.what() + "\n";
+    return result;
+  }
+  result.options = std::move(o);
+  return result;
+}
+
+LaunchOptions launch_options(const BenchOptions& o, int tp) {
+  LaunchOptions l;
+  l.model = o.model;
+  l.tensor_parallel_size = tp;
+  l.device = o.device;
+  l.max_model_len = o.max_model_len;
+  l.max_num_seqs = o.max_num_seqs;
+  l.max_num_batched_tokens = o.max_num_batched_tokens;
+  l.gpu_memory_utilization = o.gpu_memory_utilization;
+  l.block_size = o.block_size;
+  l.num_gpu_blocks_override = o.num_gpu_blocks_override;
+  l.cpu_kv_cache_space_gib = o.cpu_kv_cache_space_gib;
+  l.enforce_eager = o.enforce_eager;
+  l.log_level = o.log_level;
+  return l;
+}
+
+}  // namespace nanovllm::bench

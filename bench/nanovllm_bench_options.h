@@ -1,0 +1,91 @@
+// nanovllm-bench's command line (CLI11): the launcher's engine and sampling flags under the
+// same names, the workloads and their sizes, repetitions, and the internal flags with which
+// the benchmark re-runs itself once per tensor-parallel size (a fresh process each, since
+// the launcher must fork before any CUDA call). Parsing never exits the process.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <spdlog/common.h>
+
+#include "engine/request.h"
+#include "launcher/cli.h"
+
+namespace nanovllm::bench {
+
+// Which sampling settings the workloads run with, before the --temperature/--top-k/--top-p/
+// --min-p flags (which override every request's own values).
+enum class SamplingMode {
+  kWorkload,       // each workload's own: temperature 0.6, nothing else (nano-vllm's bench.py)
+  kModelDefaults,  // plus the model folder's generation_config.json (Qwen3: top-k 20, top-p 0.95)
+};
+
+inline constexpr const char* kAllWorkloads[] = {"nanovllm", "fixed", "latency", "shared-prefix",
+                                                "decode-step"};
+
+struct BenchOptions {
+  std::filesystem::path model;
+  std::vector<int> tp_sizes{1};  // --tp 1,2: one run per size, in order
+  Device device = Device::CUDA;
+
+  // The launcher's engine flags (launcher/cli.h), same meaning and defaults.
+  std::optional<int> max_model_len;
+  int max_num_seqs = 512;
+  int max_num_batched_tokens = 16384;
+  double gpu_memory_utilization = 0.9;
+  int block_size = 256;
+  std::optional<int> num_gpu_blocks_override;
+  double cpu_kv_cache_space_gib = 4.0;
+  bool enforce_eager = false;
+  bool enable_prefix_caching = true;  // --no-enable-prefix-caching turns it off
+
+  SamplingMode sampling = SamplingMode::kWorkload;
+  SamplingOverrides sampling_flags;  // temperature, top_p, top_k, min_p, seed (set = given)
+
+  std::vector<std::string> workloads;  // of kAllWorkloads, in that order
+  int runs = 3;                        // repetitions, each on a fresh engine
+  // nanovllm workload: the committed file, its first max_requests lines (0: all), prompt
+  // lengths and max_tokens scaled by token_scale (rounded up, at least 1) for quick runs.
+  std::filesystem::path workload_file;
+  int max_requests = 0;
+  double token_scale = 1.0;
+  // fixed shapes (one row per num_seqs) and batch-1 latency (input_len, output_len).
+  std::vector<int> num_seqs{1, 16, 64, 256};
+  int input_len = 512;
+  int output_len = 128;
+  // shared prefix: requests sharing a prefix_len-token prompt, each with suffix_len own tokens.
+  int prefix_requests = 256;
+  int prefix_len = 2048;
+  int suffix_len = 64;
+  int prefix_output_len = 256;
+  // decode step (CUDA): batch sequences at about `context` tokens of context each.
+  int decode_batch = 256;
+  int decode_context = 1024;
+
+  std::optional<std::filesystem::path> json;  // --json: the result file
+  spdlog::level::level_enum log_level = spdlog::level::info;
+
+  // Internal (a child run): the one tp size to run and where its JSON goes.
+  std::optional<std::filesystem::path> child_json;
+  int child_tp = 0;
+
+  bool runs_workload(const std::string& name) const;
+};
+
+struct BenchParse {
+  std::optional<BenchOptions> options;  // set: go ahead
+  int exit_code = 0;     // when options is unset: 0 after --help, 2 on a usage error
+  std::string message;   // help text (stdout) or the error (stderr)
+  std::string notice;    // e.g. the device fallback
+};
+
+// `visible_gpus`: launcher/gpu_probe.h's count (passed in so tests need no GPU).
+BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gpus);
+
+// The launcher's options for one tp size of this benchmark (make_run_settings' input).
+LaunchOptions launch_options(const BenchOptions& o, int tp);
+
+}  // namespace nanovllm::bench

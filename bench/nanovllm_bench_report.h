@@ -1,0 +1,48 @@
+// The benchmark's results as the JSON of bench/README.md ("The benchmark JSON") and as the
+// human table on stdout, which is printed from that JSON (so a child's result file and the
+// table can never disagree).
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/limit_model.h"
+#include "bench/machine_limits.h"
+#include "bench/nanovllm_bench_runner.h"
+#include "bench/nanovllm_bench_workloads.h"
+
+namespace nanovllm::bench {
+
+inline constexpr double kSpreadWarnPct = 2.0;  // spread above this is worth a warning
+
+// RUN: {elapsed_s, requests_per_s, total_tok_s, output_tok_s, limit_s, pct_of_limit, gpu_s,
+// prefill_s, decode_s, prefill_tok_s, decode_tok_s, ttft_ms, tpot_ms, output_tokens,
+// cached_tokens, num_steps}; null where the backend has no such figure.
+nlohmann::json run_json(const RunMeasure& m);
+// Each field's median over the runs (the mean of the middle two for an even count); null
+// where any run has null.
+nlohmann::json median_run(const nlohmann::json& runs);
+// 100 * (max - min) / median of the runs' output_tok_s.
+double spread_pct(const nlohmann::json& runs);
+// One "workloads" entry from its repetitions (at least one).
+nlohmann::json workload_json(const Workload& w, const std::vector<RunMeasure>& runs);
+
+// "machine": the measured limits, every field null without them (CPU).
+nlohmann::json machine_json(const std::optional<MachineLimits>& limits);
+// "model": the folder's name and the limit model's shape of it.
+nlohmann::json model_json(const std::string& name, const ModelShape& shape);
+
+// "scaling" over the results of several tp sizes (same workloads, in order): per workload the
+// median output tok/s at each size, the speedup over the first size and the efficiency
+// (speedup / (tp / first tp)).
+nlohmann::json scaling_json(const std::vector<nlohmann::json>& per_tp);
+
+// The table of one tp size's result, then (when given) the scaling table.
+void print_result(std::FILE* out, const nlohmann::json& result);
+void print_scaling(std::FILE* out, const nlohmann::json& scaling);
+
+}  // namespace nanovllm::bench

@@ -1,0 +1,100 @@
+#include "engine/step_builder.h"
+
+#include <algorithm>
+
+#include "kernels/check.h"
+
+namespace nanovllm {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+int32_t slot_of(const Sequence& seq, int token, int block_size) {
+  const size_t block = static_cast<size_t>(token / block_size);
+  CHECK_MSG(block < seq.block_table.size(),
+            "seq " << seq.seq_id << " has no block for token " << token);
+  return seq.block_table[block] * block_size + token % block_size;
+}
+
+// Block tables padded with -1 to the widest one.
+void fill_block_tables(StepCommand& cmd, std::span<Sequence* const> seqs) {
+  size_t width = 0;
+  for (const Sequence* s : seqs) width = std::max(width, s->block_table.size());
+  cmd.block_table_width = static_cast<int32_t>(width);
+  cmd.block_tables.assign(seqs.size() * width, -1);
+  for (size_t b = 0; b < seqs.size(); ++b)
+    std::copy(seqs[b]->block_table.begin(), seqs[b]->block_table.end(),
+              cmd.block_tables.begin() + static_cast<std::ptrdiff_t>(b * width));
+}
+
+// One sampled row per sequence: it produces token number num_tokens().
+void fill_sampling(StepCommand& cmd, std::span<Sequence* const> seqs) {
+  for (const Sequence* s : seqs) {
+    const SamplingParams& p = s->sampling_params;
+    cmd.temperatures.push_back(p.temperature);
+    cmd.top_k.push_back(p.top_k);
+    cmd.top_p.push_back(p.top_p);
+    cmd.min_p.push_back(p.min_p);
+    CHECK_MSG(p.seed.has_value(), "seq " << s->seq_id << " has no resolved seed");
+    cmd.seeds.push_back(*p.seed);
+    cmd.sample_positions.push_back(s->num_tokens());
+  }
+}
+
+}  // namespace
+
+uint64_t default_sequence_seed(int64_t seq_id) { return splitmix64(static_cast<uint64_t>(seq_id)); }
+
+StepLimits step_limits(const EngineConfig& config) {
+  return StepLimits{config.max_num_batched_tokens, config.max_num_seqs, config.max_model_len,
+                    config.kvcache_block_size};
+}
+
+StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size) {
+  StepCommand cmd;
+  cmd.kind = StepKind::PREFILL;
+  cmd.cu_seqlens_q.push_back(0);
+  cmd.cu_seqlens_k.push_back(0);
+  for (const Sequence* s : seqs) {
+    const int start = s->num_cached_tokens, len = s->num_tokens();
+    CHECK_MSG(start < len, "seq " << s->seq_id << " has nothing to prefill");
+    for (int t = start; t < len; ++t) {
+      cmd.input_ids.push_back(s->token_ids[t]);
+      cmd.positions.push_back(t);
+      cmd.slot_mapping.push_back(slot_of(*s, t, block_size));
+    }
+    cmd.cu_seqlens_q.push_back(cmd.cu_seqlens_q.back() + (len - start));
+    cmd.cu_seqlens_k.push_back(cmd.cu_seqlens_k.back() + len);
+    cmd.max_seqlen_q = std::max(cmd.max_seqlen_q, len - start);
+    cmd.max_seqlen_k = std::max(cmd.max_seqlen_k, len);
+    cmd.logits_indices.push_back(cmd.cu_seqlens_q.back() - 1);
+  }
+  fill_block_tables(cmd, seqs);
+  fill_sampling(cmd, seqs);
+  return cmd;
+}
+
+StepCommand build_decode_command(std::span<Sequence* const> seqs, int block_size) {
+  StepCommand cmd;
+  cmd.kind = StepKind::DECODE;
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    const Sequence& s = *seqs[b];
+    const int last = s.num_tokens() - 1;
+    cmd.input_ids.push_back(s.last_token);
+    cmd.positions.push_back(last);
+    cmd.slot_mapping.push_back(slot_of(s, last, block_size));
+    cmd.context_lens.push_back(s.num_tokens());
+    cmd.logits_indices.push_back(static_cast<int32_t>(b));
+  }
+  fill_block_tables(cmd, seqs);
+  fill_sampling(cmd, seqs);
+  return cmd;
+}
+
+}  // namespace nanovllm

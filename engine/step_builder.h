@@ -1,0 +1,30 @@
+// Rank 0 turns the scheduler's batch into the StepCommand every rank executes (nano-vllm's
+// ModelRunner.prepare_prefill / prepare_decode / prepare_block_tables / prepare_sample, moved
+// to the engine side: the command is the engine's output, the workers only execute it).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "engine/engine_config.h"
+#include "engine/sequence.h"
+#include "ipc/step_command.h"
+#include "ipc/step_ring_sizing.h"
+
+namespace nanovllm {
+
+// Prefill: the tokens [num_cached_tokens, num_tokens) of each sequence; one sampled row per
+// sequence (its last token).
+StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size);
+// Decode: the last token of each sequence.
+StepCommand build_decode_command(std::span<Sequence* const> seqs, int block_size);
+
+// The seed of a sequence whose request named none and whose caller derived none: a fixed mix
+// of its seq_id (splitmix64), so a run without seeds is still reproducible. LLMEngine resolves
+// every request's seed with it once, at add_request.
+uint64_t default_sequence_seed(int64_t seq_id);
+
+// The limits that size the ring's slots (ipc/step_ring_sizing.h).
+StepLimits step_limits(const EngineConfig& config);
+
+}  // namespace nanovllm

@@ -1,0 +1,19 @@
+#include "ipc/broadcast_step_executor.h"
+
+#include "ipc/step_command_serialization.h"
+#include "kernels/check.h"
+
+namespace nanovllm {
+
+StepResult BroadcastStepExecutor::execute(const StepCommand& cmd) {
+  const std::vector<uint8_t> bytes = encode_step_command(cmd);
+  // The slots were sized for the largest step the limits allow (step_ring_sizing.h).
+  CHECK_MSG(bytes.size() <= ring_.slot_bytes(),
+            "step " << cmd.step_id << " encodes to " << bytes.size()
+                    << " bytes, more than a ring slot (" << ring_.slot_bytes() << ")");
+  ring_.write(bytes);
+  ++commands_sent_;
+  return local_->execute(cmd);
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,36 @@
+// Rank 0's executor under tensor parallelism: each command is encoded and written to the ring
+// (every worker rank reads it and runs the same forward pass), then executed locally; the
+// collectives inside the forward pass keep the ranks in step.
+#pragma once
+
+#include <memory>
+
+#include "ipc/broadcast_ring.h"
+#include "ipc/step_executor.h"
+
+namespace nanovllm {
+
+class BroadcastStepExecutor final : public StepExecutor {
+ public:
+  // `ring` is rank 0's writer and outlives this object; its slots hold any command the
+  // engine limits allow (ipc/step_ring_sizing.h).
+  BroadcastStepExecutor(std::unique_ptr<StepExecutor> local, RingWriter& ring)
+      : local_(std::move(local)), ring_(ring) {}
+
+  StepResult execute(const StepCommand& cmd) override;
+  int num_kv_blocks() const override { return local_->num_kv_blocks(); }
+  // Instrumentation is rank 0's own (the workers run untimed).
+  bool set_step_timing(bool on) override { return local_->set_step_timing(on); }
+  std::optional<StepTiming> last_step_timing() const override { return local_->last_step_timing(); }
+  bool set_phase_timer(PhaseTimer* timer) override { return local_->set_phase_timer(timer); }
+  std::optional<StartupTiming> startup_timing() const override { return local_->startup_timing(); }
+
+  uint64_t commands_sent() const { return commands_sent_; }
+
+ private:
+  std::unique_ptr<StepExecutor> local_;
+  RingWriter& ring_;
+  uint64_t commands_sent_ = 0;
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,56 @@
+// The port between rank 0's engine and the model: "execute this step command". The engine
+// builds the command (engine/step_builder.h); the worker's model runner implements the port;
+// under tensor parallelism a broadcaster wraps the runner, writing each command to the ring
+// before executing it locally (ipc/broadcast_step_executor.h). Tests use fakes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ipc/step_command.h"
+
+namespace nanovllm {
+
+class PhaseTimer;  // kernels/phase_timer.h
+
+// Benchmark instrumentation of rank 0's runner (CUDA events on its stream), all optional:
+// how long the last step kept the GPU busy and how long the GPU sat idle before it.
+struct StepTiming {
+  double gpu_ms = 0;  // the step's first GPU operation to its sampled tokens on the host
+  double gap_ms = 0;  // the previous step's end to this step's start (0 for the first)
+};
+// Where the start-up went (seconds; 0 where a part did not run, e.g. no graphs on the CPU).
+struct StartupTiming {
+  double load_s = 0;           // weights read and uploaded
+  double warmup_s = 0;         // warm-up step and KV-cache sizing/allocation
+  double graph_capture_s = 0;  // decode CUDA graphs
+};
+
+// What one step gives back to the engine (rank 0). A struct so that later per-row outputs
+// (logprobs) join the sampled tokens without changing the port.
+struct StepResult {
+  std::vector<int32_t> sampled_token_ids;  // [S] one per logits row; empty on ranks > 0
+};
+
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+  // Runs the forward pass of a PREFILL or DECODE command and samples on rank 0; an EXIT
+  // command ends the workers' loops (a no-op for a local executor).
+  virtual StepResult execute(const StepCommand& cmd) = 0;
+  // KV-cache blocks every rank allocated: the block manager's size.
+  virtual int num_kv_blocks() const = 0;
+
+  // Optional instrumentation for benchmarks; an executor without it keeps these defaults.
+  // Turns the per-step timing on or off; false when the executor cannot time steps.
+  virtual bool set_step_timing(bool on) { return !on; }
+  // The last step's timing while it is on (after execute returned); nullopt otherwise.
+  virtual std::optional<StepTiming> last_step_timing() const { return std::nullopt; }
+  // Times the phases of each step into `timer` (null: off); steps run eagerly (no CUDA
+  // graphs) while it is set. False when the executor cannot.
+  virtual bool set_phase_timer(PhaseTimer* timer) { return timer == nullptr; }
+  virtual std::optional<StartupTiming> startup_timing() const { return std::nullopt; }
+};
+
+}  // namespace nanovllm

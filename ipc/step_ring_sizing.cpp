@@ -1,0 +1,53 @@
+#include "ipc/step_ring_sizing.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "ipc/step_command_serialization.h"
+#include "kernels/check.h"
+
+namespace nanovllm {
+
+StepCommand worst_case_step_command(const StepLimits& limits) {
+  CHECK_GT(limits.max_num_batched_tokens, 0);
+  CHECK_GT(limits.block_size, 0);
+  // A decode step has one token per sequence, so it may exceed the prefill token budget when
+  // max_num_seqs > max_num_batched_tokens: take the larger of the two bounds.
+  const auto b = static_cast<size_t>(limits.max_num_seqs);
+  const auto t = std::max(static_cast<size_t>(limits.max_num_batched_tokens), b);
+  const int32_t width =
+      (limits.max_model_len + limits.block_size - 1) / limits.block_size;
+  StepCommand c;
+  c.kind = StepKind::PREFILL;
+  c.step_id = std::numeric_limits<uint64_t>::max();
+  c.input_ids.assign(t, 0);
+  c.positions.assign(t, 0);
+  c.slot_mapping.assign(t, 0);
+  c.cu_seqlens_q.assign(b + 1, 0);
+  c.cu_seqlens_k.assign(b + 1, 0);
+  c.context_lens.assign(b, 0);
+  c.block_tables.assign(b * static_cast<size_t>(width), 0);
+  c.block_table_width = width;
+  c.logits_indices.assign(b, 0);
+  c.temperatures.assign(b, 0.0f);
+  c.top_k.assign(b, 0);
+  c.top_p.assign(b, 0.0f);
+  c.min_p.assign(b, 0.0f);
+  c.seeds.assign(b, 0);
+  c.sample_positions.assign(b, 0);
+  return c;
+}
+
+size_t max_step_command_bytes(const StepLimits& limits) {
+  return encode_step_command(worst_case_step_command(limits)).size();
+}
+
+RingConfig step_ring_config(const StepLimits& limits, uint32_t num_readers, uint32_t slot_count) {
+  RingConfig ring;
+  ring.num_readers = num_readers;
+  ring.slot_count = slot_count;
+  ring.slot_bytes = max_step_command_bytes(limits);
+  return ring;
+}
+
+}  // namespace nanovllm

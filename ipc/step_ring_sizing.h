@@ -1,0 +1,35 @@
+// Ring slots are fixed at start-up, so they are sized for the largest StepCommand the engine
+// limits allow: measured by encoding a worst-case command, never estimated. A bigger command
+// later is a bug (RingWriter::write CHECK-fails).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ipc/broadcast_ring.h"
+#include "ipc/step_command.h"
+
+namespace nanovllm {
+
+// The engine limits that bound a step command's size (the engine fills it from its config).
+struct StepLimits {
+  int max_num_batched_tokens = 0;
+  int max_num_seqs = 0;
+  int max_model_len = 0;
+  int block_size = 0;
+};
+
+// Every vector at the longest length the limits allow, the prefill and decode fields together:
+// T = max(max_num_batched_tokens, max_num_seqs) tokens, B = max_num_seqs sequences (all sampled),
+// block tables [B, ceil(max_model_len / block_size)].
+StepCommand worst_case_step_command(const StepLimits& limits);
+
+// encode_step_command(worst_case_step_command(config)).size(): the binary archive's length
+// depends on the vectors' lengths only, never on their values.
+size_t max_step_command_bytes(const StepLimits& limits);
+
+// The ring of a run with `num_readers` worker ranks: slots of max_step_command_bytes.
+RingConfig step_ring_config(const StepLimits& limits, uint32_t num_readers,
+                            uint32_t slot_count = 4);
+
+}  // namespace nanovllm

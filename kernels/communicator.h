@@ -1,0 +1,49 @@
+// Collective operations between the tensor-parallel ranks. Single-rank: no-ops. CPU backend
+// across processes: shared memory (ipc/). CUDA: NCCL (rank/nccl_communicator.h). Layers see
+// only this interface. All ranks must call the same collectives in the same order with the
+// same shapes.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/exec_context.h"
+#include "kernels/tensor.h"
+
+namespace nanovllm {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // inout: any contiguous bf16/f32 tensor, summed element-wise over all ranks, in place.
+  virtual void all_reduce_sum(const TensorView& inout, const ExecContext& ctx) = 0;
+  // send: [rows, cols] contiguous on every rank; recv (root only, else ignored):
+  //   [world_size, rows, cols], rank r's part at index r.
+  virtual void gather_to_root(const TensorView& send, const TensorView& recv,
+                              const ExecContext& ctx) = 0;
+  // The smallest `value` over all ranks, returned on every rank (exact for any int64, unlike
+  // a float reduction). Host in, host out: it waits for the collective, so it is a start-up
+  // agreement (e.g. the KV-cache block count), never part of a captured CUDA graph.
+  virtual int64_t all_reduce_min(int64_t value, const ExecContext& ctx) = 0;
+  // The stop path: a rank that gives up calls abort() so that its pending and later
+  // collectives end with an error instead of waiting for peers that will never come (and,
+  // where the backend can, so that its peers' do too). Idempotent. Default: nothing to abort.
+  virtual void abort() {}
+  // Waits for the work queued on `stream` (a CUDA stream; the host path never calls it). The
+  // NCCL backend polls under its watchdog, so a dead peer ends the wait with an error instead
+  // of a hang; the default is cudaStreamSynchronize.
+  virtual void synchronize(cudaStream_t stream);
+};
+
+class SingleRankCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  void all_reduce_sum(const TensorView&, const ExecContext&) override {}
+  void gather_to_root(const TensorView& send, const TensorView& recv,
+                      const ExecContext& ctx) override;
+  int64_t all_reduce_min(int64_t value, const ExecContext&) override { return value; }
+};
+
+}  // namespace nanovllm

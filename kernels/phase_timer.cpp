@@ -1,0 +1,77 @@
+#include "kernels/phase_timer.h"
+
+#include "kernels/check.h"
+
+namespace nanovllm {
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kAttention: return "attention";
+    case Phase::kGemm: return "gemm";
+    case Phase::kElementwise: return "elementwise";
+    case Phase::kAllReduce: return "all_reduce";
+    case Phase::kSampling: return "sampling";
+  }
+  return "?";
+}
+
+PhaseTimer::~PhaseTimer() {
+  for (Interval& i : intervals_) {
+    // Destructors do not throw: a failure here only leaks two events.
+    if (i.start) cudaEventDestroy(i.start);
+    if (i.stop) cudaEventDestroy(i.stop);
+  }
+}
+
+PhaseTimer::Interval& PhaseTimer::next_interval(Phase phase) {
+  if (pending_ == intervals_.size()) {
+    Interval fresh{phase};
+    if (device_ == Device::CUDA) {
+      CUDA_CHECK(cudaEventCreate(&fresh.start));
+      CUDA_CHECK(cudaEventCreate(&fresh.stop));
+    }
+    intervals_.push_back(fresh);
+  }
+  Interval& i = intervals_[pending_++];
+  i.phase = phase;
+  return i;
+}
+
+bool PhaseTimer::begin(Phase phase, cudaStream_t stream) {
+  if (open_) return false;
+  open_ = true;
+  Interval& i = next_interval(phase);
+  if (device_ == Device::CUDA) CUDA_CHECK(cudaEventRecord(i.start, stream));
+  else i.host_start = Clock::now();
+  return true;
+}
+
+void PhaseTimer::end(cudaStream_t stream) {
+  CHECK(open_ && pending_ > 0);
+  open_ = false;
+  Interval& i = intervals_[pending_ - 1];
+  if (device_ == Device::CUDA) CUDA_CHECK(cudaEventRecord(i.stop, stream));
+  else i.host_stop = Clock::now();
+}
+
+PhaseTimes PhaseTimer::collect() {
+  CHECK_MSG(!open_, "collect() inside an open phase");
+  PhaseTimes totals{};
+  for (size_t k = 0; k < pending_; ++k) {
+    const Interval& i = intervals_[k];
+    double ms = 0;
+    if (device_ == Device::CUDA) {
+      CUDA_CHECK(cudaEventSynchronize(i.stop));
+      float elapsed = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&elapsed, i.start, i.stop));
+      ms = elapsed;
+    } else {
+      ms = std::chrono::duration<double, std::milli>(i.host_stop - i.host_start).count();
+    }
+    totals[static_cast<size_t>(i.phase)] += ms;
+  }
+  pending_ = 0;
+  return totals;
+}
+
+}  // namespace nanovllm

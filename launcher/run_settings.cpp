@@ -1,0 +1,95 @@
+#include "launcher/run_settings.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "launcher/usage_error.h"
+#include "rank/kv_cache_sizing.h"
+
+namespace nanovllm {
+
+namespace {
+
+constexpr int kDefaultMaxModelLen = 4096;  // nano-vllm's default, capped by the model's limit
+
+int available_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+EngineConfig engine_config(const LaunchOptions& o, const ModelConfig& model) {
+  EngineConfig e;
+  e.max_num_batched_tokens = o.max_num_batched_tokens;
+  e.max_num_seqs = o.max_num_seqs;
+  e.max_model_len = o.max_model_len.value_or(kDefaultMaxModelLen);
+  e.cap_max_model_len(static_cast<int>(model.max_position_embeddings));
+  e.kvcache_block_size = o.block_size;
+  e.eos_token_ids = model.eos_token_ids;
+  try {
+    e.validate();
+  } catch (const std::invalid_argument& err) {
+    throw UsageError(err.what());
+  }
+  return e;
+}
+
+}  // namespace
+
+RunSettings make_run_settings(const LaunchOptions& o) {
+  RunSettings s;
+  s.model_dir = o.model;
+  s.tp_size = o.tensor_parallel_size;
+  s.device = o.device;
+  s.cpu_threads = std::max(1, available_cpus() / s.tp_size);
+  if (s.device == Device::CUDA && s.tp_size > 1)
+    throw UsageError("--tp " + std::to_string(s.tp_size) +
+                     " on --device cuda needs the NCCL communicator, which does not exist yet; "
+                     "use --tp 1 or --device cpu");
+  s.model = load_model_config(s.model_dir);
+  if (s.model.num_key_value_heads % s.tp_size != 0 || s.model.num_attention_heads % s.tp_size != 0)
+    throw UsageError("--tp " + std::to_string(s.tp_size) + " must divide the model's " +
+                     std::to_string(s.model.num_attention_heads) + " attention heads and " +
+                     std::to_string(s.model.num_key_value_heads) + " key/value heads");
+
+  JobSettings& job = s.job;
+  job.model_dir = o.model;
+  job.prompts = o.prompts;
+  job.output = o.output;
+  job.resume = o.resume;
+  job.vocab_size = static_cast<int32_t>(s.model.vocab_size);
+  job.engine = engine_config(o, s.model);
+
+  KvCacheSizing sizing;
+  sizing.num_blocks_override = o.num_gpu_blocks_override;
+  sizing.cpu_kv_cache_space_gib = o.cpu_kv_cache_space_gib;
+  sizing.block_size = o.block_size;
+  sizing.tp_size = s.tp_size;
+  job.engine.num_kvcache_blocks = plan_kv_cache_blocks(sizing, s.model, s.device);
+  if (job.engine.num_kvcache_blocks > 0) {  // known now (CPU, or forced): refuse before loading
+    const std::string shortfall = kv_cache_shortfall(
+        job.engine.num_kvcache_blocks, job.engine.kvcache_block_size, job.engine.max_model_len);
+    if (!shortfall.empty()) throw UsageError(shortfall);
+  }
+  s.gpu_memory_utilization = o.gpu_memory_utilization;
+  s.enforce_eager = o.enforce_eager;
+
+  job.cli_sampling = o.sampling;
+  job.cli_sampling.seed.reset();  // not a shared seed: the base of each request's derived seed
+  job.seed = o.sampling.seed.value_or(0);
+  const EngineConfig& e = job.engine;
+  spdlog::info("model {} ({} layers, hidden {}), --tp {}, device {}, max_model_len {}, "
+               "{} KV blocks of {} tokens (0: sized after warm-up), {} CPU threads per rank",
+               s.model_dir.string(), s.model.num_hidden_layers, s.model.hidden_size, s.tp_size,
+               s.device == Device::CPU ? "cpu" : "cuda", e.max_model_len, e.num_kvcache_blocks,
+               e.kvcache_block_size, s.cpu_threads);
+  return s;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,146 @@
+// Test-only model for the engine tests, behind the same port as the real one: it sees only the
+// StepCommands the engine builds. A fake paged KV cache plus a deterministic "model": each KV
+// slot stores its token and a fingerprint of the whole prefix up to it (what real KV depends
+// on), computed from the previous position's slot read through the block table, as attention
+// reads the cached prefix. So a wrong, stale or torn block table is detected; the sampled
+// token is a hash of (the row's seed, fingerprint of the full context), so outputs do not
+// depend on batching and a sequential reference (reference_completion) can predict them.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/sequence.h"
+#include "engine/step_builder.h"
+#include "ipc/step_executor.h"
+
+namespace nanovllm::testing {
+
+inline uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Fingerprint of tokens [0, p] from the fingerprint of [0, p - 1].
+inline uint64_t extend_fingerprint(uint64_t previous, int32_t token) {
+  return mix64(previous ^ mix64(static_cast<uint64_t>(static_cast<uint32_t>(token)) + 1));
+}
+
+inline int32_t fake_next_token(uint64_t seed, uint64_t context_fingerprint, int vocab_size) {
+  return static_cast<int32_t>(mix64(context_fingerprint ^ mix64(seed)) %
+                              static_cast<uint64_t>(vocab_size));
+}
+
+// What the engine must produce for one request run alone: the obvious generation loop
+// (requests without a seed sample with default_sequence_seed(seq_id)).
+inline std::vector<int32_t> reference_completion(int64_t seq_id, std::vector<int32_t> tokens,
+                                                 int max_tokens, bool ignore_eos,
+                                                 const std::vector<int32_t>& eos_ids,
+                                                 int max_model_len, int vocab_size) {
+  const size_t prompt_len = tokens.size();
+  while (true) {
+    uint64_t fp = 0;
+    for (const int32_t t : tokens) fp = extend_fingerprint(fp, t);
+    const int32_t next = fake_next_token(default_sequence_seed(seq_id), fp, vocab_size);
+    tokens.push_back(next);
+    bool eos = false;
+    for (const int32_t e : eos_ids) eos = eos || e == next;
+    if ((eos && !ignore_eos) || static_cast<int>(tokens.size() - prompt_len) >= max_tokens ||
+        static_cast<int>(tokens.size()) >= max_model_len)
+      break;
+  }
+  return std::vector<int32_t>(tokens.begin() + static_cast<std::ptrdiff_t>(prompt_len),
+                              tokens.end());
+}
+
+class CheckingStepExecutor : public StepExecutor {
+ public:
+  explicit CheckingStepExecutor(int vocab_size) : vocab_size_(vocab_size) {}
+  // Must be called once the engine (and its block manager) exists.
+  void attach(const BlockManager& block_manager) {
+    bm_ = &block_manager;
+    slots_.assign(static_cast<size_t>(bm_->num_blocks()) * bm_->block_size(), Slot{});
+  }
+  int num_kv_blocks() const override { return bm_ ? bm_->num_blocks() : 0; }
+  int64_t num_runs = 0;
+  int max_batch_seqs = 0;
+  int max_prefill_tokens = 0;
+
+  StepResult execute(const StepCommand& cmd) override {
+    if (cmd.kind == StepKind::EXIT) return {};
+    EXPECT_NE(bm_, nullptr);
+    ++num_runs;
+    const int b_count = cmd.num_seqs(), t_count = cmd.num_tokens();
+    max_batch_seqs = std::max(max_batch_seqs, b_count);
+    const bool prefill = cmd.kind == StepKind::PREFILL;
+    if (prefill) max_prefill_tokens = std::max(max_prefill_tokens, t_count);
+    EXPECT_EQ(static_cast<int>(cmd.logits_indices.size()), b_count);
+    EXPECT_EQ(static_cast<int>(cmd.seeds.size()), b_count);
+    // Store every new token's KV first (as each layer does before attention), in order, each
+    // from its predecessor's slot (within a step the predecessor may be new too).
+    std::vector<int> context(static_cast<size_t>(b_count));  // tokens after this step
+    for (int b = 0; b < b_count; ++b) {
+      const int q_begin = prefill ? cmd.cu_seqlens_q[b] : b;
+      const int q_end = prefill ? cmd.cu_seqlens_q[b + 1] : b + 1;
+      context[b] = prefill ? cmd.cu_seqlens_k[b + 1] - cmd.cu_seqlens_k[b] : cmd.context_lens[b];
+      EXPECT_LT(q_begin, q_end) << "no query token in row " << b;
+      EXPECT_EQ(cmd.positions[q_end - 1], context[b] - 1) << "row " << b;
+      for (int t = q_begin; t < q_end; ++t) {
+        const int p = cmd.positions[t];
+        const uint64_t previous = p == 0 ? 0 : read(cmd, b, p - 1).fingerprint;
+        const uint64_t fp = extend_fingerprint(previous, cmd.input_ids[t]);
+        const int32_t block_id = cmd.block_tables[b * cmd.block_table_width + p / bs()];
+        EXPECT_EQ(cmd.slot_mapping[t], block_id * bs() + p % bs()) << "token " << t;
+        Slot& slot = slots_[static_cast<size_t>(cmd.slot_mapping[t])];
+        const Block& block = bm_->block(block_id);
+        // A block other sequences read must never change under them.
+        if (block.ref_count > 1 && slot.generation == block.generation) {
+          EXPECT_EQ(slot.fingerprint, fp) << "shared block " << block_id << " rewritten";
+        }
+        slot = Slot{block.generation, cmd.input_ids[t], fp};
+      }
+    }
+    // Then "attend": every position of the context must read back a consistent prefix chain.
+    StepResult result;
+    for (int b = 0; b < b_count; ++b) {
+      uint64_t fp = 0;
+      for (int p = 0; p < context[b]; ++p) {
+        const Slot& slot = read(cmd, b, p);
+        fp = extend_fingerprint(fp, slot.token);
+        EXPECT_EQ(slot.fingerprint, fp) << "row " << b << " reads wrong KV at position " << p;
+      }
+      result.sampled_token_ids.push_back(fake_next_token(cmd.seeds[b], fp, vocab_size_));
+    }
+    return result;
+  }
+
+ private:
+  struct Slot {
+    uint64_t generation = ~0ull;  // Block::generation when written; other = garbage
+    int32_t token = -1;
+    uint64_t fingerprint = 0;
+  };
+  int bs() const { return bm_->block_size(); }
+  // The slot of position p of row b, through the block table; a stale block reads garbage.
+  Slot read(const StepCommand& cmd, int b, int p) const {
+    const int32_t block_id = cmd.block_tables[b * cmd.block_table_width + p / bs()];
+    EXPECT_GE(block_id, 0) << "row " << b << " has no block for position " << p;
+    if (block_id < 0) return Slot{};
+    const Slot& slot = slots_[static_cast<size_t>(block_id) * bs() + p % bs()];
+    const bool valid = slot.generation == bm_->block(block_id).generation;
+    EXPECT_TRUE(valid) << "row " << b << " reads a stale block " << block_id << " at " << p;
+    return valid ? slot : Slot{};
+  }
+
+  int vocab_size_;
+  const BlockManager* bm_ = nullptr;
+  std::vector<Slot> slots_;  // [num_blocks * block_size]
+};
+
+}  // namespace nanovllm::testing
