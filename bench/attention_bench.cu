@@ -21,9 +21,12 @@ struct PagedSet {
   int64_t blocks_per_seq, num_blocks, copies;
   DeviceBuf k, v, tables;  // tables: [copies][B][blocks_per_seq]
   PagedSet(int64_t batch, int64_t ctx, int64_t copies_)
-      : blocks_per_seq((ctx + kBlock - 1) / kBlock), num_blocks(batch * blocks_per_seq * copies_),
-        copies(copies_), k(num_blocks * kBlock * kHkv * kDim * 2),
-        v(num_blocks * kBlock * kHkv * kDim * 2), tables(copies_ * batch * blocks_per_seq * 4) {
+      : blocks_per_seq((ctx + kBlock - 1) / kBlock),
+        num_blocks(batch * blocks_per_seq * copies_),
+        copies(copies_),
+        k(num_blocks * kBlock * kHkv * kDim * 2),
+        v(num_blocks * kBlock * kHkv * kDim * 2),
+        tables(copies_ * batch * blocks_per_seq * 4) {
     k.fill_random_bf16(11);
     v.fill_random_bf16(12);
     // Copy c, sequence b: blocks interleaved across sequences (a real cache is not sorted).
@@ -36,16 +39,16 @@ struct PagedSet {
     CUDA_CHECK(cudaMemcpy(tables.ptr, t.data(), t.size() * 4, cudaMemcpyHostToDevice));
   }
   kernels::PagedKV view(int64_t batch, int64_t copy) const {
-    return {TensorView(k.ptr, DType::BF16, {num_blocks, kBlock, kHkv, kDim}, Device::CUDA),
-            TensorView(v.ptr, DType::BF16, {num_blocks, kBlock, kHkv, kDim}, Device::CUDA),
-            TensorView(tables.as<int32_t>() + copy * batch * blocks_per_seq, DType::I32,
-                       {batch, blocks_per_seq}, Device::CUDA)};
+    return {TensorView(k.ptr, DType::kBf16, {num_blocks, kBlock, kHkv, kDim}, Device::kCuda),
+            TensorView(v.ptr, DType::kBf16, {num_blocks, kBlock, kHkv, kDim}, Device::kCuda),
+            TensorView(tables.as<int32_t>() + copy * batch * blocks_per_seq, DType::kI32,
+                       {batch, blocks_per_seq}, Device::kCuda)};
   }
 };
 
 void bench_decode(int64_t batch, int64_t ctx, double copy_gbps) {
-  const int64_t copies = std::max<int64_t>(2, (int64_t{512} << 20) /
-                                                  (batch * ctx * kHkv * kDim * 4) + 1);
+  const int64_t copies =
+      std::max<int64_t>(2, (int64_t{512} << 20) / (batch * ctx * kHkv * kDim * 4) + 1);
   PagedSet set(batch, ctx, copies);
   DeviceBuf q(batch * kHq * kDim * 2), out(batch * kHq * kDim * 2), lens(batch * 4);
   q.fill_random_bf16(3);
@@ -54,21 +57,22 @@ void bench_decode(int64_t batch, int64_t ctx, double copy_gbps) {
   constexpr int64_t kMaxSplits = 32;
   DeviceBuf split_out(batch * kHq * kMaxSplits * kDim * 4), split_lse(batch * kHq * kMaxSplits * 4);
   kernels::DecodeAttentionParams p;
-  p.out = TensorView(out.ptr, DType::BF16, {batch, kHq, kDim}, Device::CUDA);
-  p.q = TensorView(q.ptr, DType::BF16, {batch, kHq, kDim}, Device::CUDA);
-  p.context_lens = TensorView(lens.ptr, DType::I32, {batch}, Device::CUDA);
+  p.out = TensorView(out.ptr, DType::kBf16, {batch, kHq, kDim}, Device::kCuda);
+  p.q = TensorView(q.ptr, DType::kBf16, {batch, kHq, kDim}, Device::kCuda);
+  p.context_lens = TensorView(lens.ptr, DType::kI32, {batch}, Device::kCuda);
   p.max_context_len = static_cast<int>(ctx);
   p.scale = 1.f / std::sqrt(static_cast<float>(kDim));
-  p.split_out = TensorView(split_out.ptr, DType::F32, {batch, kHq, kMaxSplits, kDim}, Device::CUDA);
-  p.split_lse = TensorView(split_lse.ptr, DType::F32, {batch, kHq, kMaxSplits}, Device::CUDA);
+  p.split_out =
+      TensorView(split_out.ptr, DType::kF32, {batch, kHq, kMaxSplits, kDim}, Device::kCuda);
+  p.split_lse = TensorView(split_lse.ptr, DType::kF32, {batch, kHq, kMaxSplits}, Device::kCuda);
   const double ms = time_ms([&](int rep) {
     p.kv = set.view(batch, rep % copies);
     kernels::cuda::decode_attention(p, nullptr);
   });
   const double kv_bytes = static_cast<double>(batch) * ctx * kHkv * kDim * 2 * 2;
   const double flops = 4.0 * batch * kHq * ctx * kDim;
-  const std::string shape = "B=" + std::to_string(batch) + " ctx=" + std::to_string(ctx) +
-                            " 16q/8kv d128 bs256";
+  const std::string shape =
+      "B=" + std::to_string(batch) + " ctx=" + std::to_string(ctx) + " 16q/8kv d128 bs256";
   report("decode_attention", shape, ms, flops, kv_bytes, kv_bytes / (ms * 1e-3) / 1e9 / copy_gbps,
          "kv_read/copy_bw");
 }
@@ -82,18 +86,18 @@ void bench_prefill(int64_t seqs, int64_t len) {
   for (int64_t i = 0; i <= seqs; ++i) c[i] = static_cast<int32_t>(i * len);
   CUDA_CHECK(cudaMemcpy(cu.ptr, c.data(), c.size() * 4, cudaMemcpyHostToDevice));
   kernels::PrefillAttentionParams p;
-  p.out = TensorView(out.ptr, DType::BF16, {tokens, kHq, kDim}, Device::CUDA);
-  p.q = TensorView(q.ptr, DType::BF16, {tokens, kHq, kDim}, Device::CUDA);
+  p.out = TensorView(out.ptr, DType::kBf16, {tokens, kHq, kDim}, Device::kCuda);
+  p.q = TensorView(q.ptr, DType::kBf16, {tokens, kHq, kDim}, Device::kCuda);
   p.kv = set.view(seqs, 0);
-  p.cu_seqlens_q = TensorView(cu.ptr, DType::I32, {seqs + 1}, Device::CUDA);
+  p.cu_seqlens_q = TensorView(cu.ptr, DType::kI32, {seqs + 1}, Device::kCuda);
   p.cu_seqlens_k = p.cu_seqlens_q;
   p.max_seqlen_q = p.max_seqlen_k = static_cast<int>(len);
   p.scale = 1.f / std::sqrt(static_cast<float>(kDim));
   const double ms = time_ms([&](int) { kernels::cuda::prefill_attention(p, nullptr); });
   const double flops = 4.0 * seqs * kHq * len * len * kDim / 2;  // causal half
   const double bytes = static_cast<double>(tokens) * (kHq * 2 + kHkv * 2) * kDim * 2;
-  const std::string shape = std::to_string(seqs) + "x" + std::to_string(len) +
-                            " causal 16q/8kv d128";
+  const std::string shape =
+      std::to_string(seqs) + "x" + std::to_string(len) + " causal 16q/8kv d128";
   report("prefill_attention", shape, ms, flops, bytes, flops / (ms * 1e-3) / 1e12 / 120.0,
          "tflops/120");
 }
@@ -111,8 +115,9 @@ int main() {
   std::printf("device %s, %d SMs; D2D copy %.0f GB/s (read + write)\n", prop.name,
               prop.multiProcessorCount, copy);
   std::printf("JSON {\"bench\":\"d2d_copy\",\"gbps\":%.1f}\n", copy);
-  print_header("attention (ratio: decode = KV GB/s / copy GB/s, floor 0.40 @16, 0.70 @256; "
-               "prefill = TFLOP/s / 120)");
+  print_header(
+      "attention (ratio: decode = KV GB/s / copy GB/s, floor 0.40 @16, 0.70 @256; "
+      "prefill = TFLOP/s / 120)");
   for (int64_t b : {1, 16, 64, 256}) bench_decode(b, 1024, copy);
   bench_decode(16, 4096, copy);
   bench_prefill(16, 1024);

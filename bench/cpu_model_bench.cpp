@@ -1,29 +1,29 @@
 // cpu_model_bench: tokens per second of the CPU backend's whole model (ModelRunner on
-// Device::CPU, --tp 1), for prefill and greedy decode at a few batch sizes and thread counts.
+// Device::kCpu, --tp 1), for prefill and greedy decode at a few batch sizes and thread counts.
 // Writes a random-weight model folder (a preset, seed 1) to a temp dir, or uses --model-dir.
 //
 //   cpu_model_bench [--preset tiny] [--threads 1,2] [--batch 1,8] [--prompt-len 64]
 //                   [--decode-steps 32] [--repeats 3] [--json out.json]
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-#include <fmt/core.h>
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
-
+#include "engine/step_builder.h"
 #include "kernels/communicator.h"
 #include "layers/model_config.h"
 #include "layers/model_presets.h"
 #include "layers/model_writer.h"
-#include "engine/step_builder.h"
 #include "rank/model_runner.h"
 
 namespace nanovllm {
@@ -79,7 +79,8 @@ Row measure(const std::filesystem::path& dir, const ModelConfig& config, const O
       seqs.push_back(owned.back().get());
     }
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<int32_t> next = runner.execute(build_prefill_command(seqs, kBlockSize)).sampled_token_ids;
+    std::vector<int32_t> next =
+        runner.execute(build_prefill_command(seqs, kBlockSize)).sampled_token_ids;
     best_prefill = std::min(best_prefill, seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
     for (int step = 0; step < o.decode_steps; ++step) {
@@ -112,16 +113,18 @@ int run(const Options& o) {
   if (!temp.empty()) std::filesystem::remove_all(temp);
 
   fmt::print("model {} ({}), prompt {} tokens, {} decode steps, best of {}\n",
-             o.model_dir.empty() ? o.preset : o.model_dir, o.preset, o.prompt_len,
-             o.decode_steps, o.repeats);
+             o.model_dir.empty() ? o.preset : o.model_dir, o.preset, o.prompt_len, o.decode_steps,
+             o.repeats);
   fmt::print("| threads | batch | prefill tok/s | decode tok/s | decode ms/step |\n");
   fmt::print("| ---: | ---: | ---: | ---: | ---: |\n");
   nlohmann::json out = nlohmann::json::array();
   for (const Row& r : rows) {
     fmt::print("| {} | {} | {:.0f} | {:.1f} | {:.2f} |\n", r.threads, r.batch, r.prefill_tok_s,
                r.decode_tok_s, r.decode_ms_per_step);
-    out.push_back({{"threads", r.threads}, {"batch", r.batch},
-                   {"prefill_tok_s", r.prefill_tok_s}, {"decode_tok_s", r.decode_tok_s},
+    out.push_back({{"threads", r.threads},
+                   {"batch", r.batch},
+                   {"prefill_tok_s", r.prefill_tok_s},
+                   {"decode_tok_s", r.decode_tok_s},
                    {"decode_ms_per_step", r.decode_ms_per_step}});
   }
   if (!o.json_path.empty()) {
@@ -144,14 +147,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--model-dir", o.model_dir, "use this folder (its shape must be --preset's)")
       ->check(CLI::ExistingDirectory);
-  app.add_option("--threads", o.threads, "CPU thread counts")->delimiter(',')->capture_default_str();
+  app.add_option("--threads", o.threads, "CPU thread counts")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--batch", o.batches, "batch sizes")->delimiter(',')->capture_default_str();
   app.add_option("--prompt-len", o.prompt_len, "prompt tokens per sequence")
-      ->check(CLI::Range(1, 4096))->capture_default_str();
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   app.add_option("--decode-steps", o.decode_steps, "decode steps")
-      ->check(CLI::Range(1, 4096))->capture_default_str();
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   app.add_option("--repeats", o.repeats, "runs per measurement (the best counts)")
-      ->check(CLI::Range(1, 100))->capture_default_str();
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   app.add_option("--json", o.json_path, "also write the table as JSON here");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);

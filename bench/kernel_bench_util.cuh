@@ -30,7 +30,9 @@ __global__ void fill_random_bf16_kernel(__nv_bfloat16* p, int64_t n, uint32_t se
 }
 
 struct DeviceBuf {
-  explicit DeviceBuf(size_t bytes) : bytes(bytes) { CUDA_CHECK(cudaMalloc(&ptr, bytes ? bytes : 1)); }
+  explicit DeviceBuf(size_t bytes) : bytes(bytes) {
+    CUDA_CHECK(cudaMalloc(&ptr, bytes ? bytes : 1));
+  }
   ~DeviceBuf() { cudaFree(ptr); }
   DeviceBuf(const DeviceBuf&) = delete;
   DeviceBuf& operator=(const DeviceBuf&) = delete;
@@ -40,7 +42,9 @@ struct DeviceBuf {
     CUDA_CHECK_LAUNCH();
   }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr); }
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
   void* ptr = nullptr;
   size_t bytes = 0;
 };
@@ -72,9 +76,8 @@ inline double copy_bandwidth_gbps() {
   const size_t bytes = size_t{2} << 30;
   DeviceBuf src(bytes), dst(bytes);
   src.fill_random_bf16(1);
-  const double ms = time_ms([&](int) {
-    CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice));
-  });
+  const double ms = time_ms(
+      [&](int) { CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice)); });
   return 2.0 * bytes / (ms * 1e-3) / 1e9;
 }
 
@@ -89,9 +92,10 @@ inline void report(const std::string& bench, const std::string& shape, double ms
   const double us = ms * 1e3, tflops = flops / (ms * 1e-3) / 1e12, gbps = bytes / (ms * 1e-3) / 1e9;
   std::printf("%-22s %-44s %10.1f %10.1f %10.0f %8.2f\n", bench.c_str(), shape.c_str(), us, tflops,
               gbps, ratio);
-  std::printf("JSON {\"bench\":\"%s\",\"shape\":\"%s\",\"us\":%.2f,\"tflops\":%.3f,\"gbps\":%.1f,"
-              "\"ratio\":%.4f,\"ratio_of\":\"%s\"}\n",
-              bench.c_str(), shape.c_str(), us, tflops, gbps, ratio, ratio_of);
+  std::printf(
+      "JSON {\"bench\":\"%s\",\"shape\":\"%s\",\"us\":%.2f,\"tflops\":%.3f,\"gbps\":%.1f,"
+      "\"ratio\":%.4f,\"ratio_of\":\"%s\"}\n",
+      bench.c_str(), shape.c_str(), us, tflops, gbps, ratio, ratio_of);
 }
 
 }  // namespace nanovllm::bench

@@ -27,16 +27,25 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-json opt(const auto& v) { return v ? json(*v) : json(nullptr); }
+json opt(const auto& v) {
+  return v ? json(*v) : json(nullptr);
+}
 
 json sampling_json(const BenchOptions& o) {
   const SamplingOverrides& f = o.sampling_flags;
   const SamplingOverrides d = sampling_choice(o).model_defaults;
   return {{"mode", o.sampling == SamplingMode::kModelDefaults ? "model-defaults" : "workload"},
-          {"model_defaults", {{"temperature", opt(d.temperature)}, {"top_k", opt(d.top_k)},
-                              {"top_p", opt(d.top_p)}, {"min_p", opt(d.min_p)}}},
-          {"flags", {{"temperature", opt(f.temperature)}, {"top_k", opt(f.top_k)},
-                     {"top_p", opt(f.top_p)}, {"min_p", opt(f.min_p)}, {"seed", opt(f.seed)}}}};
+          {"model_defaults",
+           {{"temperature", opt(d.temperature)},
+            {"top_k", opt(d.top_k)},
+            {"top_p", opt(d.top_p)},
+            {"min_p", opt(d.min_p)}}},
+          {"flags",
+           {{"temperature", opt(f.temperature)},
+            {"top_k", opt(f.top_k)},
+            {"top_p", opt(f.top_p)},
+            {"min_p", opt(f.min_p)},
+            {"seed", opt(f.seed)}}}};
 }
 
 json engine_json(const EngineConfig& e, const RunSettings& s) {
@@ -67,7 +76,7 @@ void write_json(const std::filesystem::path& path, const json& j) {
 int bench_rank0(const BenchOptions& o, const RunSettings& s, const ExecutorFactory& load_model) {
   json r;
   json& startup = r["startup"];
-  const bool cuda = s.device == Device::CUDA;
+  const bool cuda = s.device == Device::kCuda;
   std::optional<MachineLimits> machine;
   startup["machine_limits_s"] = nullptr;
   if (cuda) {  // before the model takes the GPU's memory and clocks settle on its work
@@ -87,8 +96,8 @@ int bench_rank0(const BenchOptions& o, const RunSettings& s, const ExecutorFacto
 
   EngineConfig engine = s.job.engine;
   engine.num_kvcache_blocks = executor.num_kv_blocks();
-  if (const std::string why = kv_cache_shortfall(engine.num_kvcache_blocks, engine.kvcache_block_size,
-                                                 engine.max_model_len);
+  if (const std::string why = kv_cache_shortfall(engine.num_kvcache_blocks,
+                                                 engine.kvcache_block_size, engine.max_model_len);
       !why.empty())
     spdlog::warn("{}", why);
   if (!executor.set_step_timing(true)) spdlog::info("no step timing on this backend (CUDA events)");
@@ -104,21 +113,23 @@ int bench_rank0(const BenchOptions& o, const RunSettings& s, const ExecutorFacto
     for (int i = 1; i <= o.runs; ++i) {
       runs.push_back(runner.run(w));
       const RunMeasure& m = runs.back();
-      spdlog::info("{} run {}/{}: {} requests, {} output tokens in {:.3f} s: {:.1f} output tok/s", w.name, i,
-                   o.runs, m.num_requests, m.output_tokens, m.elapsed_s,
+      spdlog::info("{} run {}/{}: {} requests, {} output tokens in {:.3f} s: {:.1f} output tok/s",
+                   w.name, i, o.runs, m.num_requests, m.output_tokens, m.elapsed_s,
                    static_cast<double>(m.output_tokens) / m.elapsed_s);
     }
     r["workloads"].push_back(workload_json(w, runs));
     const double spread = r["workloads"].back()["spread_pct"].get<double>();
     if (spread > kSpreadWarnPct)
-      spdlog::warn("{}: the runs spread {:.1f}% (over {:.0f}%): the machine is not quiet, or use more --runs",
-                   w.name, spread, kSpreadWarnPct);
+      spdlog::warn(
+          "{}: the runs spread {:.1f}% (over {:.0f}%): the machine is not quiet, or use more "
+          "--runs",
+          w.name, spread, kSpreadWarnPct);
   }
   r["decode_step"] = nullptr;
   if (o.runs_workload("decode-step")) {
     if (cuda) {
       DecodeStepSetup setup{o.decode_batch, o.decode_context, s.model.vocab_size,
-                            load_generation_config(o.model), Device::CUDA};
+                            load_generation_config(o.model), Device::kCuda};
       r["decode_step"] = measure_decode_step(executor, engine, setup, limit);
     } else {
       spdlog::info("decode step: CUDA only (null on the CPU backend)");

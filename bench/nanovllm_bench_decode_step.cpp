@@ -47,7 +47,8 @@ std::vector<DecodeSample> run_pass(StepRecorder& executor, const EngineConfig& e
   params.ignore_eos = true;
   const int prompt_len = std::max(1, context - kWarmSteps - kMeasuredSteps / 2);
   std::mt19937_64 rng(3000);
-  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(std::min<int64_t>(10000, setup.vocab_size) - 1));
+  std::uniform_int_distribution<int32_t> id(
+      0, static_cast<int32_t>(std::min<int64_t>(10000, setup.vocab_size) - 1));
   LLMEngine e(engine, executor);
   for (int i = 0; i < batch; ++i) {
     std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));  // [prompt_len]
@@ -102,23 +103,31 @@ nlohmann::json measure_decode_step(StepRecorder& executor, const EngineConfig& e
   greedy.temperature = 0.0f;
   const SamplingParams defaults = model_default_sampling(setup.model_defaults);
   PhaseTimer timer(setup.device);
-  spdlog::info("decode step: batch {}, context ~{}: greedy, default sampling, profiled", batch, context);
-  const std::vector<DecodeSample> g = run_pass(executor, engine, setup, batch, context, greedy, nullptr);
-  const std::vector<DecodeSample> d = run_pass(executor, engine, setup, batch, context, defaults, nullptr);
-  const std::vector<DecodeSample> p = run_pass(executor, engine, setup, batch, context, defaults, &timer);
+  spdlog::info("decode step: batch {}, context ~{}: greedy, default sampling, profiled", batch,
+               context);
+  const std::vector<DecodeSample> g =
+      run_pass(executor, engine, setup, batch, context, greedy, nullptr);
+  const std::vector<DecodeSample> d =
+      run_pass(executor, engine, setup, batch, context, defaults, nullptr);
+  const std::vector<DecodeSample> p =
+      run_pass(executor, engine, setup, batch, context, defaults, &timer);
   if (g.empty() || d.empty() || p.empty()) {
-    spdlog::warn("decode step: no step ran the whole batch of {} (the KV cache is too small?)", batch);
+    spdlog::warn("decode step: no step ran the whole batch of {} (the KV cache is too small?)",
+                 batch);
     return nullptr;
   }
   const bool timed = d.front().timing.has_value();
   const double step_ms = median_of(d, [](const DecodeSample& s) { return s.wall_ms; });
   const double greedy_ms = median_of(g, [](const DecodeSample& s) { return s.wall_ms; });
-  const double gpu_ms = median_of(d, [](const DecodeSample& s) { return s.timing ? s.timing->gpu_ms : 0; });
-  const double gap_ms = median_of(d, [](const DecodeSample& s) { return s.timing ? s.timing->gap_ms : 0; });
+  const double gpu_ms =
+      median_of(d, [](const DecodeSample& s) { return s.timing ? s.timing->gpu_ms : 0; });
+  const double gap_ms =
+      median_of(d, [](const DecodeSample& s) { return s.timing ? s.timing->gap_ms : 0; });
   const double mean_context = median_of(d, [](const DecodeSample& s) { return s.context; });
   nlohmann::json phases = nlohmann::json::object();
   for (size_t i = 0; i < kNumPhases; ++i)
-    phases[phase_name(static_cast<Phase>(i))] = median_of(p, [i](const DecodeSample& s) { return s.phases[i]; });
+    phases[phase_name(static_cast<Phase>(i))] =
+        median_of(p, [i](const DecodeSample& s) { return s.phases[i]; });
   phases["host"] = timed ? nlohmann::json(gap_ms) : nlohmann::json(nullptr);
 
   nlohmann::json j;
@@ -131,13 +140,15 @@ nlohmann::json measure_decode_step(StepRecorder& executor, const EngineConfig& e
   j["limit_ms"] = nullptr;
   j["pct_of_limit"] = nullptr;
   if (limit) {
-    const double limit_ms = 1e3 * step_limit_s(*limit, decode_step(batch, std::lround(mean_context)));
+    const double limit_ms =
+        1e3 * step_limit_s(*limit, decode_step(batch, std::lround(mean_context)));
     j["limit_ms"] = limit_ms;
     j["pct_of_limit"] = 100.0 * limit_ms / step_ms;
   }
   j["sampling_cost_pct"] = 100.0 * (step_ms - greedy_ms) / step_ms;
-  j["host_share_pct"] = timed && gpu_ms + gap_ms > 0 ? nlohmann::json(100.0 * gap_ms / (gpu_ms + gap_ms))
-                                                     : nlohmann::json(nullptr);
+  j["host_share_pct"] = timed && gpu_ms + gap_ms > 0
+                            ? nlohmann::json(100.0 * gap_ms / (gpu_ms + gap_ms))
+                            : nlohmann::json(nullptr);
   j["phases_ms"] = phases;
   j["measured_steps"] = static_cast<int64_t>(d.size());
   return j;

@@ -12,9 +12,8 @@
 //   phases_ms = pass 3's phase times, plus "host" = pass 2's idle time.
 #pragma once
 
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bench/limit_model.h"
 #include "bench/step_recorder.h"
@@ -30,7 +29,7 @@ struct DecodeStepSetup {
   int64_t vocab_size = 0;
   SamplingOverrides model_defaults;  // generation_config.json (empty: temperature 1)
   // The phase timer's clock: CUDA events, or the host clock (tests drive it on the CPU).
-  Device device = Device::CUDA;
+  Device device = Device::kCuda;
 };
 
 // The JSON "decode_step" object (bench/README.md); null when no step ran at the full batch

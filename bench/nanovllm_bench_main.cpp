@@ -4,10 +4,9 @@
 // a process with another), reads back each one's JSON, prints the table on stdout and writes
 // the combined JSON. Progress goes to stderr. Exit status: 0; 1 when a size failed; 2 on a
 // usage error.
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -81,7 +80,8 @@ int bench_main(int argc, char** argv) {
   int rc = 0;
   for (const int tp : o.tp_sizes) {
     const fs::path path =
-        fs::temp_directory_path() / ("nanovllm-bench-" + std::to_string(::getpid()) + "-tp" + std::to_string(tp) + ".json");
+        fs::temp_directory_path() /
+        ("nanovllm-bench-" + std::to_string(::getpid()) + "-tp" + std::to_string(tp) + ".json");
     spdlog::info("--tp {}: starting a benchmark process", tp);
     const int child_rc = run_child(argc, argv, tp, path);
     std::error_code ec;
@@ -110,7 +110,8 @@ int bench_main(int argc, char** argv) {
       std::fprintf(stderr, "nanovllm-bench: cannot write %s\n", o.json->c_str());
       return 1;
     }
-    spdlog::info("wrote {} (chart: python3 scripts/plot_bench.py {})", o.json->string(), o.json->string());
+    spdlog::info("wrote {} (chart: python3 scripts/plot_bench.py {})", o.json->string(),
+                 o.json->string());
   }
   return rc;
 }
@@ -118,4 +119,6 @@ int bench_main(int argc, char** argv) {
 }  // namespace
 }  // namespace nanovllm::bench
 
-int main(int argc, char** argv) { return nanovllm::bench::bench_main(argc, argv); }
+int main(int argc, char** argv) {
+  return nanovllm::bench::bench_main(argc, argv);
+}

@@ -1,10 +1,9 @@
 #include "bench/nanovllm_bench_options.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <climits>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 
 #include "launcher/usage_error.h"
 
@@ -51,7 +50,8 @@ void validate(BenchOptions& o, const std::string& device_flag, int visible_gpus,
   if (!(o.gpu_memory_utilization > 0.0 && o.gpu_memory_utilization <= 1.0))
     throw UsageError("--gpu-memory-utilization: must be in (0, 1]");
   if (!(o.cpu_kv_cache_space_gib > 0.0)) throw UsageError("--cpu-kv-cache-space: must be > 0");
-  if (o.sampling_flags.top_p && !(*o.sampling_flags.top_p > 0.0f && *o.sampling_flags.top_p <= 1.0f))
+  if (o.sampling_flags.top_p &&
+      !(*o.sampling_flags.top_p > 0.0f && *o.sampling_flags.top_p <= 1.0f))
     throw UsageError("--top-p: must be in (0, 1]");
   if (o.sampling_flags.top_k && *o.sampling_flags.top_k < -1)
     throw UsageError("--top-k: must be -1 or 0 (off) or > 0");
@@ -64,15 +64,16 @@ void validate(BenchOptions& o, const std::string& device_flag, int visible_gpus,
   o.workloads = workload_list(o.workloads);
 
   if (device_flag.empty()) {
-    o.device = visible_gpus > 0 ? Device::CUDA : Device::CPU;
+    o.device = visible_gpus > 0 ? Device::kCuda : Device::kCpu;
     if (visible_gpus == 0) notice = "no GPU visible; running on the CPU backend (--device cpu)";
   } else {
-    o.device = device_flag == "cuda" ? Device::CUDA : Device::CPU;
+    o.device = device_flag == "cuda" ? Device::kCuda : Device::kCpu;
   }
   const int largest_tp = *std::max_element(o.tp_sizes.begin(), o.tp_sizes.end());
-  if (o.device == Device::CUDA && largest_tp > visible_gpus)
-    throw UsageError("--tp " + std::to_string(largest_tp) + " on --device cuda needs that many GPUs; " +
-                     std::to_string(visible_gpus) + " visible");
+  if (o.device == Device::kCuda && largest_tp > visible_gpus)
+    throw UsageError("--tp " + std::to_string(largest_tp) +
+                     " on --device cuda needs that many GPUs; " + std::to_string(visible_gpus) +
+                     " visible");
   std::error_code ec;
   if (!fs::is_directory(o.model, ec))
     throw UsageError("model folder '" + o.model.string() + "' is not a directory");
@@ -93,22 +94,26 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   std::string device_flag, sampling = "workload", log_level = "info", child_json;
   std::vector<std::string> workloads{"all"};
   bool no_prefix_caching = false;
-  CLI::App app{"End-to-end benchmark of nanovllm: the launcher's processes on a model folder, "
-               "timed per workload against the machine's limit.",
-               "nanovllm-bench"};
+  CLI::App app{
+      "End-to-end benchmark of nanovllm: the launcher's processes on a model folder, "
+      "timed per workload against the machine's limit.",
+      "nanovllm-bench"};
   app.get_formatter()->column_width(44);
   const auto positive = CLI::Range(1, INT_MAX);
 
   app.add_option("model", o.model, "Hugging Face model folder")->required();
   app.add_option("--tp,--tensor-parallel-size", o.tp_sizes, "tensor-parallel sizes, e.g. 1,2")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--device", device_flag, "cuda (default when a GPU is visible) or cpu")
       ->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--max-model-len", o.max_model_len, "longest prompt + output")->check(positive);
   app.add_option("--max-num-seqs", o.max_num_seqs, "most sequences in one step")
-      ->check(positive)->capture_default_str();
+      ->check(positive)
+      ->capture_default_str();
   app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "most tokens in one step")
-      ->check(positive)->capture_default_str();
+      ->check(positive)
+      ->capture_default_str();
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization, "share of GPU memory")
       ->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV-cache block")->capture_default_str();
@@ -122,42 +127,58 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_option("--sampling", sampling,
                  "workload (temperature 0.6 only, as nano-vllm's bench.py) or model-defaults "
                  "(plus generation_config.json)")
-      ->check(CLI::IsMember({"workload", "model-defaults"}))->capture_default_str();
-  app.add_option("--temperature", o.sampling_flags.temperature, "every request's temperature (0 = greedy)")
+      ->check(CLI::IsMember({"workload", "model-defaults"}))
+      ->capture_default_str();
+  app.add_option("--temperature", o.sampling_flags.temperature,
+                 "every request's temperature (0 = greedy)")
       ->check(CLI::Range(0.0f, 1e6f));
   app.add_option("--top-p", o.sampling_flags.top_p, "every request's top-p");
   app.add_option("--top-k", o.sampling_flags.top_k, "every request's top-k (-1 or 0 = off)");
-  app.add_option("--min-p", o.sampling_flags.min_p, "every request's min-p")->check(CLI::Range(0.0f, 1.0f));
-  app.add_option("--seed", o.sampling_flags.seed, "every request's sampling seed");
+  app.add_option("--min-p", o.sampling_flags.min_p, "every request's min-p")
+      ->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--seed", o.sampling_flags.seed, "request i samples with seed N + i");
 
   app.add_option("--workloads", workloads,
                  "nanovllm, fixed, latency, shared-prefix, decode-step, or all")
-      ->delimiter(',')->capture_default_str();
-  app.add_option("--runs", o.runs, "repetitions, each on a fresh engine")->check(positive)
+      ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--workload-file", o.workload_file, "the nanovllm workload (default: the committed one)");
+  app.add_option("--runs", o.runs, "repetitions, each on a fresh engine")
+      ->check(positive)
+      ->capture_default_str();
+  app.add_option("--workload-file", o.workload_file,
+                 "the nanovllm workload (default: the committed one)");
   app.add_option("--max-requests", o.max_requests, "nanovllm: only the first N requests (0: all)")
       ->check(CLI::Range(0, INT_MAX));
   app.add_option("--token-scale", o.token_scale,
-                 "nanovllm: scale prompt lengths and max_tokens (quick runs)")->capture_default_str();
-  app.add_option("--num-seqs", o.num_seqs, "fixed: sequences per row, e.g. 1,16,64,256")
-      ->delimiter(',')->capture_default_str();
-  app.add_option("--input-len", o.input_len, "fixed, latency: prompt tokens")->check(positive)
+                 "nanovllm: scale prompt lengths and max_tokens (quick runs)")
       ->capture_default_str();
-  app.add_option("--output-len", o.output_len, "fixed, latency: output tokens")->check(positive)
+  app.add_option("--num-seqs", o.num_seqs, "fixed: sequences per row, e.g. 1,16,64,256")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--input-len", o.input_len, "fixed, latency: prompt tokens")
+      ->check(positive)
+      ->capture_default_str();
+  app.add_option("--output-len", o.output_len, "fixed, latency: output tokens")
+      ->check(positive)
       ->capture_default_str();
   app.add_option("--prefix-requests", o.prefix_requests, "shared-prefix: requests")
-      ->check(positive)->capture_default_str();
+      ->check(positive)
+      ->capture_default_str();
   app.add_option("--prefix-len", o.prefix_len, "shared-prefix: shared prompt tokens")
-      ->check(positive)->capture_default_str();
+      ->check(positive)
+      ->capture_default_str();
   app.add_option("--suffix-len", o.suffix_len, "shared-prefix: own prompt tokens")
-      ->check(positive)->capture_default_str();
+      ->check(positive)
+      ->capture_default_str();
   app.add_option("--prefix-output-len", o.prefix_output_len, "shared-prefix: output tokens")
-      ->check(positive)->capture_default_str();
-  app.add_option("--decode-batch", o.decode_batch, "decode-step: sequences")->check(positive)
+      ->check(positive)
+      ->capture_default_str();
+  app.add_option("--decode-batch", o.decode_batch, "decode-step: sequences")
+      ->check(positive)
       ->capture_default_str();
   app.add_option("--decode-context", o.decode_context, "decode-step: context tokens")
-      ->check(positive)->capture_default_str();
+      ->check(positive)
+      ->capture_default_str();
   app.add_option("--json", o.json, "write the result JSON here (bench/README.md)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
@@ -171,7 +192,8 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
     app.parse(argc, argv);
     o.workloads = workloads;
     o.enable_prefix_caching = !no_prefix_caching;
-    o.sampling = sampling == "model-defaults" ? SamplingMode::kModelDefaults : SamplingMode::kWorkload;
+    o.sampling =
+        sampling == "model-defaults" ? SamplingMode::kModelDefaults : SamplingMode::kWorkload;
     o.log_level = spdlog::level::from_str(log_level);
     if (!child_json.empty()) o.child_json = child_json;
     validate(o, device_flag, visible_gpus, result.notice);

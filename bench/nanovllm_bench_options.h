@@ -4,12 +4,12 @@
 // the launcher must fork before any CUDA call). Parsing never exits the process.
 #pragma once
 
+#include <spdlog/common.h>
+
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <spdlog/common.h>
 
 #include "engine/request.h"
 #include "launcher/cli.h"
@@ -29,7 +29,7 @@ inline constexpr const char* kAllWorkloads[] = {"nanovllm", "fixed", "latency", 
 struct BenchOptions {
   std::filesystem::path model;
   std::vector<int> tp_sizes{1};  // --tp 1,2: one run per size, in order
-  Device device = Device::CUDA;
+  Device device = Device::kCuda;
 
   // The launcher's engine flags (launcher/cli.h), same meaning and defaults.
   std::optional<int> max_model_len;
@@ -77,9 +77,9 @@ struct BenchOptions {
 
 struct BenchParse {
   std::optional<BenchOptions> options;  // set: go ahead
-  int exit_code = 0;     // when options is unset: 0 after --help, 2 on a usage error
-  std::string message;   // help text (stdout) or the error (stderr)
-  std::string notice;    // e.g. the device fallback
+  int exit_code = 0;                    // when options is unset: 0 after --help, 2 on a usage error
+  std::string message;                  // help text (stdout) or the error (stderr)
+  std::string notice;                   // e.g. the device fallback
 };
 
 // `visible_gpus`: launcher/gpu_probe.h's count (passed in so tests need no GPU).

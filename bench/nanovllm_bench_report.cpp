@@ -12,9 +12,13 @@ using nlohmann::json;
 
 namespace {
 
-json rate(double amount, double seconds) { return seconds > 0 ? json(amount / seconds) : json(nullptr); }
+json rate(double amount, double seconds) {
+  return seconds > 0 ? json(amount / seconds) : json(nullptr);
+}
 
-json or_null(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+json or_null(const std::optional<double>& v) {
+  return v ? json(*v) : json(nullptr);
+}
 
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -72,10 +76,12 @@ json median_run(const json& runs) {
 
 double spread_pct(const json& runs) {
   std::vector<double> v;
-  for (const json& r : runs) v.push_back(r.at("output_tok_s").is_number() ? r.at("output_tok_s").get<double>() : 0.0);
+  for (const json& r : runs)
+    v.push_back(r.at("output_tok_s").is_number() ? r.at("output_tok_s").get<double>() : 0.0);
   const double med = median_of(v);
   if (med <= 0) return 0;
-  return 100.0 * (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / med;
+  return 100.0 * (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) /
+         med;
 }
 
 json workload_json(const Workload& w, const std::vector<RunMeasure>& runs) {
@@ -95,14 +101,18 @@ json workload_json(const Workload& w, const std::vector<RunMeasure>& runs) {
   j["limit_breakdown_s"] = nullptr;
   if (!runs.front().limit_breakdown.empty()) {
     j["limit_breakdown_s"] = json::object();
-    for (const OpCost& op : runs.front().limit_breakdown) j["limit_breakdown_s"][op.name] = op.seconds;
+    for (const OpCost& op : runs.front().limit_breakdown)
+      j["limit_breakdown_s"][op.name] = op.seconds;
   }
   return j;
 }
 
 json machine_json(const std::optional<MachineLimits>& limits) {
   if (!limits)
-    return {{"device", nullptr}, {"sm_count", nullptr}, {"copy_bandwidth_gbs", nullptr}, {"bf16_tflops", nullptr}};
+    return {{"device", nullptr},
+            {"sm_count", nullptr},
+            {"copy_bandwidth_gbs", nullptr},
+            {"bf16_tflops", nullptr}};
   return {{"device", limits->device},
           {"sm_count", limits->sm_count},
           {"copy_bandwidth_gbs", limits->copy_bytes_per_s / 1e9},
@@ -125,19 +135,23 @@ json scaling_json(const std::vector<json>& per_tp) {
   json out = json::array();
   const json& base = per_tp.front();
   for (size_t w = 0; w < base.at("workloads").size(); ++w) {
-    json row{{"workload", base["workloads"][w]["name"]}, {"tp", json::array()},
-             {"output_tok_s", json::array()}, {"speedup", json::array()},
+    json row{{"workload", base["workloads"][w]["name"]},
+             {"tp", json::array()},
+             {"output_tok_s", json::array()},
+             {"speedup", json::array()},
              {"efficiency_pct", json::array()}};
     const json base_rate = base["workloads"][w]["median"]["output_tok_s"];
     for (const json& r : per_tp) {
       const json rate_here = r["workloads"][w]["median"]["output_tok_s"];
       const double tp_ratio = r["tp"].get<double>() / base["tp"].get<double>();
       const bool ok = rate_here.is_number() && base_rate.is_number() && base_rate.get<double>() > 0;
-      const json speedup = ok ? json(rate_here.get<double>() / base_rate.get<double>()) : json(nullptr);
+      const json speedup =
+          ok ? json(rate_here.get<double>() / base_rate.get<double>()) : json(nullptr);
       row["tp"].push_back(r["tp"]);
       row["output_tok_s"].push_back(rate_here);
       row["speedup"].push_back(speedup);
-      row["efficiency_pct"].push_back(ok ? json(100.0 * speedup.get<double>() / tp_ratio) : json(nullptr));
+      row["efficiency_pct"].push_back(ok ? json(100.0 * speedup.get<double>() / tp_ratio)
+                                         : json(nullptr));
     }
     out.push_back(row);
   }
@@ -147,52 +161,69 @@ json scaling_json(const std::vector<json>& per_tp) {
 void print_result(std::FILE* out, const json& r) {
   const json& machine = r["machine"];
   const json& s = r["startup"];
-  fmt::print(out, "\nnanovllm-bench | model {} | {} | tp {} | sampling {} | prefix caching {} | {} run(s) each, medians\n",
-             r["model"]["name"].get<std::string>(), r["device"].get<std::string>(), r["tp"].get<int>(),
-             r["sampling"]["mode"].get<std::string>(), r["engine"]["enable_prefix_caching"].get<bool>() ? "on" : "off",
-             r["runs"].get<int>());
-  fmt::print(out, "start-up (not timed): machine limits {} s, model {} s (weights {} s, warm-up {} s, graph capture {} s), warm-up request {} s\n",
-             num(s["machine_limits_s"], 2), num(s["load_s"], 2), num(s["weights_s"], 2), num(s["warmup_s"], 2),
-             num(s["graph_capture_s"], 2), num(s["warmup_request_s"], 2));
+  fmt::print(out,
+             "\nnanovllm-bench | model {} | {} | tp {} | sampling {} | prefix caching {} | {} "
+             "run(s) each, medians\n",
+             r["model"]["name"].get<std::string>(), r["device"].get<std::string>(),
+             r["tp"].get<int>(), r["sampling"]["mode"].get<std::string>(),
+             r["engine"]["enable_prefix_caching"].get<bool>() ? "on" : "off", r["runs"].get<int>());
+  fmt::print(out,
+             "start-up (not timed): machine limits {} s, model {} s (weights {} s, warm-up {} s, "
+             "graph capture {} s), warm-up request {} s\n",
+             num(s["machine_limits_s"], 2), num(s["load_s"], 2), num(s["weights_s"], 2),
+             num(s["warmup_s"], 2), num(s["graph_capture_s"], 2), num(s["warmup_request_s"], 2));
   if (machine["device"].is_string())
     fmt::print(out, "machine: {}, {} GB/s copy, {} TFLOP/s bf16 (the limit's ceilings)\n",
-               machine["device"].get<std::string>(), num(machine["copy_bandwidth_gbs"], 0), num(machine["bf16_tflops"], 0));
+               machine["device"].get<std::string>(), num(machine["copy_bandwidth_gbs"], 0),
+               num(machine["bf16_tflops"], 0));
   else
     fmt::print(out, "machine: not measured (CPU backend): no limit, % of limit is '-'\n");
-  fmt::print(out, "\n{:<16}{:>6}{:>10}{:>10}{:>9}{:>9}{:>11}{:>11}{:>11}{:>11}{:>9}{:>9}{:>9}{:>9}{:>8}\n", "workload",
-             "reqs", "in tok", "out tok", "time s", "req/s", "total t/s", "out t/s", "S_PP t/s", "S_TG t/s",
-             "TTFT ms", "TPOT ms", "cached", "% limit", "spread");
+  fmt::print(
+      out, "\n{:<16}{:>6}{:>10}{:>10}{:>9}{:>9}{:>11}{:>11}{:>11}{:>11}{:>9}{:>9}{:>9}{:>9}{:>8}\n",
+      "workload", "reqs", "in tok", "out tok", "time s", "req/s", "total t/s", "out t/s",
+      "S_PP t/s", "S_TG t/s", "TTFT ms", "TPOT ms", "cached", "% limit", "spread");
   for (const json& w : r["workloads"]) {
     const json& m = w["median"];
     const double spread = w["spread_pct"].get<double>();
-    fmt::print(out, "{:<16}{:>6}{:>10}{:>10}{:>9}{:>9}{:>11}{:>11}{:>11}{:>11}{:>9}{:>9}{:>9}{:>9}{:>8}\n",
-               w["name"].get<std::string>(), w["num_requests"].get<int64_t>(), w["prompt_tokens"].get<int64_t>(),
-               w["output_tokens"].get<int64_t>(), num(m["elapsed_s"], 3), num(m["requests_per_s"], 2),
-               num(m["total_tok_s"], 1), num(m["output_tok_s"], 1), num(m["prefill_tok_s"], 1),
-               num(m["decode_tok_s"], 1), num(m["ttft_ms"], 1), num(m["tpot_ms"], 2), num(m["cached_tokens"], 0),
-               num(m["pct_of_limit"], 1), fmt::format("{:.1f}%{}", spread, spread > kSpreadWarnPct ? "!" : ""));
+    fmt::print(
+        out, "{:<16}{:>6}{:>10}{:>10}{:>9}{:>9}{:>11}{:>11}{:>11}{:>11}{:>9}{:>9}{:>9}{:>9}{:>8}\n",
+        w["name"].get<std::string>(), w["num_requests"].get<int64_t>(),
+        w["prompt_tokens"].get<int64_t>(), w["output_tokens"].get<int64_t>(),
+        num(m["elapsed_s"], 3), num(m["requests_per_s"], 2), num(m["total_tok_s"], 1),
+        num(m["output_tok_s"], 1), num(m["prefill_tok_s"], 1), num(m["decode_tok_s"], 1),
+        num(m["ttft_ms"], 1), num(m["tpot_ms"], 2), num(m["cached_tokens"], 0),
+        num(m["pct_of_limit"], 1),
+        fmt::format("{:.1f}%{}", spread, spread > kSpreadWarnPct ? "!" : ""));
   }
   const json& d = r["decode_step"];
   if (!d.is_object()) {
     fmt::print(out, "\ndecode step: - (CUDA only)\n");
     return;
   }
-  fmt::print(out, "\ndecode step (batch {}, context {}): {} ms (greedy {} ms, eager profiled {} ms), limit {} ms = {}% of limit\n",
-             d["batch"].get<int>(), d["context"].get<int>(), num(d["step_ms"], 3), num(d["greedy_step_ms"], 3),
-             num(d["eager_step_ms"], 3), num(d["limit_ms"], 3), num(d["pct_of_limit"], 1));
-  fmt::print(out, "  sampling cost {}%, host share {}%; phases (ms):", num(d["sampling_cost_pct"], 1),
+  fmt::print(out,
+             "\ndecode step (batch {}, context {}): {} ms (greedy {} ms, eager profiled {} ms), "
+             "limit {} ms = {}% of limit\n",
+             d["batch"].get<int>(), d["context"].get<int>(), num(d["step_ms"], 3),
+             num(d["greedy_step_ms"], 3), num(d["eager_step_ms"], 3), num(d["limit_ms"], 3),
+             num(d["pct_of_limit"], 1));
+  fmt::print(out,
+             "  sampling cost {}%, host share {}%; phases (ms):", num(d["sampling_cost_pct"], 1),
              num(d["host_share_pct"], 1));
-  for (const auto& [phase, ms] : d["phases_ms"].items()) fmt::print(out, " {} {}", phase, num(ms, 3));
+  for (const char* phase : {"attention", "gemm", "elementwise", "all_reduce", "sampling", "host"})
+    fmt::print(out, " {} {}", phase, num(d["phases_ms"].value(phase, json(nullptr)), 3));
   fmt::print(out, "\n");
 }
 
 void print_scaling(std::FILE* out, const json& scaling) {
-  fmt::print(out, "\ntensor-parallel scaling (median output tok/s; speedup, efficiency vs the first size):\n");
+  fmt::print(
+      out,
+      "\ntensor-parallel scaling (median output tok/s; speedup, efficiency vs the first size):\n");
   for (const json& row : scaling) {
     fmt::print(out, "{:<16}", row["workload"].get<std::string>());
     for (size_t i = 0; i < row["tp"].size(); ++i)
-      fmt::print(out, "  tp {}: {} ({}x, {}%)", row["tp"][i].get<int>(), num(row["output_tok_s"][i], 1),
-                 num(row["speedup"][i], 2), num(row["efficiency_pct"][i], 0));
+      fmt::print(out, "  tp {}: {} ({}x, {}%)", row["tp"][i].get<int>(),
+                 num(row["output_tok_s"][i], 1), num(row["speedup"][i], 2),
+                 num(row["efficiency_pct"][i], 0));
     fmt::print(out, "\n");
   }
 }

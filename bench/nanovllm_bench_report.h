@@ -4,11 +4,10 @@
 #pragma once
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bench/limit_model.h"
 #include "bench/machine_limits.h"

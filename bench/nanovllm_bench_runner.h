@@ -27,12 +27,12 @@ struct RunMeasure {
   int64_t prefill_tokens = 0;  // prompt tokens computed by prefill steps
   int64_t decode_tokens = 0;   // tokens decode steps produced
   int64_t num_steps = 0;
-  double prefill_s = 0;  // wall time of the engine's prefill steps (schedule + execute)
-  double decode_s = 0;   // the same for its decode steps
-  double ttft_ms = 0;    // mean over requests: run start to its first token
-  double tpot_ms = 0;    // mean over requests with > 1 token: first to last token / (n - 1)
-  std::optional<double> gpu_s;    // Σ CUDA-event time of the steps on rank 0's stream
-  std::optional<double> limit_s;  // the limit model over the steps this run ran
+  double prefill_s = 0;         // wall time of the engine's prefill steps (schedule + execute)
+  double decode_s = 0;          // the same for its decode steps
+  double ttft_ms = 0;           // mean over requests: run start to its first token
+  double tpot_ms = 0;           // mean over requests with > 1 token: first to last token / (n - 1)
+  std::optional<double> gpu_s;  // Σ CUDA-event time of the steps on rank 0's stream
+  std::optional<double> limit_s;        // the limit model over the steps this run ran
   std::vector<OpCost> limit_breakdown;  // the same, per operation (empty without limits)
 };
 

@@ -55,7 +55,8 @@ int64_t scaled_length(int64_t n, double scale) {
 
 SamplingChoice sampling_choice(const BenchOptions& o) {
   SamplingChoice c;
-  if (o.sampling == SamplingMode::kModelDefaults) c.model_defaults = load_generation_config(o.model);
+  if (o.sampling == SamplingMode::kModelDefaults)
+    c.model_defaults = load_generation_config(o.model);
   c.flags = o.sampling_flags;
   return c;
 }
@@ -75,8 +76,8 @@ SamplingParams resolve_params(const SamplingOverrides& workload, const SamplingC
   return p;
 }
 
-Workload nanovllm_workload(const std::filesystem::path& file, int max_requests,
-                           double token_scale, const SamplingChoice& choice) {
+Workload nanovllm_workload(const std::filesystem::path& file, int max_requests, double token_scale,
+                           const SamplingChoice& choice) {
   std::ifstream in(file);
   if (!in) throw std::runtime_error("cannot read the workload file " + file.string());
   Workload w{"nanovllm", "nanovllm"};
@@ -86,9 +87,10 @@ Workload nanovllm_workload(const std::filesystem::path& file, int max_requests,
     try {
       const nlohmann::json j = nlohmann::json::parse(line);
       std::vector<int32_t> prompt = j.at("prompt_token_ids").get<std::vector<int32_t>>();
-      prompt.resize(static_cast<size_t>(scaled_length(static_cast<int64_t>(prompt.size()), token_scale)));
-      SamplingOverrides s = workload_sampling(static_cast<int>(
-          scaled_length(j.at("max_tokens").get<int64_t>(), token_scale)));
+      prompt.resize(
+          static_cast<size_t>(scaled_length(static_cast<int64_t>(prompt.size()), token_scale)));
+      SamplingOverrides s = workload_sampling(
+          static_cast<int>(scaled_length(j.at("max_tokens").get<int64_t>(), token_scale)));
       if (j.contains("temperature")) s.temperature = j.at("temperature").get<float>();
       w.requests.push_back(BenchRequest{std::move(prompt), resolve_params(s, choice)});
     } catch (const nlohmann::json::exception& e) {
@@ -155,7 +157,8 @@ std::vector<Workload> make_workloads(const BenchOptions& o, int64_t vocab_size) 
   // --seed: request i samples with seed + i (unset: the engine derives one from its id).
   if (o.sampling_flags.seed)
     for (Workload& w : out)
-      for (size_t i = 0; i < w.requests.size(); ++i) w.requests[i].params.seed = *o.sampling_flags.seed + i;
+      for (size_t i = 0; i < w.requests.size(); ++i)
+        w.requests[i].params.seed = *o.sampling_flags.seed + i;
   return out;
 }
 

@@ -11,10 +11,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bench/nanovllm_bench_options.h"
 #include "engine/request.h"
@@ -48,8 +47,8 @@ SamplingParams resolve_params(const SamplingOverrides& workload, const SamplingC
 
 // nano-vllm's workload file, first max_requests lines (0: all), lengths scaled by
 // token_scale (ceil, at least 1). Throws std::runtime_error naming the file and line.
-Workload nanovllm_workload(const std::filesystem::path& file, int max_requests,
-                           double token_scale, const SamplingChoice& choice);
+Workload nanovllm_workload(const std::filesystem::path& file, int max_requests, double token_scale,
+                           const SamplingChoice& choice);
 Workload fixed_workload(int num_seqs, int input_len, int output_len, int64_t vocab_size,
                         const SamplingChoice& choice);
 Workload latency_workload(int input_len, int output_len, int64_t vocab_size,

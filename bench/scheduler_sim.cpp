@@ -35,13 +35,14 @@ struct SimOptions {
 // ignore_eos).
 class SimulatedExecutor : public StepExecutor {
  public:
-  SimulatedExecutor(int vocab_size, int num_blocks) : vocab_size_(vocab_size), num_blocks_(num_blocks) {}
+  SimulatedExecutor(int vocab_size, int num_blocks)
+      : vocab_size_(vocab_size), num_blocks_(num_blocks) {}
   int num_kv_blocks() const override { return num_blocks_; }
   StepResult execute(const StepCommand& cmd) override {
     StepResult out;
     for (size_t row = 0; row < cmd.seeds.size(); ++row) {
-      uint64_t x = cmd.seeds[row] * 0x9e3779b97f4a7c15ull +
-                   static_cast<uint64_t>(cmd.sample_positions[row]);
+      uint64_t x =
+          cmd.seeds[row] * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(cmd.sample_positions[row]);
       x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ull;
       out.sampled_token_ids.push_back(
           static_cast<int32_t>((x ^ (x >> 29)) % static_cast<uint64_t>(vocab_size_)));

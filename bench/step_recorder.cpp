@@ -8,12 +8,12 @@
 namespace nanovllm::bench {
 
 Step step_of(const StepCommand& cmd) {
-  CHECK(cmd.kind == StepKind::PREFILL || cmd.kind == StepKind::DECODE);
+  CHECK(cmd.kind == StepKind::kPrefill || cmd.kind == StepKind::kDecode);
   Step step;
   const int b_count = cmd.num_seqs();
   step.seqs.reserve(static_cast<size_t>(b_count));
   for (int b = 0; b < b_count; ++b) {
-    if (cmd.kind == StepKind::PREFILL) {
+    if (cmd.kind == StepKind::kPrefill) {
       step.seqs.push_back(SeqStep{cmd.cu_seqlens_q[b + 1] - cmd.cu_seqlens_q[b],
                                   cmd.cu_seqlens_k[b + 1] - cmd.cu_seqlens_k[b]});
     } else {
@@ -30,10 +30,10 @@ StepRecorder::StepRecorder(std::unique_ptr<StepExecutor> inner) : inner_(std::mo
 }
 
 StepResult StepRecorder::execute(const StepCommand& cmd) {
-  if (cmd.kind == StepKind::EXIT) return inner_->execute(cmd);
+  if (cmd.kind == StepKind::kExit) return inner_->execute(cmd);
   RecordedStep recorded;
   recorded.step = step_of(cmd);  // before the step, so its cost stays outside the timing
-  recorded.prefill = cmd.kind == StepKind::PREFILL;
+  recorded.prefill = cmd.kind == StepKind::kPrefill;
   const auto start = std::chrono::steady_clock::now();
   StepResult result = inner_->execute(cmd);
   recorded.host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

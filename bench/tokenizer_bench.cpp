@@ -13,10 +13,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/tokenizer.h"
 
@@ -63,12 +62,17 @@ int main(int argc, char** argv) {
   bool reference = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--tokenizer" && i + 1 < argc) tokenizer_path = argv[++i];
-    else if (a == "--mb" && i + 1 < argc) mb = std::atof(argv[++i]);
-    else if (a == "--repeats" && i + 1 < argc) repeats = std::atoi(argv[++i]);
-    else if (a == "--no-reference") reference = false;
+    if (a == "--tokenizer" && i + 1 < argc)
+      tokenizer_path = argv[++i];
+    else if (a == "--mb" && i + 1 < argc)
+      mb = std::atof(argv[++i]);
+    else if (a == "--repeats" && i + 1 < argc)
+      repeats = std::atoi(argv[++i]);
+    else if (a == "--no-reference")
+      reference = false;
     else {
-      std::fprintf(stderr, "usage: %s [--tokenizer PATH] [--mb N] [--repeats N] [--no-reference]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--tokenizer PATH] [--mb N] [--repeats N] [--no-reference]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -83,7 +87,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < repeats; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       tokens = encode_all(tok, docs);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     const double ours = bytes / 1e6 / best;
     double theirs = 0;
@@ -103,7 +108,8 @@ int main(int argc, char** argv) {
     std::printf("%-28s %10s %12s\n", "encoder", "MB/s", "tokens");
     std::printf("%-28s %10.2f %12zu\n", "nanovllm Tokenizer", ours, tokens);
     if (reference) std::printf("%-28s %10.2f\n", "HF tokenizers 0.23.2 (node)", theirs);
-    nlohmann::json result = {{"bytes", bytes}, {"documents", docs.size()}, {"tokens", tokens}, {"ours_mb_per_s", ours}};
+    nlohmann::json result = {
+        {"bytes", bytes}, {"documents", docs.size()}, {"tokens", tokens}, {"ours_mb_per_s", ours}};
     if (reference) result["reference_mb_per_s"] = theirs, result["ratio"] = ours / theirs;
     std::printf("%s\n", result.dump().c_str());
   } catch (const std::exception& e) {

@@ -25,7 +25,7 @@ uint64_t mix(uint64_t k) {  // splitmix64 finalizer: spreads the two ids over al
 // One candidate merge of the symbols at `left` and its right neighbour.
 struct Candidate {
   int32_t rank;
-  int32_t left;    // symbol index of the left part (word position: ties go leftmost)
+  int32_t left;  // symbol index of the left part (word position: ties go leftmost)
   int32_t new_id;
   bool operator>(const Candidate& o) const {
     return rank != o.rank ? rank > o.rank : left > o.left;

@@ -50,17 +50,16 @@ class BpeModel {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
 
-  std::vector<std::string> id_to_token_;                                        // [id_limit]
+  std::vector<std::string> id_to_token_;  // [id_limit]
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> token_to_id_;
-  int32_t byte_to_id_[256];  // id of the single-byte token of each byte value
+  int32_t byte_to_id_[256];             // id of the single-byte token of each byte value
   std::vector<MergeSlot> merge_table_;  // open addressing, power-of-two size
   uint64_t merge_mask_ = 0;
 
   // Per-word cache: raw word bytes -> ids. Capped; once full it stops growing.
   static constexpr size_t kCacheCapacity = 1 << 18;
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>>
-      cache_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
 };
 
 }  // namespace nanovllm

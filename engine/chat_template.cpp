@@ -1,9 +1,8 @@
 #include "engine/chat_template.h"
 
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/tokenizer_error.h"
 
@@ -28,7 +27,9 @@ std::string_view rstrip_newlines(std::string_view s) {
   while (!s.empty() && s.back() == '\n') s.remove_suffix(1);
   return s;
 }
-std::string_view strip_newlines(std::string_view s) { return rstrip_newlines(lstrip_newlines(s)); }
+std::string_view strip_newlines(std::string_view s) {
+  return rstrip_newlines(lstrip_newlines(s));
+}
 
 // s.split(sep)[-1] and s.split(sep)[0].
 std::string_view after_last(std::string_view s, std::string_view sep) {
@@ -49,7 +50,8 @@ std::vector<Message> validate(const nlohmann::json& messages) {
     if (!m.is_object()) fail(i, "expected an object with \"role\" and \"content\"");
     for (const char* key : {"tool_calls", "reasoning_content", "tools", "tool_call_id"}) {
       if (m.contains(key) && !m[key].is_null()) {
-        fail(i, std::string("field \"") + key + "\" is not supported (no tool use or reasoning_content)");
+        fail(i, std::string("field \"") + key +
+                    "\" is not supported (no tool use or reasoning_content)");
       }
     }
     const auto role = m.find("role");
@@ -90,7 +92,11 @@ std::string render_chat(const nlohmann::json& messages, bool add_generation_prom
   for (size_t i = 0; i < n; ++i) {
     const Message& m = msgs[i];
     if (m.role == "user" || (m.role == "system" && i > 0)) {
-      out.append("<|im_start|>").append(m.role).append("\n").append(m.content).append("<|im_end|>\n");
+      out.append("<|im_start|>")
+          .append(m.role)
+          .append("\n")
+          .append(m.content)
+          .append("<|im_end|>\n");
     } else if (m.role == "assistant") {
       std::string_view content = m.content;
       std::string_view reasoning;

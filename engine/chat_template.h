@@ -5,9 +5,8 @@
 // earlier assistant turns and the enable_thinking switch.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 namespace nanovllm {
 

@@ -32,6 +32,14 @@ void EngineConfig::validate() const {
                                 std::to_string(max_num_batched_tokens) +
                                 ") must be >= max_model_len (" + std::to_string(max_model_len) +
                                 ") until chunked prefill exists");
+  // A decode step has one token per running sequence: with fewer tokens per step than
+  // sequences admitted, the sequences beyond the budget hold their KV and starve (vLLM
+  // refuses this too).
+  if (max_num_batched_tokens < max_num_seqs)
+    throw std::invalid_argument("max_num_batched_tokens (" +
+                                std::to_string(max_num_batched_tokens) +
+                                ") must be >= max_num_seqs (" + std::to_string(max_num_seqs) +
+                                "): a decode step has one token per running sequence");
   for (const int32_t id : eos_token_ids)
     if (id < 0)
       throw std::invalid_argument("eos_token_ids must be >= 0, got " + std::to_string(id));

@@ -4,8 +4,7 @@
 
 namespace nanovllm {
 
-IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer,
-                                               bool skip_special_tokens)
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special_tokens)
     : tokenizer_(&tokenizer), skip_special_tokens_(skip_special_tokens) {}
 
 std::string IncrementalDetokenizer::push(int32_t id) {

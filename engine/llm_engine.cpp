@@ -56,7 +56,7 @@ AddRequestResult LLMEngine::add_request(std::vector<int32_t> prompt_token_ids,
 
 void LLMEngine::stop_workers() {
   StepCommand exit;
-  exit.kind = StepKind::EXIT;
+  exit.kind = StepKind::kExit;
   exit.step_id = next_step_id_++;
   executor_.execute(exit);
 }
@@ -73,9 +73,8 @@ std::vector<RequestOutput> LLMEngine::step() {
                                 << scheduler_.waiting().size() << " waiting and "
                                 << scheduler_.running().size() << " running");
 
-  StepCommand cmd = batch.is_prefill
-                        ? build_prefill_command(batch.seqs, config_.kvcache_block_size)
-                        : build_decode_command(batch.seqs, config_.kvcache_block_size);
+  StepCommand cmd = batch.is_prefill ? build_prefill_command(batch.seqs, config_.kvcache_block_size)
+                                     : build_decode_command(batch.seqs, config_.kvcache_block_size);
   cmd.step_id = next_step_id_++;
   stats_.scheduler_seconds += seconds_since(start);
 

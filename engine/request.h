@@ -38,9 +38,9 @@ struct SamplingOverrides {
 };
 
 struct Request {
-  std::string id;    // the line's id / custom_id; default: "line-<N>" (generated_id)
+  std::string id;             // the line's id / custom_id; default: "line-<N>" (generated_id)
   bool generated_id = false;  // the line named none: its id depends on its line number
-  int64_t line = 0;  // 1-based line of prompts.jsonl
+  int64_t line = 0;           // 1-based line of prompts.jsonl
   RequestFormat format = RequestFormat::kNative;
   PromptKind kind = PromptKind::kText;
 
@@ -54,7 +54,8 @@ struct Request {
 
   SamplingOverrides overrides;                  // this request's own sampling fields
   std::string max_tokens_field = "max_tokens";  // its spelling there, named in errors
-  SamplingParams sampling_params;  // resolved by validation (all levels + context room)
+  SamplingParams sampling_params;   // resolved by validation (all levels + context room)
+  bool temperature_raised = false;  // a temperature in (0, 0.01) was raised to 0.01 (vLLM)
 
   std::optional<RequestError> error;
 

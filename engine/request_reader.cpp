@@ -4,10 +4,10 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "engine/file_error.h"
 #include "engine/openai_batch_request.h"
 #include "engine/request_fields.h"
 #include "engine/sequence.h"
-#include "engine/file_error.h"
 
 namespace nanovllm {
 namespace {
@@ -190,6 +190,13 @@ void validate_request(Request& r, const RequestValidator& v, const SamplingLevel
     return r.fail(room, join_field(prefix, prompt_field));
   r.sampling_params =
       resolve_sampling(levels, r.overrides, static_cast<int32_t>(prompt_len), v.max_model_len);
+  // logits / 1e-38 overflow: vLLM raises tiny temperatures to its minimum, and so do the
+  // samplers (kernels/sampler.h); the job warns once, naming the lines.
+  float& t = r.sampling_params.temperature;
+  if (t > 0.0f && t < kMinSamplingTemperature) {
+    t = kMinSamplingTemperature;
+    r.temperature_raised = true;
+  }
   if (r.overrides.max_tokens && prompt_len + *r.overrides.max_tokens > v.max_model_len)
     return r.fail("max_tokens " + std::to_string(*r.overrides.max_tokens) + " plus the " +
                       std::to_string(prompt_len) + "-token prompt exceeds max_model_len " +

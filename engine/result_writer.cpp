@@ -6,9 +6,9 @@
 #include <stdexcept>
 #include <utility>
 
+#include "engine/file_error.h"
 #include "engine/reasoning_parser.h"
 #include "kernels/check.h"
-#include "engine/file_error.h"
 
 namespace nanovllm {
 namespace {
@@ -45,12 +45,11 @@ std::string tagged(std::string_view prefix, const ResultWriterOptions& o, uint64
   return std::string(prefix) + o.run_tag + "-" + std::to_string(serial);
 }
 
-nlohmann::json openai_body(const Request& r, const CompletionOutput& out, const ResultWriterOptions& o,
-                           uint64_t serial) {
+nlohmann::json openai_body(const Request& r, const CompletionOutput& out,
+                           const ResultWriterOptions& o, uint64_t serial) {
   const auto completion_tokens = static_cast<int64_t>(out.token_ids.size());
-  nlohmann::json choice = {{"index", 0},
-                           {"logprobs", nullptr},
-                           {"finish_reason", to_string(out.finish_reason)}};
+  nlohmann::json choice = {
+      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", to_string(out.finish_reason)}};
   const bool chat = r.format == RequestFormat::kOpenAIChat;
   if (chat) {
     const ReasoningSplit split = split_reasoning(out.text, r.enable_thinking);
@@ -74,8 +73,8 @@ nlohmann::json openai_body(const Request& r, const CompletionOutput& out, const 
 
 }  // namespace
 
-nlohmann::json result_json(const Request& r, const CompletionOutput& out, const ResultWriterOptions& o,
-                           uint64_t serial) {
+nlohmann::json result_json(const Request& r, const CompletionOutput& out,
+                           const ResultWriterOptions& o, uint64_t serial) {
   CHECK(r.ok());
   if (r.format != RequestFormat::kNative) {
     return {{"id", tagged("batch_req_", o, serial)},

@@ -29,7 +29,6 @@
 
 namespace nanovllm {
 
-
 // What the engine produced for one request.
 struct CompletionOutput {
   std::string text;                // detokenized completion

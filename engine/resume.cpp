@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <unordered_set>
 
-#include "engine/result_writer.h"
 #include "engine/file_error.h"
+#include "engine/result_writer.h"
 
 namespace nanovllm {
 namespace {

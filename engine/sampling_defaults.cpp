@@ -52,9 +52,12 @@ std::optional<FieldProblem> read_sampling_field(const nlohmann::json& value,
     if (!(p = read_int(value, field, kInt32Min, kInt32Max, i))) out.top_k = i;
   } else if (target == "seed") {
     // Any 64-bit integer, signed or not (OpenAI allows negative seeds); stored as bits.
+    // -1 means "no seed", as in vLLM: the seed is then derived as for a request without one.
     if (!value.is_number_integer()) return problem(field, "must be an integer");
-    out.seed = value.is_number_unsigned() ? value.get<uint64_t>()
-                                          : static_cast<uint64_t>(value.get<int64_t>());
+    if (value.is_number_unsigned())
+      out.seed = value.get<uint64_t>();
+    else if (value.get<int64_t>() != -1)
+      out.seed = static_cast<uint64_t>(value.get<int64_t>());
   } else if (target == "ignore_eos") {
     if (!value.is_boolean()) return problem(field, "must be true or false");
     out.ignore_eos = value.get<bool>();

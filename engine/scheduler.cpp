@@ -42,7 +42,7 @@ std::string Scheduler::rejection_reason(int num_prompt_tokens, const SamplingPar
 
 void Scheduler::add(Sequence* seq) {
   CHECK(seq != nullptr);
-  CHECK(seq->status == SequenceStatus::WAITING);
+  CHECK(seq->status == SequenceStatus::kWaiting);
   CHECK_MSG(rejection_reason(seq->num_prompt_tokens, seq->sampling_params).empty(),
             "inadmissible sequence " << seq->seq_id);
   waiting_.push_back(seq);
@@ -70,7 +70,7 @@ bool Scheduler::schedule_prefill(ScheduledBatch& batch) {
     if (seq->first_prefill_cached_tokens < 0)
       seq->first_prefill_cached_tokens = seq->num_cached_tokens;
     num_batched_tokens += num_new_tokens;
-    seq->status = SequenceStatus::RUNNING;
+    seq->status = SequenceStatus::kRunning;
     waiting_.pop_front();
     running_.push_back(seq);
     batch.seqs.push_back(seq);
@@ -111,7 +111,7 @@ void Scheduler::schedule_decode(ScheduledBatch& batch) {
 }
 
 void Scheduler::preempt(Sequence* seq) {
-  seq->status = SequenceStatus::WAITING;
+  seq->status = SequenceStatus::kWaiting;
   block_manager_.deallocate(*seq);
   waiting_.push_front(seq);
   ++seq->num_preemptions;
@@ -129,7 +129,7 @@ std::vector<Sequence*> Scheduler::postprocess(std::span<Sequence* const> seqs,
   std::vector<Sequence*> finished;
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence* seq = seqs[i];
-    CHECK(seq->status == SequenceStatus::RUNNING);
+    CHECK(seq->status == SequenceStatus::kRunning);
     const int32_t token = token_ids[i];
     seq->append_token(token);
     FinishReason reason = FinishReason::kNone;
@@ -141,7 +141,7 @@ std::vector<Sequence*> Scheduler::postprocess(std::span<Sequence* const> seqs,
     }
     if (reason == FinishReason::kNone) continue;
     seq->finish_reason = reason;
-    seq->status = SequenceStatus::FINISHED;
+    seq->status = SequenceStatus::kFinished;
     block_manager_.deallocate(*seq);
     const auto it = std::find(running_.begin(), running_.end(), seq);
     CHECK(it != running_.end());

@@ -10,7 +10,7 @@
 
 namespace nanovllm {
 
-enum class SequenceStatus : uint8_t { WAITING, RUNNING, FINISHED };
+enum class SequenceStatus : uint8_t { kWaiting, kRunning, kFinished };
 
 // Why a request finished: kStop = an eos token was sampled; kLength = max_tokens completion
 // tokens or max_model_len total tokens reached; kError = it could not run (result files
@@ -30,7 +30,7 @@ class Sequence {
            int block_size);
 
   int64_t seq_id;
-  SequenceStatus status = SequenceStatus::WAITING;
+  SequenceStatus status = SequenceStatus::kWaiting;
   std::vector<int32_t> token_ids;  // prompt followed by completion
   int32_t last_token;
   int num_prompt_tokens;
@@ -44,7 +44,7 @@ class Sequence {
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_completion_tokens() const { return num_tokens() - num_prompt_tokens; }
-  bool is_finished() const { return status == SequenceStatus::FINISHED; }
+  bool is_finished() const { return status == SequenceStatus::kFinished; }
   std::span<const int32_t> prompt_token_ids() const {
     return {token_ids.data(), static_cast<size_t>(num_prompt_tokens)};
   }

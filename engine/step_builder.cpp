@@ -49,7 +49,9 @@ void fill_sampling(StepCommand& cmd, std::span<Sequence* const> seqs) {
 
 }  // namespace
 
-uint64_t default_sequence_seed(int64_t seq_id) { return splitmix64(static_cast<uint64_t>(seq_id)); }
+uint64_t default_sequence_seed(int64_t seq_id) {
+  return splitmix64(static_cast<uint64_t>(seq_id));
+}
 
 StepLimits step_limits(const EngineConfig& config) {
   return StepLimits{config.max_num_batched_tokens, config.max_num_seqs, config.max_model_len,
@@ -58,7 +60,7 @@ StepLimits step_limits(const EngineConfig& config) {
 
 StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size) {
   StepCommand cmd;
-  cmd.kind = StepKind::PREFILL;
+  cmd.kind = StepKind::kPrefill;
   cmd.cu_seqlens_q.push_back(0);
   cmd.cu_seqlens_k.push_back(0);
   for (const Sequence* s : seqs) {
@@ -82,7 +84,7 @@ StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_siz
 
 StepCommand build_decode_command(std::span<Sequence* const> seqs, int block_size) {
   StepCommand cmd;
-  cmd.kind = StepKind::DECODE;
+  cmd.kind = StepKind::kDecode;
   for (size_t b = 0; b < seqs.size(); ++b) {
     const Sequence& s = *seqs[b];
     const int last = s.num_tokens() - 1;

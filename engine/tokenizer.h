@@ -5,13 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "engine/bpe_model.h"
 #include "engine/tokenizer_added_vocabulary.h"

@@ -1,13 +1,13 @@
 // Reading tokenizer.json into a Tokenizer. Only the components Qwen2/Qwen3 tokenizers use are
 // accepted; anything else is refused with the field that names it, rather than being
 // silently tokenized differently from Hugging Face.
+#include <spdlog/spdlog.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <sstream>
 
 #include "engine/tokenizer.h"
 
@@ -74,8 +74,8 @@ std::string parse_pre_tokenizer(const json& pre, const std::string& source) {
 BpeModel parse_model(const json& model, const std::string& source) {
   const std::string path = "model";
   if (member(model, "type", source, path) != "BPE") fail(source, path + ".type", "expected BPE");
-  for (const char* key : {"dropout", "unk_token", "continuing_subword_prefix",
-                          "end_of_word_suffix", "byte_fallback", "ignore_merges"}) {
+  for (const char* key : {"dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
+                          "byte_fallback", "ignore_merges"}) {
     expect_unset(model, key, source, path);
   }
   const json& vocab_json = member(model, "vocab", source, path);
@@ -83,7 +83,8 @@ BpeModel parse_model(const json& model, const std::string& source) {
   std::vector<std::pair<std::string, int32_t>> vocab;
   vocab.reserve(vocab_json.size());
   for (const auto& [token, id] : vocab_json.items()) {
-    if (!id.is_number_integer()) fail(source, path + ".vocab[" + token + "]", "id is not an integer");
+    if (!id.is_number_integer())
+      fail(source, path + ".vocab[" + token + "]", "id is not an integer");
     vocab.emplace_back(token, id.get<int32_t>());
   }
   const json& merges_json = member(model, "merges", source, path);
@@ -161,7 +162,8 @@ Tokenizer Tokenizer::from_json(const json& j, const std::string& source) {
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw TokenizerError("cannot open the tokenizer file " + path + ": " + std::strerror(errno));
+  if (!in)
+    throw TokenizerError("cannot open the tokenizer file " + path + ": " + std::strerror(errno));
   json j;
   try {
     j = json::parse(in);

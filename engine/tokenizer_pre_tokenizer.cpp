@@ -48,7 +48,8 @@ std::string pattern_with_unicode_white_space(std::string_view pattern) {
     if (c == '\\' && i + 1 < pattern.size()) {
       const char e = pattern[++i];
       if (e == 's') {
-        out += in_class ? std::string(kWhiteSpaceMembers) : "[" + std::string(kWhiteSpaceMembers) + "]";
+        out += in_class ? std::string(kWhiteSpaceMembers)
+                        : "[" + std::string(kWhiteSpaceMembers) + "]";
       } else if (e == 'S' && !in_class) {
         out += "[^" + std::string(kWhiteSpaceMembers) + "]";
       } else {
@@ -100,11 +101,10 @@ bool RegexSplitter::next_match(std::string_view text, size_t pos, size_t& start,
   const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   while (pos < text.size()) {
     // The text was validated once up front; NO_UTF_CHECK avoids re-validating per match.
-    const int rc =
-        jit_ ? pcre2_jit_match(code_, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, state.data,
-                               state.context)
-             : pcre2_match(code_, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, state.data,
-                           state.context);
+    const int rc = jit_ ? pcre2_jit_match(code_, subject, text.size(), pos, PCRE2_NO_UTF_CHECK,
+                                          state.data, state.context)
+                        : pcre2_match(code_, subject, text.size(), pos, PCRE2_NO_UTF_CHECK,
+                                      state.data, state.context);
     if (rc == PCRE2_ERROR_NOMATCH) return false;
     CHECK_MSG(rc > 0, "pcre2 match failed with code " << rc);
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(state.data);

@@ -3,7 +3,9 @@
 namespace nanovllm {
 namespace {
 
-constexpr bool is_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
+constexpr bool is_cont(uint8_t b) {
+  return (b & 0xC0) == 0x80;
+}
 
 }  // namespace
 

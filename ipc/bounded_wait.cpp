@@ -1,12 +1,12 @@
 #include "ipc/bounded_wait.h"
 
-#include <cerrno>
-#include <climits>
-#include <ctime>
-
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <ctime>
 
 #include "kernels/check.h"
 
@@ -44,8 +44,7 @@ void futex_wait_for(std::atomic<uint32_t>* word, uint32_t expected, std::chrono:
 }
 
 void futex_wake_all(std::atomic<uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
-            0);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 }  // namespace nanovllm

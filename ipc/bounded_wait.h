@@ -16,8 +16,8 @@
 namespace nanovllm {
 
 struct WaitPolicy {
-  std::chrono::milliseconds poll{50};     // longest sleep between two liveness checks
-  std::chrono::milliseconds timeout{0};   // overall limit of one wait; 0 = none
+  std::chrono::milliseconds poll{50};    // longest sleep between two liveness checks
+  std::chrono::milliseconds timeout{0};  // overall limit of one wait; 0 = none
 };
 
 // Waits on a process-shared semaphore for at most `d`. true: acquired. EINTR is retried.

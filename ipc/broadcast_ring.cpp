@@ -2,12 +2,11 @@
 
 #include <semaphore.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <atomic>
 #include <cstring>
 #include <string>
-
-#include <xxhash.h>
 
 #include "ipc/ipc_error.h"
 #include "ipc/liveness.h"
@@ -17,10 +16,13 @@ namespace nanovllm {
 namespace {
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
-              std::atomic<uint32_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free,
+                  std::atomic<uint32_t>::is_always_lock_free &&
+                  std::atomic<int32_t>::is_always_lock_free,
               "atomics in shared memory must be lock-free (address-free)");
 
-constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+constexpr size_t round_up(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
 
 // Region layout (every part 64-byte aligned):
 //   RingControl                          once
@@ -35,18 +37,18 @@ struct alignas(64) RingControl {
   uint64_t slot_bytes;
   uint64_t slot_stride;
   int32_t launcher_pid;
-  std::atomic<int32_t> writer_pid;   // 0 until the writer registers
-  std::atomic<uint64_t> published;   // messages made visible so far
-  std::atomic<uint32_t> aborted;     // ring_abort() was called
-  sem_t free_slots;                  // slots every reader is done with
+  std::atomic<int32_t> writer_pid;  // 0 until the writer registers
+  std::atomic<uint64_t> published;  // messages made visible so far
+  std::atomic<uint32_t> aborted;    // ring_abort() was called
+  sem_t free_slots;                 // slots every reader is done with
 };
 struct alignas(64) ReaderControl {
-  sem_t ready;                       // messages not yet taken
-  std::atomic<int32_t> pid;          // 0 until the reader registers
-  std::atomic<uint64_t> consumed;    // messages this reader finished (diagnostics)
+  sem_t ready;                     // messages not yet taken
+  std::atomic<int32_t> pid;        // 0 until the reader registers
+  std::atomic<uint64_t> consumed;  // messages this reader finished (diagnostics)
 };
 struct alignas(64) SlotControl {
-  std::atomic<uint32_t> pending;     // readers yet to copy this slot out
+  std::atomic<uint32_t> pending;  // readers yet to copy this slot out
 };
 
 struct Layout {
@@ -79,7 +81,9 @@ Layout checked_layout(void* region, size_t bytes) {
   return layout_of(region);
 }
 
-uint8_t* slot_ptr(const Layout& l, uint64_t slot) { return l.slot_base + slot * l.ctl->slot_stride; }
+uint8_t* slot_ptr(const Layout& l, uint64_t slot) {
+  return l.slot_base + slot * l.ctl->slot_stride;
+}
 
 void check_not_aborted(const RingControl* ctl) {
   if (ctl->aborted.load(std::memory_order_acquire) != 0)
@@ -143,7 +147,9 @@ RingWriter::RingWriter(void* region, size_t bytes, WaitPolicy policy)
             "the ring already has a writer (pid " << expected << ")");
 }
 
-uint64_t RingWriter::slot_bytes() const { return layout_of(region_).ctl->slot_bytes; }
+uint64_t RingWriter::slot_bytes() const {
+  return layout_of(region_).ctl->slot_bytes;
+}
 
 void RingWriter::check_peers() const {
   const Layout l = layout_of(region_);
@@ -227,19 +233,19 @@ bool RingReader::read(std::vector<uint8_t>& out) {
   MessageHeader h;
   std::memcpy(&h, p, sizeof(h));
   CHECK_MSG(h.magic == kMessageMagic, "ring slot " << slot << " (sequence " << seq
-                                       << "): bad magic 0x" << std::hex << h.magic);
-  CHECK_MSG(h.version == kRingVersion,
-            "ring slot " << slot << " (sequence " << seq << "): version " << h.version
-                         << ", this build speaks " << kRingVersion);
-  CHECK_MSG(h.sequence == seq, "ring slot " << slot << ": sequence " << h.sequence
-                                            << " where " << seq << " was expected");
-  CHECK_MSG(h.length <= ctl->slot_bytes, "ring slot " << slot << " (sequence " << seq
-                                          << "): length " << h.length << " exceeds the slot's "
-                                          << ctl->slot_bytes << " bytes");
+                                                   << "): bad magic 0x" << std::hex << h.magic);
+  CHECK_MSG(h.version == kRingVersion, "ring slot " << slot << " (sequence " << seq << "): version "
+                                                    << h.version << ", this build speaks "
+                                                    << kRingVersion);
+  CHECK_MSG(h.sequence == seq, "ring slot " << slot << ": sequence " << h.sequence << " where "
+                                            << seq << " was expected");
+  CHECK_MSG(h.length <= ctl->slot_bytes,
+            "ring slot " << slot << " (sequence " << seq << "): length " << h.length
+                         << " exceeds the slot's " << ctl->slot_bytes << " bytes");
   const uint64_t sum = XXH64(p + sizeof(h), h.length, 0);
   CHECK_MSG(sum == h.checksum, "ring slot " << slot << " (sequence " << seq
-                                << "): checksum mismatch, header says 0x" << std::hex
-                                << h.checksum << ", payload hashes to 0x" << sum);
+                                            << "): checksum mismatch, header says 0x" << std::hex
+                                            << h.checksum << ", payload hashes to 0x" << sum);
   out.assign(p + sizeof(h), p + sizeof(h) + h.length);
 
   next_sequence_ = seq + 1;

@@ -16,8 +16,8 @@
 namespace nanovllm {
 
 struct RingConfig {
-  uint32_t num_readers = 1;  // >= 1 (tp 1 runs without a ring)
-  uint32_t slot_count = 8;   // >= 1
+  uint32_t num_readers = 1;       // >= 1 (tp 1 runs without a ring)
+  uint32_t slot_count = 8;        // >= 1
   uint64_t slot_bytes = 1 << 20;  // payload capacity of one slot (largest message)
 };
 

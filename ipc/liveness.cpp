@@ -1,11 +1,11 @@
 #include "ipc/liveness.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <csignal>
 #include <fstream>
 #include <string>
-
-#include <unistd.h>
 
 #include "ipc/ipc_error.h"
 

@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
-#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -29,19 +29,34 @@ struct alignas(64) CommControl {
   uint64_t area_bytes;
   int32_t launcher_pid;
   std::atomic<uint32_t> aborted;
-  alignas(64) std::atomic<uint32_t> arrived;     // ranks in the current barrier
-  alignas(64) std::atomic<uint32_t> generation;  // bumped when a barrier completes (futex word)
+  alignas(64) std::atomic<uint32_t> arrived;         // ranks in the current barrier
+  alignas(64) std::atomic<uint32_t> generation;      // bumped when a barrier completes (futex word)
   alignas(64) std::atomic<int32_t> pids[kMaxWorld];  // 0 until rank r registers
 };
 
-CommControl* control(void* region) { return static_cast<CommControl*>(region); }
+CommControl* control(void* region) {
+  return static_cast<CommControl*>(region);
+}
 
 float load_as_f32(const uint8_t* p, DType t, size_t i) {
   switch (t) {
-    case DType::F32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case DType::BF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return bf16_to_float(v); }
-    case DType::F16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return f16_to_float(v); }
-    default: break;
+    case DType::kF32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::kBf16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return bf16_to_float(v);
+    }
+    case DType::kF16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return f16_to_float(v);
+    }
+    default:
+      break;
   }
   CHECK_MSG(false, "all_reduce_sum of dtype " << dtype_name(t));
   return 0.0f;
@@ -52,9 +67,9 @@ uint16_t float_to_f16(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // subnormal or zero in half
+  if (abs < 0x38800000u) {                                         // subnormal or zero in half
     const float scaled = std::bit_cast<float>(abs) * 16777216.0f;  // * 2^24: half ulp units
     return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
   }
@@ -66,10 +81,21 @@ uint16_t float_to_f16(float f) {
 
 void store_from_f32(uint8_t* p, DType t, size_t i, float v) {
   switch (t) {
-    case DType::F32: std::memcpy(p + 4 * i, &v, 4); return;
-    case DType::BF16: { const uint16_t h = float_to_bf16(v); std::memcpy(p + 2 * i, &h, 2); return; }
-    case DType::F16: { const uint16_t h = float_to_f16(v); std::memcpy(p + 2 * i, &h, 2); return; }
-    default: CHECK_MSG(false, "all_reduce_sum of dtype " << dtype_name(t));
+    case DType::kF32:
+      std::memcpy(p + 4 * i, &v, 4);
+      return;
+    case DType::kBf16: {
+      const uint16_t h = float_to_bf16(v);
+      std::memcpy(p + 2 * i, &h, 2);
+      return;
+    }
+    case DType::kF16: {
+      const uint16_t h = float_to_f16(v);
+      std::memcpy(p + 2 * i, &h, 2);
+      return;
+    }
+    default:
+      CHECK_MSG(false, "all_reduce_sum of dtype " << dtype_name(t));
   }
 }
 
@@ -110,7 +136,8 @@ ShmCommunicator::ShmCommunicator(void* region, size_t bytes, int rank, WaitPolic
 }
 
 uint8_t* ShmCommunicator::area(int r) const {
-  return static_cast<uint8_t*>(region_) + sizeof(CommControl) + static_cast<size_t>(r) * area_bytes_;
+  return static_cast<uint8_t*>(region_) + sizeof(CommControl) +
+         static_cast<size_t>(r) * area_bytes_;
 }
 
 void ShmCommunicator::abort() {
@@ -162,7 +189,7 @@ void ShmCommunicator::all_reduce_sum(const TensorView& inout, const ExecContext&
   CHECK_MSG(inout.on_cpu() && inout.is_contiguous(),
             "ShmCommunicator needs a contiguous CPU tensor, got " << inout.shape_str());
   const DType t = inout.dtype;
-  CHECK_MSG(t == DType::F32 || t == DType::BF16 || t == DType::F16,
+  CHECK_MSG(t == DType::kF32 || t == DType::kBf16 || t == DType::kF16,
             "all_reduce_sum of dtype " << dtype_name(t));
   if (world_size_ == 1) return;
   const size_t esize = dtype_size(t);
@@ -173,7 +200,7 @@ void ShmCommunicator::all_reduce_sum(const TensorView& inout, const ExecContext&
     const size_t len = std::min(chunk, n - begin);
     std::memcpy(area(rank_), data + begin * esize, len * esize);
     barrier();  // every area holds this chunk
-    if (t == DType::F32) {
+    if (t == DType::kF32) {
       sum_areas_f32(begin, len, reinterpret_cast<float*>(data));
     } else {
       for (size_t i = 0; i < len; ++i) {

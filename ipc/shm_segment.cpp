@@ -1,5 +1,6 @@
 #include "ipc/shm_segment.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <boost/interprocess/exceptions.hpp>
@@ -10,8 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
-
-#include <spdlog/spdlog.h>
 
 #include "ipc/ipc_error.h"
 #include "ipc/liveness.h"
@@ -30,8 +29,12 @@ ShmSegment::ShmSegment(ShmSegment&&) noexcept = default;
 ShmSegment& ShmSegment::operator=(ShmSegment&&) noexcept = default;
 ShmSegment::~ShmSegment() = default;
 
-void* ShmSegment::data() const { return impl_->region.get_address(); }
-size_t ShmSegment::size() const { return impl_->region.get_size(); }
+void* ShmSegment::data() const {
+  return impl_->region.get_address();
+}
+size_t ShmSegment::size() const {
+  return impl_->region.get_size();
+}
 
 ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
   auto impl = std::make_unique<Impl>();

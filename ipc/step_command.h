@@ -8,10 +8,10 @@
 
 namespace nanovllm {
 
-enum class StepKind : uint8_t { PREFILL, DECODE, EXIT };
+enum class StepKind : uint8_t { kPrefill, kDecode, kExit };
 
 struct StepCommand {
-  StepKind kind = StepKind::EXIT;
+  StepKind kind = StepKind::kExit;
   uint64_t step_id = 0;
 
   // Tokens of this step, T = input_ids.size().
@@ -37,16 +37,16 @@ struct StepCommand {
   // that produces a token this step.
   std::vector<int32_t> logits_indices;  // [S] row index into [T]
   // Sampling, per sampled sequence (read by rank 0 only; small, so everyone gets it):
-  std::vector<float> temperatures;    // [S]
-  std::vector<int32_t> top_k;         // [S]
-  std::vector<float> top_p;           // [S]
-  std::vector<float> min_p;           // [S]
-  std::vector<uint64_t> seeds;        // [S]
+  std::vector<float> temperatures;        // [S]
+  std::vector<int32_t> top_k;             // [S]
+  std::vector<float> top_p;               // [S]
+  std::vector<float> min_p;               // [S]
+  std::vector<uint64_t> seeds;            // [S]
   std::vector<int32_t> sample_positions;  // [S] index of the token being sampled
 
   int num_seqs() const {
-    return kind == StepKind::PREFILL ? static_cast<int>(cu_seqlens_q.size()) - 1
-                                     : static_cast<int>(context_lens.size());
+    return kind == StepKind::kPrefill ? static_cast<int>(cu_seqlens_q.size()) - 1
+                                      : static_cast<int>(context_lens.size());
   }
   int num_tokens() const { return static_cast<int>(input_ids.size()); }
 };

@@ -1,12 +1,11 @@
 #include "ipc/step_command_serialization.h"
 
-#include <istream>
-#include <ostream>
-#include <streambuf>
-
 #include <boost/archive/archive_exception.hpp>
 #include <boost/archive/binary_iarchive.hpp>
 #include <boost/archive/binary_oarchive.hpp>
+#include <istream>
+#include <ostream>
+#include <streambuf>
 
 #include "kernels/check.h"
 
@@ -68,8 +67,8 @@ StepCommand decode_step_command(std::span<const uint8_t> bytes) {
     CHECK_MSG(false, "step command of " << bytes.size() << " bytes does not decode: " << e.what());
   }
   const auto kind = static_cast<uint8_t>(command.kind);
-  CHECK_MSG(kind <= static_cast<uint8_t>(StepKind::EXIT), "step command with unknown kind "
-                                                              << int{kind});
+  CHECK_MSG(kind <= static_cast<uint8_t>(StepKind::kExit),
+            "step command with unknown kind " << int{kind});
   return command;
 }
 

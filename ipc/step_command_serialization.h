@@ -3,12 +3,11 @@
 // An EXIT is a StepCommand with kind EXIT (its vectors empty).
 #pragma once
 
+#include <boost/serialization/vector.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
-
-#include <boost/serialization/vector.hpp>
 
 #include "ipc/step_command.h"
 
@@ -17,15 +16,15 @@ namespace nanovllm {
 template <class Archive>
 void serialize(Archive& ar, StepCommand& c, const unsigned int /*version*/) {
   auto kind = static_cast<uint8_t>(c.kind);
-  ar & kind;
+  ar& kind;
   c.kind = static_cast<StepKind>(kind);
-  ar & c.step_id;
-  ar & c.input_ids & c.positions & c.slot_mapping;
-  ar & c.cu_seqlens_q & c.cu_seqlens_k & c.max_seqlen_q & c.max_seqlen_k;
-  ar & c.context_lens;
-  ar & c.block_tables & c.block_table_width;
-  ar & c.logits_indices;
-  ar & c.temperatures & c.top_k & c.top_p & c.min_p & c.seeds & c.sample_positions;
+  ar& c.step_id;
+  ar& c.input_ids& c.positions& c.slot_mapping;
+  ar& c.cu_seqlens_q& c.cu_seqlens_k& c.max_seqlen_q& c.max_seqlen_k;
+  ar& c.context_lens;
+  ar& c.block_tables& c.block_table_width;
+  ar& c.logits_indices;
+  ar& c.temperatures& c.top_k& c.top_p& c.min_p& c.seeds& c.sample_positions;
 }
 
 // Serialized bytes of `command` (binary archive, no archive header: both ends are one build).

@@ -36,7 +36,7 @@ struct StepResult {
 class StepExecutor {
  public:
   virtual ~StepExecutor() = default;
-  // Runs the forward pass of a PREFILL or DECODE command and samples on rank 0; an EXIT
+  // Runs the forward pass of a kPrefill or kDecode command and samples on rank 0; a kExit
   // command ends the workers' loops (a no-op for a local executor).
   virtual StepResult execute(const StepCommand& cmd) = 0;
   // KV-cache blocks every rank allocated: the block manager's size.

@@ -15,10 +15,9 @@ StepCommand worst_case_step_command(const StepLimits& limits) {
   // max_num_seqs > max_num_batched_tokens: take the larger of the two bounds.
   const auto b = static_cast<size_t>(limits.max_num_seqs);
   const auto t = std::max(static_cast<size_t>(limits.max_num_batched_tokens), b);
-  const int32_t width =
-      (limits.max_model_len + limits.block_size - 1) / limits.block_size;
+  const int32_t width = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
   StepCommand c;
-  c.kind = StepKind::PREFILL;
+  c.kind = StepKind::kPrefill;
   c.step_id = std::numeric_limits<uint64_t>::max();
   c.input_ids.assign(t, 0);
   c.positions.assign(t, 0);

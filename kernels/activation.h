@@ -15,8 +15,10 @@ void silu_and_mul(const TensorView& out, const TensorView& x, cudaStream_t strea
 }
 
 inline void silu_and_mul(const TensorView& out, const TensorView& x, const ExecContext& ctx) {
-  if (x.on_cpu()) cpu::silu_and_mul(out, x);
-  else cuda::silu_and_mul(out, x, ctx.stream);
+  if (x.on_cpu())
+    cpu::silu_and_mul(out, x);
+  else
+    cuda::silu_and_mul(out, x, ctx.stream);
 }
 
 }  // namespace nanovllm::kernels

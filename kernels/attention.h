@@ -19,28 +19,28 @@ struct PagedKV {
 // at position k_len - q_len + i and attends causally to keys [0, k_len - q_len + i].
 // GQA: query head h reads kv head h / (Hq / Hkv). Softmax in f32.
 struct PrefillAttentionParams {
-  TensorView out;           // [Tq, Hq, D] bf16
-  TensorView q;             // [Tq, Hq, D] bf16 (token stride may exceed Hq*D)
+  TensorView out;  // [Tq, Hq, D] bf16
+  TensorView q;    // [Tq, Hq, D] bf16 (token stride may exceed Hq*D)
   PagedKV kv;
   TensorView cu_seqlens_q;  // [B + 1] i32
   TensorView cu_seqlens_k;  // [B + 1] i32
   int max_seqlen_q = 0;
   int max_seqlen_k = 0;
-  float scale = 1.0f;       // usually 1/sqrt(D)
+  float scale = 1.0f;  // usually 1/sqrt(D)
 };
 
 // One new query per sequence, attending to its first context_lens[b] cached tokens
 // (the current token's K/V included, already stored).
 struct DecodeAttentionParams {
-  TensorView out;           // [B, Hq, D] bf16
-  TensorView q;             // [B, Hq, D] bf16 (token stride may exceed Hq*D)
+  TensorView out;  // [B, Hq, D] bf16
+  TensorView q;    // [B, Hq, D] bf16 (token stride may exceed Hq*D)
   PagedKV kv;
   TensorView context_lens;  // [B] i32
   int max_context_len = 0;  // upper bound over the batch (sizes the split-KV work)
   float scale = 1.0f;
   // Flash-decoding scratch (CUDA only; null lets the launcher pick no split):
-  TensorView split_out;     // [B, Hq, max_splits, D] f32
-  TensorView split_lse;     // [B, Hq, max_splits] f32
+  TensorView split_out;  // [B, Hq, max_splits, D] f32
+  TensorView split_lse;  // [B, Hq, max_splits] f32
 };
 
 namespace cpu {
@@ -53,12 +53,16 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream);
 }  // namespace cuda
 
 inline void prefill_attention(const PrefillAttentionParams& p, const ExecContext& ctx) {
-  if (p.q.on_cpu()) cpu::prefill_attention(p);
-  else cuda::prefill_attention(p, ctx.stream);
+  if (p.q.on_cpu())
+    cpu::prefill_attention(p);
+  else
+    cuda::prefill_attention(p, ctx.stream);
 }
 inline void decode_attention(const DecodeAttentionParams& p, const ExecContext& ctx) {
-  if (p.q.on_cpu()) cpu::decode_attention(p);
-  else cuda::decode_attention(p, ctx.stream);
+  if (p.q.on_cpu())
+    cpu::decode_attention(p);
+  else
+    cuda::decode_attention(p, ctx.stream);
 }
 
 }  // namespace nanovllm::kernels

@@ -7,7 +7,9 @@
 
 namespace nanovllm {
 
-inline float bf16_to_float(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
+inline float bf16_to_float(uint16_t h) {
+  return std::bit_cast<float>(uint32_t{h} << 16);
+}
 
 inline uint16_t float_to_bf16(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
@@ -25,7 +27,10 @@ inline float f16_to_float(uint16_t h) {
     if (man == 0) return std::bit_cast<float>(sign);
     // subnormal: renormalise
     exp = 127 - 15 + 1;
-    while ((man & 0x400u) == 0) { man <<= 1; --exp; }
+    while ((man & 0x400u) == 0) {
+      man <<= 1;
+      --exp;
+    }
     man &= 0x3ffu;
     return std::bit_cast<float>(sign | (exp << 23) | (man << 13));
   }

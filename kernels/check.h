@@ -19,7 +19,9 @@ inline int& check_rank_slot() {
   static int rank = -1;
   return rank;
 }
-inline void set_check_rank(int rank) { check_rank_slot() = rank; }
+inline void set_check_rank(int rank) {
+  check_rank_slot() = rank;
+}
 
 [[noreturn]] inline void check_fail(const char* file, int line, const std::string& what) {
   std::ostringstream os;
@@ -38,25 +40,25 @@ template <typename A, typename B>
 
 }  // namespace nanovllm
 
-#define NANOVLLM_CHECK_OP(op, a, b)                                                      \
-  do {                                                                                   \
-    const auto& nv_a_ = (a);                                                             \
-    const auto& nv_b_ = (b);                                                             \
-    if (!(nv_a_ op nv_b_))                                                               \
-      ::nanovllm::check_op_fail(__FILE__, __LINE__, #a " " #op " " #b, nv_a_, nv_b_);    \
+#define NANOVLLM_CHECK_OP(op, a, b)                                                   \
+  do {                                                                                \
+    const auto& nv_a_ = (a);                                                          \
+    const auto& nv_b_ = (b);                                                          \
+    if (!(nv_a_ op nv_b_))                                                            \
+      ::nanovllm::check_op_fail(__FILE__, __LINE__, #a " " #op " " #b, nv_a_, nv_b_); \
   } while (0)
 
-#define CHECK(cond)                                                                      \
-  do {                                                                                   \
-    if (!(cond)) ::nanovllm::check_fail(__FILE__, __LINE__, "CHECK(" #cond ") failed");  \
+#define CHECK(cond)                                                                     \
+  do {                                                                                  \
+    if (!(cond)) ::nanovllm::check_fail(__FILE__, __LINE__, "CHECK(" #cond ") failed"); \
   } while (0)
-#define CHECK_MSG(cond, msg)                                                             \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      std::ostringstream nv_os_;                                                         \
-      nv_os_ << "CHECK(" #cond ") failed: " << msg;                                      \
-      ::nanovllm::check_fail(__FILE__, __LINE__, nv_os_.str());                          \
-    }                                                                                    \
+#define CHECK_MSG(cond, msg)                                    \
+  do {                                                          \
+    if (!(cond)) {                                              \
+      std::ostringstream nv_os_;                                \
+      nv_os_ << "CHECK(" #cond ") failed: " << msg;             \
+      ::nanovllm::check_fail(__FILE__, __LINE__, nv_os_.str()); \
+    }                                                           \
   } while (0)
 #define CHECK_EQ(a, b) NANOVLLM_CHECK_OP(==, a, b)
 #define CHECK_NE(a, b) NANOVLLM_CHECK_OP(!=, a, b)
@@ -67,30 +69,30 @@ template <typename A, typename B>
 
 // The library calls below expand only where their headers are included
 // (<cuda_runtime_api.h>, <cublas_v2.h>, <nccl.h>), so host-only code can include this file.
-#define CUDA_CHECK(call)                                                                 \
-  do {                                                                                   \
-    cudaError_t nv_err_ = (call);                                                        \
-    if (nv_err_ != cudaSuccess)                                                          \
-      ::nanovllm::check_fail(__FILE__, __LINE__,                                         \
+#define CUDA_CHECK(call)                                                                    \
+  do {                                                                                      \
+    cudaError_t nv_err_ = (call);                                                           \
+    if (nv_err_ != cudaSuccess)                                                             \
+      ::nanovllm::check_fail(__FILE__, __LINE__,                                            \
                              std::string(#call " failed: ") + cudaGetErrorString(nv_err_)); \
   } while (0)
 // After every kernel launch: catches bad launch configurations immediately.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
-#define CUBLAS_CHECK(call)                                                               \
-  do {                                                                                   \
-    cublasStatus_t nv_st_ = (call);                                                      \
-    if (nv_st_ != CUBLAS_STATUS_SUCCESS)                                                 \
-      ::nanovllm::check_fail(__FILE__, __LINE__,                                         \
+#define CUBLAS_CHECK(call)                                                                    \
+  do {                                                                                        \
+    cublasStatus_t nv_st_ = (call);                                                           \
+    if (nv_st_ != CUBLAS_STATUS_SUCCESS)                                                      \
+      ::nanovllm::check_fail(__FILE__, __LINE__,                                              \
                              std::string(#call " failed: ") + cublasGetStatusString(nv_st_)); \
   } while (0)
 // NCCL's last error text says which peer/transport failed, which the result code does not.
 // A nonblocking communicator's ncclInProgress is not a failure but must be waited out: such
 // calls go through NcclCommunicator, not this macro.
-#define NCCL_CHECK(call)                                                                 \
-  do {                                                                                   \
-    ncclResult_t nv_nr_ = (call);                                                        \
-    if (nv_nr_ != ncclSuccess)                                                           \
-      ::nanovllm::check_fail(__FILE__, __LINE__,                                         \
-                             std::string(#call " failed: ") + ncclGetErrorString(nv_nr_) + \
-                                 " (" + ncclGetLastError(nullptr) + ")");                \
+#define NCCL_CHECK(call)                                                                          \
+  do {                                                                                            \
+    ncclResult_t nv_nr_ = (call);                                                                 \
+    if (nv_nr_ != ncclSuccess)                                                                    \
+      ::nanovllm::check_fail(__FILE__, __LINE__,                                                  \
+                             std::string(#call " failed: ") + ncclGetErrorString(nv_nr_) + " (" + \
+                                 ncclGetLastError(nullptr) + ")");                                \
   } while (0)

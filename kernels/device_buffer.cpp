@@ -15,7 +15,7 @@ constexpr size_t kHostAlignment = 64;
 
 DeviceBuffer::DeviceBuffer(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (nbytes == 0) return;
-  if (device == Device::CPU) {
+  if (device == Device::kCpu) {
     // aligned_alloc needs a size that is a multiple of the alignment.
     const size_t rounded = (nbytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
     data_ = std::aligned_alloc(kHostAlignment, rounded);
@@ -25,7 +25,9 @@ DeviceBuffer::DeviceBuffer(size_t nbytes, Device device) : nbytes_(nbytes), devi
   }
 }
 
-DeviceBuffer::~DeviceBuffer() { release(); }
+DeviceBuffer::~DeviceBuffer() {
+  release();
+}
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
@@ -44,16 +46,18 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 void DeviceBuffer::release() noexcept {
   if (data_ == nullptr) return;
-  if (device_ == Device::CPU) std::free(data_);
-  else cudaFree(data_);  // no throw from a destructor; a failure here is not recoverable
+  if (device_ == Device::kCpu)
+    std::free(data_);
+  else
+    cudaFree(data_);  // no throw from a destructor; a failure here is not recoverable
   data_ = nullptr;
   nbytes_ = 0;
 }
 
 TensorView DeviceBuffer::view(DType dtype, std::initializer_list<int64_t> dims) const {
   TensorView v(data_, dtype, dims, device_);
-  CHECK_MSG(v.nbytes() <= nbytes_, "view " << v.shape_str() << " exceeds buffer of " << nbytes_
-                                            << " bytes");
+  CHECK_MSG(v.nbytes() <= nbytes_,
+            "view " << v.shape_str() << " exceeds buffer of " << nbytes_ << " bytes");
   return v;
 }
 
@@ -61,22 +65,28 @@ void DeviceBuffer::copy_from_host(const void* src, size_t nbytes, size_t offset)
   CHECK_LE(offset + nbytes, nbytes_);
   if (nbytes == 0) return;
   char* dst = static_cast<char*>(data_) + offset;
-  if (device_ == Device::CPU) std::memcpy(dst, src, nbytes);
-  else CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice));
+  if (device_ == Device::kCpu)
+    std::memcpy(dst, src, nbytes);
+  else
+    CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice));
 }
 
 void DeviceBuffer::copy_to_host(void* dst, size_t nbytes, size_t offset) const {
   CHECK_LE(offset + nbytes, nbytes_);
   if (nbytes == 0) return;
   const char* src = static_cast<const char*>(data_) + offset;
-  if (device_ == Device::CPU) std::memcpy(dst, src, nbytes);
-  else CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost));
+  if (device_ == Device::kCpu)
+    std::memcpy(dst, src, nbytes);
+  else
+    CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost));
 }
 
 void DeviceBuffer::zero() {
   if (nbytes_ == 0) return;
-  if (device_ == Device::CPU) std::memset(data_, 0, nbytes_);
-  else CUDA_CHECK(cudaMemset(data_, 0, nbytes_));
+  if (device_ == Device::kCpu)
+    std::memset(data_, 0, nbytes_);
+  else
+    CUDA_CHECK(cudaMemset(data_, 0, nbytes_));
 }
 
 }  // namespace nanovllm

@@ -38,7 +38,7 @@ class DeviceBuffer {
 
   void* data_ = nullptr;
   size_t nbytes_ = 0;
-  Device device_ = Device::CPU;
+  Device device_ = Device::kCpu;
 };
 
 }  // namespace nanovllm

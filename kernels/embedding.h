@@ -20,8 +20,10 @@ void embedding(const TensorView& out, const TensorView& ids, const TensorView& w
 
 inline void embedding(const TensorView& out, const TensorView& ids, const TensorView& weight,
                       int64_t vocab_start, const ExecContext& ctx) {
-  if (out.on_cpu()) cpu::embedding(out, ids, weight, vocab_start);
-  else cuda::embedding(out, ids, weight, vocab_start, ctx.stream);
+  if (out.on_cpu())
+    cpu::embedding(out, ids, weight, vocab_start);
+  else
+    cuda::embedding(out, ids, weight, vocab_start, ctx.stream);
 }
 
 }  // namespace nanovllm::kernels

@@ -15,15 +15,16 @@ void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k
 }
 namespace cuda {
 void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k_cache,
-                   const TensorView& v_cache, const TensorView& slot_mapping,
-                   cudaStream_t stream);
+                   const TensorView& v_cache, const TensorView& slot_mapping, cudaStream_t stream);
 }
 
 inline void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k_cache,
                           const TensorView& v_cache, const TensorView& slot_mapping,
                           const ExecContext& ctx) {
-  if (k.on_cpu()) cpu::store_kvcache(k, v, k_cache, v_cache, slot_mapping);
-  else cuda::store_kvcache(k, v, k_cache, v_cache, slot_mapping, ctx.stream);
+  if (k.on_cpu())
+    cpu::store_kvcache(k, v, k_cache, v_cache, slot_mapping);
+  else
+    cuda::store_kvcache(k, v, k_cache, v_cache, slot_mapping, ctx.stream);
 }
 
 }  // namespace nanovllm::kernels

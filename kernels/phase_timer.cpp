@@ -6,11 +6,16 @@ namespace nanovllm {
 
 const char* phase_name(Phase phase) {
   switch (phase) {
-    case Phase::kAttention: return "attention";
-    case Phase::kGemm: return "gemm";
-    case Phase::kElementwise: return "elementwise";
-    case Phase::kAllReduce: return "all_reduce";
-    case Phase::kSampling: return "sampling";
+    case Phase::kAttention:
+      return "attention";
+    case Phase::kGemm:
+      return "gemm";
+    case Phase::kElementwise:
+      return "elementwise";
+    case Phase::kAllReduce:
+      return "all_reduce";
+    case Phase::kSampling:
+      return "sampling";
   }
   return "?";
 }
@@ -26,7 +31,7 @@ PhaseTimer::~PhaseTimer() {
 PhaseTimer::Interval& PhaseTimer::next_interval(Phase phase) {
   if (pending_ == intervals_.size()) {
     Interval fresh{phase};
-    if (device_ == Device::CUDA) {
+    if (device_ == Device::kCuda) {
       CUDA_CHECK(cudaEventCreate(&fresh.start));
       CUDA_CHECK(cudaEventCreate(&fresh.stop));
     }
@@ -41,8 +46,10 @@ bool PhaseTimer::begin(Phase phase, cudaStream_t stream) {
   if (open_) return false;
   open_ = true;
   Interval& i = next_interval(phase);
-  if (device_ == Device::CUDA) CUDA_CHECK(cudaEventRecord(i.start, stream));
-  else i.host_start = Clock::now();
+  if (device_ == Device::kCuda)
+    CUDA_CHECK(cudaEventRecord(i.start, stream));
+  else
+    i.host_start = Clock::now();
   return true;
 }
 
@@ -50,8 +57,10 @@ void PhaseTimer::end(cudaStream_t stream) {
   CHECK(open_ && pending_ > 0);
   open_ = false;
   Interval& i = intervals_[pending_ - 1];
-  if (device_ == Device::CUDA) CUDA_CHECK(cudaEventRecord(i.stop, stream));
-  else i.host_stop = Clock::now();
+  if (device_ == Device::kCuda)
+    CUDA_CHECK(cudaEventRecord(i.stop, stream));
+  else
+    i.host_stop = Clock::now();
 }
 
 PhaseTimes PhaseTimer::collect() {
@@ -60,7 +69,7 @@ PhaseTimes PhaseTimer::collect() {
   for (size_t k = 0; k < pending_; ++k) {
     const Interval& i = intervals_[k];
     double ms = 0;
-    if (device_ == Device::CUDA) {
+    if (device_ == Device::kCuda) {
       CUDA_CHECK(cudaEventSynchronize(i.stop));
       float elapsed = 0;
       CUDA_CHECK(cudaEventElapsedTime(&elapsed, i.start, i.stop));

@@ -64,8 +64,7 @@ class PhaseTimer {
 // RAII: times its lifetime as `phase` when ctx carries a timer; otherwise a null check.
 class PhaseScope {
  public:
-  PhaseScope(const ExecContext& ctx, Phase phase)
-      : timer_(ctx.phase_timer), stream_(ctx.stream) {
+  PhaseScope(const ExecContext& ctx, Phase phase) : timer_(ctx.phase_timer), stream_(ctx.stream) {
     if (timer_ && !timer_->begin(phase, stream_)) timer_ = nullptr;
   }
   ~PhaseScope() {

@@ -22,12 +22,13 @@ void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_
                   float rope_theta, cudaStream_t stream);
 }
 
-inline void qk_norm_rope(const TensorView& q, const TensorView& k,
-                         const TensorView& q_norm_weight, const TensorView& k_norm_weight,
-                         const TensorView& positions, float eps, float rope_theta,
-                         const ExecContext& ctx) {
-  if (q.on_cpu()) cpu::qk_norm_rope(q, k, q_norm_weight, k_norm_weight, positions, eps, rope_theta);
-  else cuda::qk_norm_rope(q, k, q_norm_weight, k_norm_weight, positions, eps, rope_theta, ctx.stream);
+inline void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
+                         const TensorView& k_norm_weight, const TensorView& positions, float eps,
+                         float rope_theta, const ExecContext& ctx) {
+  if (q.on_cpu())
+    cpu::qk_norm_rope(q, k, q_norm_weight, k_norm_weight, positions, eps, rope_theta);
+  else
+    cuda::qk_norm_rope(q, k, q_norm_weight, k_norm_weight, positions, eps, rope_theta, ctx.stream);
 }
 
 }  // namespace nanovllm::kernels

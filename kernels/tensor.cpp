@@ -6,11 +6,16 @@ namespace nanovllm {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::BF16: return "bf16";
-    case DType::F16: return "f16";
-    case DType::F32: return "f32";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kF32:
+      return "f32";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
   }
   return "?";
 }

@@ -12,16 +12,19 @@
 
 namespace nanovllm {
 
-enum class DType : uint8_t { BF16, F16, F32, I32, I64 };
-enum class Device : uint8_t { CPU, CUDA };
+enum class DType : uint8_t { kBf16, kF16, kF32, kI32, kI64 };
+enum class Device : uint8_t { kCpu, kCuda };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
-    case DType::BF16:
-    case DType::F16: return 2;
-    case DType::F32:
-    case DType::I32: return 4;
-    case DType::I64: return 8;
+    case DType::kBf16:
+    case DType::kF16:
+      return 2;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
   }
   return 0;
 }
@@ -31,24 +34,26 @@ struct TensorView {
   static constexpr int kMaxDims = 6;
 
   void* data = nullptr;
-  DType dtype = DType::F32;
-  Device device = Device::CPU;
+  DType dtype = DType::kF32;
+  Device device = Device::kCpu;
   int ndim = 0;
   std::array<int64_t, kMaxDims> shape{};
   std::array<int64_t, kMaxDims> stride{};  // in elements, not bytes
 
   TensorView() = default;
   // Contiguous (row-major) view.
-  TensorView(void* ptr, DType t, std::initializer_list<int64_t> dims, Device dev = Device::CPU);
+  TensorView(void* ptr, DType t, std::initializer_list<int64_t> dims, Device dev = Device::kCpu);
 
   int64_t size(int dim) const { return shape[dim < 0 ? dim + ndim : dim]; }
   int64_t numel() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
   bool is_contiguous() const;
-  bool on_cpu() const { return device == Device::CPU; }
+  bool on_cpu() const { return device == Device::kCpu; }
 
   template <typename T>
-  T* ptr() const { return static_cast<T*>(data); }
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
 
   // Rows [begin, end) of dim 0; shares storage.
   TensorView slice_rows(int64_t begin, int64_t end) const;

@@ -1,9 +1,8 @@
 #include "launcher/cli.h"
 
+#include <CLI/CLI.hpp>
 #include <climits>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 
 #include "launcher/gpu_probe.h"
 #include "launcher/usage_error.h"
@@ -31,19 +30,28 @@ void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus
   if (o.sampling.top_p && !(*o.sampling.top_p > 0.0f && *o.sampling.top_p <= 1.0f))
     throw UsageError("--top-p " + std::to_string(*o.sampling.top_p) + ": must be in (0, 1]");
   if (o.sampling.top_k && *o.sampling.top_k < -1)
-    throw UsageError("--top-k " + std::to_string(*o.sampling.top_k) + ": must be -1 or 0 (off) or > 0");
+    throw UsageError("--top-k " + std::to_string(*o.sampling.top_k) +
+                     ": must be -1 or 0 (off) or > 0");
+  // Past a billion seconds the watchdog's millisecond clock would overflow; nobody means it.
+  if (!(o.stall_timeout_s >= 0.0 && o.stall_timeout_s <= 1e9))
+    throw UsageError("--stall-timeout " + std::to_string(o.stall_timeout_s) +
+                     ": must be 0 (off) or a number of seconds up to 1e9");
+  if (!(o.stall_log_interval_s > 0.0 && o.stall_log_interval_s <= 1e9))
+    throw UsageError("--stall-log-interval " + std::to_string(o.stall_log_interval_s) +
+                     ": must be more than 0 and at most 1e9 seconds");
   if (o.output && o.output->string() == "-") o.output.reset();
   if (o.resume && !o.output)
-    throw UsageError("--resume needs -o FILE: it skips the requests whose results that file "
-                     "already holds, which stdout cannot");
+    throw UsageError(
+        "--resume needs -o FILE: it skips the requests whose results that file "
+        "already holds, which stdout cannot");
 
   if (device_flag.empty()) {
-    o.device = visible_gpus > 0 ? Device::CUDA : Device::CPU;
+    o.device = visible_gpus > 0 ? Device::kCuda : Device::kCpu;
     if (visible_gpus == 0) notice = "no GPU visible; running on the CPU backend (--device cpu)";
   } else {
-    o.device = device_flag == "cuda" ? Device::CUDA : Device::CPU;
+    o.device = device_flag == "cuda" ? Device::kCuda : Device::kCpu;
   }
-  if (o.device == Device::CUDA && o.tensor_parallel_size > visible_gpus)
+  if (o.device == Device::kCuda && o.tensor_parallel_size > visible_gpus)
     throw UsageError("--tp " + std::to_string(o.tensor_parallel_size) + " on --device cuda needs " +
                      std::to_string(o.tensor_parallel_size) + " GPUs; " +
                      std::to_string(visible_gpus) + " visible");
@@ -69,9 +77,10 @@ void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus
 LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_gpus) {
   LaunchOptions o;
   std::string device_flag, output, log_level = "info";
-  CLI::App app{"Offline LLM inference for Qwen3 models: reads prompts.jsonl, writes one JSON "
-               "result line per request.",
-               "nanovllm-launch"};
+  CLI::App app{
+      "Offline LLM inference for Qwen3 models: reads prompts.jsonl, writes one JSON "
+      "result line per request.",
+      "nanovllm-launch"};
   app.set_version_flag("--version", std::string("nanovllm-launch ") + NANOVLLM_VERSION);
   app.get_formatter()->column_width(40);
   const auto positive = CLI::Range(1, INT_MAX);
@@ -80,35 +89,50 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
   app.add_option("prompts", o.prompts, "prompts.jsonl: one request a line")->required();
   app.add_option("-o,--output", output, "results JSONL file (default: stdout)");
   app.add_option("--tp,--tensor-parallel-size", o.tensor_parallel_size,
-                 "tensor-parallel ranks (one process each)")->check(positive);
+                 "tensor-parallel ranks (one process each)")
+      ->check(positive);
   app.add_option("--device", device_flag, "cuda (default when a GPU is visible) or cpu")
       ->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--max-model-len", o.max_model_len, "longest prompt + output in tokens")
       ->check(positive);
   app.add_option("--max-num-seqs", o.max_num_seqs, "most sequences in one step")
-      ->check(positive)->capture_default_str();
-  app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
-                 "most tokens in one step")->check(positive)->capture_default_str();
+      ->check(positive)
+      ->capture_default_str();
+  app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "most tokens in one step")
+      ->check(positive)
+      ->capture_default_str();
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
-                 "share of GPU memory to use, in (0, 1]")->capture_default_str();
+                 "share of GPU memory to use, in (0, 1]")
+      ->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV-cache block (multiple of 16)")
       ->capture_default_str();
   app.add_option("--num-gpu-blocks-override", o.num_gpu_blocks_override,
                  "KV-cache blocks to allocate instead of sizing from memory (CPU backend too)")
       ->check(positive);
   app.add_option("--cpu-kv-cache-space", o.cpu_kv_cache_space_gib,
-                 "GiB of KV cache on the CPU backend")->capture_default_str();
+                 "GiB of KV cache on the CPU backend")
+      ->capture_default_str();
   app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
   app.add_option("--temperature", o.sampling.temperature, "default temperature (0 = greedy)")
       ->check(CLI::Range(0.0f, 1e6f));
   app.add_option("--top-p", o.sampling.top_p, "default top-p, in (0, 1]");
   app.add_option("--top-k", o.sampling.top_k, "default top-k (-1 or 0 = off)");
-  app.add_option("--min-p", o.sampling.min_p, "default min-p, in [0, 1]")->check(CLI::Range(0.0f, 1.0f));
-  app.add_option("--max-tokens", o.sampling.max_tokens, "default most generated tokens")->check(positive);
+  app.add_option("--min-p", o.sampling.min_p, "default min-p, in [0, 1]")
+      ->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--max-tokens", o.sampling.max_tokens, "default most generated tokens")
+      ->check(positive);
   app.add_option("--seed", o.sampling.seed, "default sampling seed");
   bool ignore_eos = false;
   app.add_flag("--ignore-eos", ignore_eos, "default: keep generating past end-of-sequence");
   app.add_flag("--resume", o.resume, "skip requests already in the -o file");
+  app.add_option("--stall-timeout", o.stall_timeout_s,
+                 "end the run (exit 1) when a rank completes no step for this many seconds; "
+                 "0 = off")
+      ->capture_default_str();
+  // Hidden (empty group): lets the tests see the stall log within seconds.
+  app.add_option("--stall-log-interval", o.stall_log_interval_s,
+                 "seconds between the log lines naming the ranks behind while a stall lasts")
+      ->group("");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();

@@ -3,12 +3,12 @@
 // for main to print and return.
 #pragma once
 
+#include <spdlog/common.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
-
-#include <spdlog/common.h>
 
 #include "engine/request.h"
 #include "kernels/tensor.h"
@@ -19,16 +19,16 @@ struct LaunchOptions {
   std::filesystem::path model;    // Hugging Face model folder (exists, is a directory)
   std::filesystem::path prompts;  // prompts.jsonl (exists, is a regular file)
   std::optional<std::filesystem::path> output;  // -o; unset (or "-") = stdout
-  int tensor_parallel_size = 1;   // --tp
-  Device device = Device::CUDA;   // --device; default cuda when a GPU is visible, else cpu
-  std::optional<int> max_model_len;          // unset: from the model's config
+  int tensor_parallel_size = 1;                 // --tp
+  Device device = Device::kCuda;     // --device; default cuda when a GPU is visible, else cpu
+  std::optional<int> max_model_len;  // unset: from the model's config
   int max_num_seqs = 512;
   int max_num_batched_tokens = 16384;
-  double gpu_memory_utilization = 0.9;       // (0, 1]
-  int block_size = 256;                      // > 0, multiple of 16
+  double gpu_memory_utilization = 0.9;         // (0, 1]
+  int block_size = 256;                        // > 0, multiple of 16
   std::optional<int> num_gpu_blocks_override;  // also the block count of the CPU backend
-  double cpu_kv_cache_space_gib = 4.0;       // CPU backend's KV cache (vLLM's VLLM_CPU_KVCACHE_SPACE)
-  bool enforce_eager = false;                // no CUDA graphs
+  double cpu_kv_cache_space_gib = 4.0;  // CPU backend's KV cache (vLLM's VLLM_CPU_KVCACHE_SPACE)
+  bool enforce_eager = false;           // no CUDA graphs
 
   // Default sampling for requests that do not set their own; unset = "not given", so the
   // model's generation_config.json (or the built-in default) applies.
@@ -37,14 +37,19 @@ struct LaunchOptions {
   SamplingOverrides sampling;
 
   bool resume = false;  // skip requests whose results are already in the -o file
+  // Stall watchdog (launcher/stall_watchdog.h): a rank that completes no step for this long
+  // ends the run with exit status 1; 0 = off. While a stall lasts, who is behind is logged
+  // every stall_log_interval_s (a hidden flag, for tests).
+  double stall_timeout_s = 300;
+  double stall_log_interval_s = 60;
   spdlog::level::level_enum log_level = spdlog::level::info;
 };
 
 struct LaunchParse {
   std::optional<LaunchOptions> options;  // set: go ahead with the run
-  int exit_code = 0;     // when options is unset: 0 after --help/--version, 2 on a usage error
-  std::string message;   // help/version text (for stdout) or the error (for stderr)
-  std::string notice;    // e.g. the device fallback; main logs it
+  int exit_code = 0;    // when options is unset: 0 after --help/--version, 2 on a usage error
+  std::string message;  // help/version text (for stdout) or the error (for stderr)
+  std::string notice;   // e.g. the device fallback; main logs it
 };
 
 // `visible_gpus`: what visible_gpu_count() says (passed in so tests need no GPU).

@@ -1,11 +1,12 @@
 // nanovllm-launch: parses the flags, fixes the run's settings from the flags and the model's
 // config.json, then runs rank 0's job (engine/job/) in this process (--tp 1) or in the first
 // of the forked rank processes (launcher/rank_processes.h). Exit status: 0; 1 when a request
-// failed or a rank died; 2 on a usage or configuration error; 130 after SIGINT.
+// failed, a rank died or stalled (--stall-timeout); 2 on a usage or configuration error;
+// 128 + signal after a stop signal (130 after SIGINT, 129 after SIGHUP, ...).
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <exception>
-
-#include <spdlog/spdlog.h>
 
 #include "engine/job/run_job.h"
 #include "engine/request_reader.h"
@@ -13,6 +14,7 @@
 #include "launcher/logging.h"
 #include "launcher/rank_processes.h"
 #include "launcher/run_settings.h"
+#include "launcher/stall_watchdog.h"
 #include "launcher/usage_error.h"
 #include "layers/model_folder_error.h"
 
@@ -48,9 +50,10 @@ int launch_main(int argc, char** argv) {
   const Rank0Main job = [&settings](const ExecutorFactory& load_model) {
     return run_job(settings.job, load_model);
   };
-  if (settings.tp_size == 1) return run_single_process(settings, job);
+  const StallPolicy stall = stall_policy(o.stall_timeout_s, o.stall_log_interval_s);
+  if (settings.tp_size == 1) return run_single_process(settings, job, stall);
   try {
-    return run_rank_processes(settings, o.log_level, job);
+    return run_rank_processes(settings, o.log_level, job, stall);
   } catch (const std::exception& e) {  // the segment could not be created, ...
     std::fprintf(stderr, "nanovllm-launch: %s\n", e.what());
     return 1;
@@ -60,4 +63,6 @@ int launch_main(int argc, char** argv) {
 }  // namespace
 }  // namespace nanovllm
 
-int main(int argc, char** argv) { return nanovllm::launch_main(argc, argv); }
+int main(int argc, char** argv) {
+  return nanovllm::launch_main(argc, argv);
+}

@@ -1,13 +1,13 @@
 // nanovllm-mkmodel: writes a Hugging Face model folder with the exact shapes of a Qwen3
 // model (or a tiny test model) and deterministic pseudo-random BF16 weights, since no real
 // checkpoint can be downloaded where tests and benchmarks run.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <string>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "layers/model_presets.h"
 #include "layers/model_tensors.h"
@@ -15,7 +15,8 @@
 
 namespace {
 
-constexpr const char* kFooter = R"(Weights are not N(0, 0.02) like a fresh transformers model, whose next-token
+constexpr const char* kFooter =
+    R"(Weights are not N(0, 0.02) like a fresh transformers model, whose next-token
 distributions are nearly flat. They are scaled so that comparisons between two
 implementations are stable and attention visibly matters:
  - embeddings have std 1, so logits = h . E^T spread by ~sqrt(hidden) and the
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-shard-size", max_shard,
                  "split weights into shards of at most this size (2GB = 2e9 bytes, 1GiB = 2^30)")
       ->capture_default_str();
-  app.add_option("--threads", threads, "generator threads")->capture_default_str()
+  app.add_option("--threads", threads, "generator threads")
+      ->capture_default_str()
       ->check(CLI::Range(1, 256));
   app.add_option("OUT_DIR", out_dir, "folder to write (created if missing)")->required();
   CLI11_PARSE(app, argc, argv);

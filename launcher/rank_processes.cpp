@@ -1,5 +1,6 @@
 #include "launcher/rank_processes.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,19 +9,21 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
-#include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include <spdlog/spdlog.h>
-
 #include "engine/job/interrupt.h"
+#include "engine/step_builder.h"
 #include "ipc/broadcast_step_executor.h"
 #include "ipc/shm_communicator.h"
 #include "ipc/step_command_serialization.h"
 #include "ipc/step_ring_sizing.h"
-#include "engine/step_builder.h"
+#include "launcher/counting_step_executor.h"
 #include "launcher/logging.h"
+#include "launcher/nccl_group.h"
+#include "launcher/run_segment.h"
+#include "launcher/stall_monitor.h"
 #include "launcher/supervisor.h"
 #include "launcher/usage_error.h"
 #include "rank/model_runner.h"
@@ -30,19 +33,7 @@ namespace nanovllm {
 
 namespace {
 
-// The segment's first bytes: the exit status rank 0 asks for. Rank 0's process itself exits 0
-// when only some requests failed, since the supervisor reads any non-zero exit as a crash.
-struct RunReport {
-  std::atomic<int32_t> rank0_exit;
-};
-constexpr size_t kReportBytes = 64;
-
-// Segment: RunReport | ring region | communicator region, each 64-byte aligned.
-struct SegmentLayout {
-  size_t ring_offset = 0, ring_bytes = 0, comm_offset = 0, comm_bytes = 0, total = 0;
-};
-
-size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+constexpr const char* kProgram = "nanovllm-launch";
 
 // An EXIT command straight on the ring, for when rank 0 never built its executor.
 void dismiss_workers(RingWriter& ring) {
@@ -63,91 +54,164 @@ std::unique_ptr<ModelRunner> load_model_runner(const RunSettings& s, Communicato
   return std::make_unique<ModelRunner>(s.model_dir, s.model, comm, options);
 }
 
+// The closing line of a run that a stop signal ended; returns its exit status.
+int announce_interruption(int sig, const std::optional<InterruptedJob>& job) {
+  std::fprintf(stderr, "%s: %s\n", kProgram, interruption_summary(sig, job).c_str());
+  return 128 + sig;
+}
+
+// --tp 1, from the watchdog's thread while the main thread hangs inside a step: _exit, since
+// exit() would run destructors of objects that step is using. Results are written per line.
+[[noreturn]] void exit_on_stall(const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
+  std::fflush(stderr);
+  ::_exit(1);
+}
+
+// Rank 0 under tensor parallelism tells the launcher how its job ended through the report.
+void report_rank0_end(RunReport& report, int rc) {
+  if (const std::optional<InterruptedJob> job = interrupted_job()) {
+    report.finished_results = job->finished_results;
+    report.unfinished_requests = job->unfinished_requests;
+    report.stop_signal = interrupt_signal();
+  }
+  report.rank0_exit = rc;
+}
+
+std::optional<InterruptedJob> job_in(const RunReport& report) {
+  if (report.stop_signal == 0) return std::nullopt;
+  return InterruptedJob{report.finished_results, report.unfinished_requests};
+}
+
 }  // namespace
 
-int run_single_process(const RunSettings& s, const Rank0Main& rank0_main) {
-  install_interrupt_handler();
+int run_single_process(const RunSettings& s, const Rank0Main& rank0_main,
+                       const StallPolicy& stall) {
+  install_interrupt_handler(kProgram);
+  spdlog::info("rank 0 started (pid {})", ::getpid());
+  std::atomic<uint64_t> steps{0};
+  const InProcessStallMonitor watchdog(stall, steps, exit_on_stall);
+  int rc = 1;
   try {
     SingleRankCommunicator comm;
-    return rank0_main([&]() -> std::unique_ptr<StepExecutor> { return load_model_runner(s, comm); });
+    rc = rank0_main([&]() -> std::unique_ptr<StepExecutor> {
+      auto executor = std::make_unique<CountingStepExecutor>(load_model_runner(s, comm), steps);
+      poll_interrupts_from_now();  // the job's step loop comes next
+      return executor;
+    });
   } catch (const JobConfigError& e) {
-    std::fprintf(stderr, "nanovllm-launch: %s\n", e.what());
+    std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank 0] fatal: %s\n", e.what());
-    return 1;
+    // A rank-0 body may give up on the flag by throwing (the benchmark): still the signal.
+    if (!interrupt_requested()) {
+      std::fprintf(stderr, "[rank 0] fatal: %s\n", e.what());
+      return 1;
+    }
   }
+  if (interrupt_requested()) return announce_interruption(interrupt_signal(), interrupted_job());
+  return rc;
 }
 
 int run_rank_processes(const RunSettings& s, spdlog::level::level_enum level,
-                       const Rank0Main& rank0_main) {
+                       const Rank0Main& rank0_main, const StallPolicy& stall) {
   const EngineConfig& engine = s.job.engine;
-  const RingConfig ring = step_ring_config(step_limits(engine), static_cast<uint32_t>(s.tp_size - 1));
+  const RingConfig ring =
+      step_ring_config(step_limits(engine), static_cast<uint32_t>(s.tp_size - 1));
   // Collectives on larger tensors run in chunks of the staging area.
   const size_t comm_elems = std::min<size_t>(
       size_t{1} << 20, static_cast<size_t>(s.model.hidden_size * engine.max_num_batched_tokens));
-  SegmentLayout layout;
-  layout.ring_offset = kReportBytes;
-  layout.ring_bytes = align64(ring_region_bytes(ring));
-  layout.comm_offset = layout.ring_offset + layout.ring_bytes;
-  layout.comm_bytes = align64(shm_communicator_region_bytes(s.tp_size, comm_elems));
-  layout.total = layout.comm_offset + layout.comm_bytes;
+  const RunSegmentLayout layout = run_segment_layout(
+      s.tp_size, ring_region_bytes(ring), shm_communicator_region_bytes(s.tp_size, comm_elems),
+      rendezvous_region_bytes());
 
   SupervisorOptions options;
   if (const char* prefix = std::getenv("NANOVLLM_SHM_PREFIX"); prefix && *prefix)
     options.segment_prefix = prefix;
   options.segment_bytes = layout.total;
   Supervisor supervisor(options);
-  auto* base = static_cast<uint8_t*>(supervisor.segment().data());
-  void* ring_region = base + layout.ring_offset;
-  void* comm_region = base + layout.comm_offset;
-  auto* report = new (base) RunReport{};
-  report->rank0_exit = 1;  // until rank 0 says otherwise
-  ring_init(ring_region, layout.ring_bytes, ring);
-  shm_communicator_init(comm_region, layout.comm_bytes, s.tp_size, comm_elems);
+  const RunSegment segment = init_run_segment(supervisor.segment().data(), layout, s.tp_size);
+  RunReport& report = *segment.report;
+  ring_init(segment.ring, layout.ring_bytes, ring);
+  shm_communicator_init(segment.comm, layout.comm_bytes, s.tp_size, comm_elems);
+  rendezvous_init(segment.rendezvous, layout.rendezvous_bytes);
+  const bool cuda = s.device == Device::kCuda;
+  const pid_t launcher = ::getpid();
   spdlog::info("segment /dev/shm/{}: {} bytes ({} ring slots of {} bytes)",
                supervisor.segment().name(), layout.total, ring.slot_count, ring.slot_bytes);
 
   std::vector<std::function<int(int)>> ranks;
   ranks.emplace_back([&](int rank) {
     configure_logging(level, "rank 0");
-    install_interrupt_handler();
-    ShmCommunicator comm(comm_region, layout.comm_bytes, rank);
-    RingWriter writer(ring_region, layout.ring_bytes);
+    install_interrupt_handler(nullptr);  // the launcher writes the closing line
+    // CPU: the shared-memory all-reduce; CUDA: NCCL, joined once the requests validated (the
+    // publisher abandons the rendezvous if it never publishes, so the workers end cleanly).
+    std::unique_ptr<ShmCommunicator> shm;
+    if (!cuda) shm = std::make_unique<ShmCommunicator>(segment.comm, layout.comm_bytes, rank);
+    RendezvousPublisher publisher(segment.rendezvous, layout.rendezvous_bytes);
+    std::unique_ptr<NcclRank> nccl;
+    RingWriter writer(segment.ring, layout.ring_bytes);
     spdlog::info("rank {} started (pid {})", rank, ::getpid());
     bool loaded = false;
     int rc = kExitOk;
     try {
       rc = rank0_main([&]() -> std::unique_ptr<StepExecutor> {
         loaded = true;
-        return std::make_unique<BroadcastStepExecutor>(load_model_runner(s, comm), writer);
+        if (cuda) nccl = start_nccl_rank0(publisher, s.tp_size, launcher);
+        Communicator& comm = cuda ? static_cast<Communicator&>(nccl->comm()) : *shm;
+        auto executor = std::make_unique<CountingStepExecutor>(
+            std::make_unique<BroadcastStepExecutor>(load_model_runner(s, comm), writer),
+            segment.step_counters[rank]);
+        poll_interrupts_from_now();  // the job's step loop comes next
+        return executor;
       });
     } catch (const JobConfigError& e) {  // the job already dismissed the workers
-      std::fprintf(stderr, "nanovllm-launch: %s\n", e.what());
+      std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
       rc = kExitUsage;
     }
-    if (!loaded) dismiss_workers(writer);  // nothing to run: they must not wait for steps
-    report->rank0_exit = rc;
+    if (!loaded) {  // nothing to run: the workers must not wait for a model or steps
+      publisher.abandon();
+      if (!cuda) dismiss_workers(writer);
+    }
+    report_rank0_end(report, rc);
     // Exit codes the run chose travel through the report; the supervisor reads any other
     // non-zero exit as a crash.
-    return rc == kExitRequestsFailed || rc == kExitUsage ? 0 : rc;
+    return rc == kExitRequestsFailed || rc == kExitUsage || rc == kExitInterrupted ? 0 : rc;
   });
   for (int r = 1; r < s.tp_size; ++r)
     ranks.emplace_back([&](int rank) {
       configure_logging(level, "rank " + std::to_string(rank));
-      ignore_interrupts();
-      ShmCommunicator comm(comm_region, layout.comm_bytes, rank);
-      RingReader reader(ring_region, layout.ring_bytes, static_cast<uint32_t>(rank - 1));
+      // While it loads, a stop signal ends the worker at once (nothing to lose; no core dump
+      // for SIGQUIT). Then it ignores them: rank 0 stops after its current step, which needs
+      // this rank in every collective, and ends the loop with EXIT.
+      install_interrupt_handler(nullptr);
+      RingReader reader(segment.ring, layout.ring_bytes, static_cast<uint32_t>(rank - 1));
       spdlog::info("rank {} started (pid {})", rank, ::getpid());
-      const std::unique_ptr<ModelRunner> runner = load_model_runner(s, comm);
-      return run_worker_loop(*runner, reader);
+      std::unique_ptr<ShmCommunicator> shm;
+      RendezvousWaiter waiter(segment.rendezvous, layout.rendezvous_bytes);
+      std::unique_ptr<NcclRank> nccl;
+      if (cuda) {
+        nccl = join_nccl_rank(waiter, rank, s.tp_size);
+        if (!nccl) return 0;  // rank 0 had nothing to run
+      } else {
+        shm = std::make_unique<ShmCommunicator>(segment.comm, layout.comm_bytes, rank);
+      }
+      Communicator& comm = cuda ? static_cast<Communicator&>(nccl->comm()) : *shm;
+      CountingStepExecutor runner(load_model_runner(s, comm), segment.step_counters[rank]);
+      ignore_stop_signals();
+      return run_worker_loop(runner, reader);
     });
-  const SupervisorResult result = supervisor.run(ranks);
+  const SupervisorResult result =
+      supervisor.run(ranks, make_stall_tick_hook(stall, segment.step_counters));
+  if (result.interrupted_by != 0)
+    return announce_interruption(result.interrupted_by, job_in(report));
   if (result.exit_code != 0) {
-    std::fprintf(stderr, "nanovllm-launch: %s\n", result.message.c_str());
+    std::fprintf(stderr, "%s: %s\n", kProgram, result.message.c_str());
     return result.exit_code;
   }
-  return report->rank0_exit.load();
+  // A stop signal sent to rank 0 alone: its job stopped as on one sent to the launcher.
+  if (report.stop_signal != 0) return announce_interruption(report.stop_signal, job_in(report));
+  return report.rank0_exit.load();
 }
 
 }  // namespace nanovllm

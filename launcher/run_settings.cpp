@@ -1,15 +1,16 @@
 #include "launcher/run_settings.h"
 
 #include <sched.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-
 #include "launcher/usage_error.h"
+#include "layers/tensor_parallel_shape.h"
 #include "rank/kv_cache_sizing.h"
 
 namespace nanovllm {
@@ -22,6 +23,17 @@ int available_cpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// NVLink SHARP multicast reserves GPU memory per communicator and gains nothing at decode's
+// message sizes (a few hundred KB); it stays off unless the user turned it on.
+void use_nccl_defaults() {
+  if (std::getenv("NCCL_NVLS_ENABLE") == nullptr) {
+    ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+    spdlog::info("NCCL_NVLS_ENABLE=0 (NVLink multicast off; set NCCL_NVLS_ENABLE=1 to use it)");
+  } else {
+    spdlog::info("NCCL_NVLS_ENABLE={} (from the environment)", std::getenv("NCCL_NVLS_ENABLE"));
+  }
 }
 
 EngineConfig engine_config(const LaunchOptions& o, const ModelConfig& model) {
@@ -48,15 +60,13 @@ RunSettings make_run_settings(const LaunchOptions& o) {
   s.tp_size = o.tensor_parallel_size;
   s.device = o.device;
   s.cpu_threads = std::max(1, available_cpus() / s.tp_size);
-  if (s.device == Device::CUDA && s.tp_size > 1)
-    throw UsageError("--tp " + std::to_string(s.tp_size) +
-                     " on --device cuda needs the NCCL communicator, which does not exist yet; "
-                     "use --tp 1 or --device cpu");
   s.model = load_model_config(s.model_dir);
-  if (s.model.num_key_value_heads % s.tp_size != 0 || s.model.num_attention_heads % s.tp_size != 0)
-    throw UsageError("--tp " + std::to_string(s.tp_size) + " must divide the model's " +
-                     std::to_string(s.model.num_attention_heads) + " attention heads and " +
-                     std::to_string(s.model.num_key_value_heads) + " key/value heads");
+  try {
+    check_tensor_parallel_shape(s.model, s.tp_size);
+  } catch (const std::invalid_argument& err) {
+    throw UsageError(std::string("--tp ") + std::to_string(s.tp_size) + ": " + err.what());
+  }
+  if (s.device == Device::kCuda && s.tp_size > 1) use_nccl_defaults();
 
   JobSettings& job = s.job;
   job.model_dir = o.model;
@@ -84,11 +94,12 @@ RunSettings make_run_settings(const LaunchOptions& o) {
   job.cli_sampling.seed.reset();  // not a shared seed: the base of each request's derived seed
   job.seed = o.sampling.seed.value_or(0);
   const EngineConfig& e = job.engine;
-  spdlog::info("model {} ({} layers, hidden {}), --tp {}, device {}, max_model_len {}, "
-               "{} KV blocks of {} tokens (0: sized after warm-up), {} CPU threads per rank",
-               s.model_dir.string(), s.model.num_hidden_layers, s.model.hidden_size, s.tp_size,
-               s.device == Device::CPU ? "cpu" : "cuda", e.max_model_len, e.num_kvcache_blocks,
-               e.kvcache_block_size, s.cpu_threads);
+  spdlog::info(
+      "model {} ({} layers, hidden {}), --tp {}, device {}, max_model_len {}, "
+      "{} KV blocks of {} tokens (0: sized after warm-up), {} CPU threads per rank",
+      s.model_dir.string(), s.model.num_hidden_layers, s.model.hidden_size, s.tp_size,
+      s.device == Device::kCpu ? "cpu" : "cuda", e.max_model_len, e.num_kvcache_blocks,
+      e.kvcache_block_size, s.cpu_threads);
   return s;
 }
 

@@ -15,7 +15,7 @@ namespace nanovllm {
 struct RunSettings {
   std::filesystem::path model_dir;
   int tp_size = 1;
-  Device device = Device::CPU;
+  Device device = Device::kCpu;
   int cpu_threads = 1;                  // per rank: nproc / tp, at least 1
   double gpu_memory_utilization = 0.9;  // CUDA: KV cache sized from memory when blocks == 0
   bool enforce_eager = false;           // CUDA: no decode graphs

@@ -1,6 +1,7 @@
 #include "launcher/supervisor.h"
 
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,8 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include <spdlog/spdlog.h>
-
+#include "engine/job/interrupt.h"
 #include "kernels/check.h"
 
 namespace nanovllm {
@@ -33,7 +33,9 @@ std::string signal_text(int sig) {
   if (::getppid() != launcher) ::_exit(1);
   // Own process group: a terminal's Ctrl-C reaches the launcher only, which forwards it once.
   ::setpgid(0, 0);
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD}) {
+  std::vector<int> to_default(kStopSignals.begin(), kStopSignals.end());
+  to_default.insert(to_default.end(), {SIGCHLD, SIGPIPE});
+  for (int sig : to_default) {
     ::signal(sig, SIG_DFL);
     ::sigdelset(&mask, sig);
   }
@@ -64,10 +66,16 @@ RankExit exit_from_status(int rank, pid_t pid, int status) {
   return e;
 }
 
+bool is_stop_signal(int sig) {
+  for (int stop : kStopSignals)
+    if (sig == stop) return true;
+  return false;
+}
+
 // Signals the launcher takes synchronously (sigtimedwait) while it supervises, and what to
 // restore afterwards.
 struct WatchedSignals {
-  sigset_t watched;
+  sigset_t watched;   // the stop signals and SIGCHLD
   sigset_t old_mask;  // also the children's mask, minus the signals they get back
   struct sigaction old_chld;
 };
@@ -75,24 +83,25 @@ struct WatchedSignals {
 WatchedSignals watch_signals() {
   WatchedSignals s{};
   ::sigemptyset(&s.watched);
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD}) ::sigaddset(&s.watched, sig);
+  for (int sig : kStopSignals) ::sigaddset(&s.watched, sig);
+  ::sigaddset(&s.watched, SIGCHLD);
   ::pthread_sigmask(SIG_BLOCK, &s.watched, &s.old_mask);
   // SIGCHLD must not be ignored, or the kernel reaps children itself and their exit status is
   // lost.
-  struct sigaction dfl{};
+  struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   ::sigaction(SIGCHLD, &dfl, &s.old_chld);
   return s;
 }
 
 // Takes the signals that arrived after the last child went (they must not kill us on
-// unblocking), then restores the mask and SIGCHLD's disposition. Returns the first SIGINT or
-// SIGTERM among them, 0 if none.
+// unblocking), then restores the mask and SIGCHLD's disposition. Returns the first stop signal
+// among them, 0 if none.
 int unwatch_signals(const WatchedSignals& s) {
   int interrupt = 0;
   const timespec zero{0, 0};
   for (int sig; (sig = ::sigtimedwait(&s.watched, nullptr, &zero)) > 0;)
-    if ((sig == SIGINT || sig == SIGTERM) && interrupt == 0) interrupt = sig;
+    if (is_stop_signal(sig) && interrupt == 0) interrupt = sig;
   ::sigaction(SIGCHLD, &s.old_chld, nullptr);
   ::pthread_sigmask(SIG_SETMASK, &s.old_mask, nullptr);
   return interrupt;
@@ -102,8 +111,9 @@ int unwatch_signals(const WatchedSignals& s) {
 // Records every exit, the first failure and an interrupt into `result`.
 class RankGroup {
  public:
-  RankGroup(const SupervisorOptions& options, SupervisorResult& result)
+  RankGroup(const SupervisorOptions& options, const TickHook& on_tick, SupervisorResult& result)
       : options_(options),
+        on_tick_(on_tick),
         result_(result),
         n_(static_cast<int>(result.ranks.size())),
         pids_(n_, 0),
@@ -129,14 +139,16 @@ class RankGroup {
     if (result_.failed_rank) stop_all(SIGKILL, std::chrono::milliseconds(0));
   }
 
-  // Until every forked rank is reaped, on a 20 ms tick: forwards SIGINT/SIGTERM, reaps exits,
-  // stops the rest after the first failure, SIGKILLs whoever outlives the grace period.
+  // Until every forked rank is reaped, on a 20 ms tick: forwards stop signals, reaps exits,
+  // asks the tick hook, stops the rest after the first failure, SIGKILLs whoever outlives the
+  // grace period.
   void supervise(const sigset_t& watched) {
     while (live_ > 0) {
       const timespec tick{0, 20 * 1000 * 1000};
       const int sig = ::sigtimedwait(&watched, nullptr, &tick);
-      if (sig == SIGINT || sig == SIGTERM) on_interrupt(sig);
+      if (is_stop_signal(sig)) on_interrupt(sig);
       reap_exited();
+      ask_tick_hook();
       kill_overdue();
     }
     if (stop_began_ != kNever)
@@ -153,7 +165,7 @@ class RankGroup {
   void on_interrupt(int sig) {
     if (result_.interrupted_by == 0 && !result_.failed_rank) {
       result_.interrupted_by = sig;
-      spdlog::warn("received {}; forwarding it to the ranks", ::sigabbrev_np(sig));
+      spdlog::warn("received {}; forwarding it to the ranks", describe_signal(sig));
       stop_all(sig, options_.interrupt_grace);
     } else {
       stop_all(SIGKILL, std::chrono::milliseconds(0));
@@ -176,6 +188,19 @@ class RankGroup {
     }
   }
 
+  // The hook watches a running group only: once a stop is under way, the grace periods rule.
+  void ask_tick_hook() {
+    if (!on_tick_ || stop_began_ != kNever || live_ == 0) return;
+    std::vector<RankState> ranks(n_);
+    for (int r = 0; r < n_; ++r) ranks[r] = RankState{r, pids_[r], pids_[r] > 0 && !done_[r]};
+    const std::optional<TickFailure> failure = on_tick_(ranks);
+    if (!failure) return;
+    result_.failed_rank = failure->rank;
+    result_.message = failure->message;
+    spdlog::error("{}; stopping the ranks", result_.message);
+    stop_all(SIGTERM, options_.kill_grace);
+  }
+
   void kill_overdue() {
     if (kill_at_ != kNever && Clock::now() >= kill_at_ && live_ > 0) {
       signal_live(SIGKILL);
@@ -196,6 +221,7 @@ class RankGroup {
   }
 
   const SupervisorOptions& options_;
+  const TickHook& on_tick_;
   SupervisorResult& result_;
   const int n_;
   std::vector<pid_t> pids_;
@@ -209,13 +235,23 @@ class RankGroup {
 void set_exit_status(SupervisorResult& result) {
   if (result.interrupted_by != 0) {
     result.exit_code = 128 + result.interrupted_by;
-    result.message = std::string("interrupted by SIG") + ::sigabbrev_np(result.interrupted_by);
+    result.message = interruption_summary(result.interrupted_by, std::nullopt);
   } else if (result.failed_rank) {
     result.exit_code = 1;
   }
 }
 
 }  // namespace
+
+Supervisor::SigpipeIgnored::SigpipeIgnored() {
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ign, &old_);
+}
+
+Supervisor::SigpipeIgnored::~SigpipeIgnored() {
+  ::sigaction(SIGPIPE, &old_, nullptr);
+}
 
 std::string RankExit::describe() const {
   const std::string who = "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
@@ -224,8 +260,7 @@ std::string RankExit::describe() const {
 }
 
 Supervisor::Supervisor(SupervisorOptions options)
-    : options_(std::move(options)),
-      segment_([&] {
+    : options_(std::move(options)), segment_([&] {
         sweep_stale_segments(options_.segment_prefix);
         return ShmSegment::create(make_segment_name(options_.segment_prefix),
                                   options_.segment_bytes);
@@ -237,13 +272,14 @@ Supervisor::~Supervisor() {
   remove_segment();
 }
 
-SupervisorResult Supervisor::run(const std::vector<std::function<int(int rank)>>& ranks) {
+SupervisorResult Supervisor::run(const std::vector<std::function<int(int rank)>>& ranks,
+                                 const TickHook& on_tick) {
   const int n = static_cast<int>(ranks.size());
   CHECK_GE(n, 1);
   SupervisorResult result;
   result.ranks.resize(n);
   const WatchedSignals signals = watch_signals();
-  RankGroup group(options_, result);
+  RankGroup group(options_, on_tick, result);
   group.fork_all(ranks, signals.old_mask);
   group.supervise(signals.watched);
   remove_segment();

@@ -11,7 +11,9 @@
 namespace nanovllm {
 
 namespace {
-std::string layer_prefix(int layer) { return "model.layers." + std::to_string(layer) + ".self_attn"; }
+std::string layer_prefix(int layer) {
+  return "model.layers." + std::to_string(layer) + ".self_attn";
+}
 }  // namespace
 
 Qwen3Attention::Qwen3Attention(const ModelConfig& c, const Checkpoint& ckpt, int layer,
@@ -20,12 +22,14 @@ Qwen3Attention::Qwen3Attention(const ModelConfig& c, const Checkpoint& ckpt, int
       eps_(c.rms_norm_eps),
       rope_theta_(c.rope_theta),
       scale_(1.0f / std::sqrt(static_cast<float>(c.head_dim))),
-      qkv_proj_(ckpt, layer_prefix(layer), c.num_attention_heads, c.num_key_value_heads,
-                c.head_dim, c.attention_bias, shard),
+      qkv_proj_(ckpt, layer_prefix(layer), c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+                c.attention_bias, shard),
       o_proj_(ckpt, layer_prefix(layer) + ".o_proj", false, shard, comm) {
   if (c.qk_norm) {
-    q_norm_ = Parameter::load_full(checkpoint_tensor(ckpt, layer_prefix(layer) + ".q_norm.weight", 1), shard.device);
-    k_norm_ = Parameter::load_full(checkpoint_tensor(ckpt, layer_prefix(layer) + ".k_norm.weight", 1), shard.device);
+    q_norm_ = Parameter::load_full(
+        checkpoint_tensor(ckpt, layer_prefix(layer) + ".q_norm.weight", 1), shard.device);
+    k_norm_ = Parameter::load_full(
+        checkpoint_tensor(ckpt, layer_prefix(layer) + ".k_norm.weight", 1), shard.device);
   }
 }
 
@@ -45,7 +49,8 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
   qkv_proj_.forward(qkv, x, ctx);
   // q, k, v: views into qkv [T, (Hq + 2 Hkv) * D], token stride qkv_width().
   auto heads = [&](int64_t first_col, int64_t num) {
-    TensorView v(static_cast<uint16_t*>(qkv.data) + first_col, DType::BF16, {t, num, d}, qkv.device);
+    TensorView v(static_cast<uint16_t*>(qkv.data) + first_col, DType::kBf16, {t, num, d},
+                 qkv.device);
     v.stride[0] = qkv.stride[0];
     return v;
   };

@@ -1,9 +1,9 @@
 #include "layers/checkpoint.h"
 
-#include <set>
+#include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <set>
 
 #include "layers/model_tensors.h"
 
@@ -82,15 +82,16 @@ std::vector<std::string> Checkpoint::names() const {
 void validate_checkpoint(const ModelConfig& config, const Checkpoint& checkpoint) {
   std::vector<TensorSpec> specs = model_tensor_specs(config);
   if (config.tie_word_embeddings && checkpoint.contains("lm_head.weight"))
-    specs.push_back({"lm_head.weight", {config.vocab_size, config.hidden_size}, TensorRole::kLmHead});
+    specs.push_back(
+        {"lm_head.weight", {config.vocab_size, config.hidden_size}, TensorRole::kLmHead});
   std::set<std::string> expected;
   for (const TensorSpec& spec : specs) {
     expected.insert(spec.name);
     const CheckpointTensor& t = checkpoint.tensor(spec.name);
     if (t.shape != spec.shape)
-      throw ModelFolderError(checkpoint.dir().string() + ": tensor '" + spec.name + "': expected shape " +
-                             shape_to_string(spec.shape) + " from config.json, found " +
-                             shape_to_string(t.shape));
+      throw ModelFolderError(checkpoint.dir().string() + ": tensor '" + spec.name +
+                             "': expected shape " + shape_to_string(spec.shape) +
+                             " from config.json, found " + shape_to_string(t.shape));
   }
   for (const std::string& name : checkpoint.names()) {
     if (expected.count(name) == 0)

@@ -18,7 +18,7 @@ namespace nanovllm {
 
 struct CheckpointTensor {
   std::string name;
-  DType dtype = DType::BF16;
+  DType dtype = DType::kBf16;
   std::vector<int64_t> shape;
   const std::byte* data = nullptr;  // nbytes bytes inside a mapping; may be unaligned only
                                     // if the file was written without header padding
@@ -44,7 +44,8 @@ class Checkpoint {
 
  private:
   Checkpoint() = default;
-  void add_file(const std::filesystem::path& path, const std::map<std::string, std::string>* wanted);
+  void add_file(const std::filesystem::path& path,
+                const std::map<std::string, std::string>* wanted);
 
   std::filesystem::path dir_;
   std::vector<SafetensorsFile> files_;  // the mappings every CheckpointTensor points into

@@ -19,7 +19,8 @@ void LinearBase::forward(const TensorView& y, const TensorView& x, const ExecCon
 ColumnParallelLinear::ColumnParallelLinear(const Checkpoint& ckpt, const std::string& prefix,
                                            bool bias, const ShardInfo& s) {
   const CheckpointTensor& w = checkpoint_tensor(ckpt, prefix + ".weight", 2);
-  weight_ = Parameter::load({even_rows(w, w.shape[0], s.tp_rank, s.tp_size)}, 0, w.shape[1], s.device);
+  weight_ =
+      Parameter::load({even_rows(w, w.shape[0], s.tp_rank, s.tp_size)}, 0, w.shape[1], s.device);
   if (bias) {
     const CheckpointTensor& b = checkpoint_tensor(ckpt, prefix + ".bias", 1);
     bias_ = Parameter::load({even_rows(b, b.shape[0], s.tp_rank, s.tp_size)}, 0, 1, s.device);
@@ -48,7 +49,8 @@ MergedColumnParallelLinear::MergedColumnParallelLinear(const Checkpoint& ckpt,
 QKVParallelLinear::QKVParallelLinear(const Checkpoint& ckpt, const std::string& attn_prefix,
                                      int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                                      bool bias, const ShardInfo& s) {
-  CHECK_MSG(num_heads % s.tp_size == 0, num_heads << " attention heads over " << s.tp_size << " ranks");
+  CHECK_MSG(num_heads % s.tp_size == 0,
+            num_heads << " attention heads over " << s.tp_size << " ranks");
   num_heads_ = num_heads / s.tp_size;
   // Fewer kv heads than ranks: each kv head is replicated on tp_size / num_kv_heads ranks.
   int64_t kv_first = 0;
@@ -57,7 +59,8 @@ QKVParallelLinear::QKVParallelLinear(const Checkpoint& ckpt, const std::string& 
     num_kv_heads_ = num_kv_heads / s.tp_size;
     kv_first = s.tp_rank * num_kv_heads_;
   } else {
-    CHECK_MSG(s.tp_size % num_kv_heads == 0, s.tp_size << " ranks over " << num_kv_heads << " kv heads");
+    CHECK_MSG(s.tp_size % num_kv_heads == 0,
+              s.tp_size << " ranks over " << num_kv_heads << " kv heads");
     num_kv_heads_ = 1;
     kv_first = s.tp_rank / (s.tp_size / num_kv_heads);
   }
@@ -82,9 +85,10 @@ RowParallelLinear::RowParallelLinear(const Checkpoint& ckpt, const std::string& 
   const int64_t in = w.shape[1];
   CHECK_MSG(in % s.tp_size == 0, w.name << ": " << in << " columns over " << s.tp_size << " ranks");
   const int64_t part = in / s.tp_size;
-  weight_ = Parameter::load({RowRange{&w, 0, w.shape[0]}}, s.tp_rank * part,
-                            (s.tp_rank + 1) * part, s.device);
-  if (bias && s.tp_rank == 0) bias_ = Parameter::load_full(checkpoint_tensor(ckpt, prefix + ".bias", 1), s.device);
+  weight_ = Parameter::load({RowRange{&w, 0, w.shape[0]}}, s.tp_rank * part, (s.tp_rank + 1) * part,
+                            s.device);
+  if (bias && s.tp_rank == 0)
+    bias_ = Parameter::load_full(checkpoint_tensor(ckpt, prefix + ".bias", 1), s.device);
 }
 
 void RowParallelLinear::forward(const TensorView& y, const TensorView& x,

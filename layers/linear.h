@@ -17,7 +17,7 @@ namespace nanovllm {
 struct ShardInfo {
   int tp_rank = 0;
   int tp_size = 1;
-  Device device = Device::CPU;
+  Device device = Device::kCpu;
 };
 
 // y = x @ w_shard^T (+ bias_shard). x: [T, in_local] bf16, y: [T, out_local] bf16.

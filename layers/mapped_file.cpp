@@ -16,8 +16,7 @@ namespace nanovllm {
 
 MappedFile MappedFile::open(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw ModelFolderError(path.string() + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) throw ModelFolderError(path.string() + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -54,7 +53,9 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-MappedFile::~MappedFile() { reset(); }
+MappedFile::~MappedFile() {
+  reset();
+}
 
 void MappedFile::reset() {
   if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);

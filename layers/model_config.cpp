@@ -1,11 +1,11 @@
 #include "layers/model_config.h"
 
+#include <spdlog/spdlog.h>
+
 #include <fstream>
 #include <limits>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <sstream>
 
 namespace nanovllm {
 namespace {
@@ -23,9 +23,7 @@ class Fields {
   [[noreturn]] void unsupported(const std::string& field, const std::string& what) const {
     throw ModelFolderError(file_ + ": field '" + field + "': not supported: " + what);
   }
-  bool has(const std::string& field) const {
-    return j_.contains(field) && !j_.at(field).is_null();
-  }
+  bool has(const std::string& field) const { return j_.contains(field) && !j_.at(field).is_null(); }
   const json& at(const std::string& field) const {
     if (!has(field)) fail(field, "missing");
     return j_.at(field);
@@ -85,9 +83,9 @@ class Fields {
 };
 
 DType parse_dtype(const Fields& f, const std::string& field, const std::string& s) {
-  if (s == "bfloat16") return DType::BF16;
-  if (s == "float16" || s == "half") return DType::F16;
-  if (s == "float32" || s == "float") return DType::F32;
+  if (s == "bfloat16") return DType::kBf16;
+  if (s == "float16" || s == "half") return DType::kF16;
+  if (s == "float32" || s == "float") return DType::kF32;
   f.unsupported(field, "dtype '" + s + "' (bfloat16, float16 and float32 are)");
 }
 
@@ -209,7 +207,7 @@ DType parse_weight_dtype(const Fields& f, const std::string& config_name) {
   if (f.has("dtype")) return parse_dtype(f, "dtype", f.string("dtype"));
   if (f.has("torch_dtype")) return parse_dtype(f, "torch_dtype", f.string("torch_dtype"));
   spdlog::warn("{}: no dtype or torch_dtype; assuming bfloat16", config_name);
-  return DType::BF16;
+  return DType::kBf16;
 }
 
 // bos from config.json; eos from generation_config.json when it names any, else config.json.

@@ -8,11 +8,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "kernels/tensor.h"
 #include "layers/model_folder_error.h"
@@ -27,10 +26,10 @@ struct ModelConfig {
   float rms_norm_eps = 1e-6f;
   float rope_theta = 1e6f;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // q/k/v projections have bias (Qwen2)
-  bool qk_norm = true;          // per-head q_norm/k_norm (Qwen3)
-  DType dtype = DType::BF16;    // torch_dtype / dtype
-  std::vector<int32_t> eos_token_ids;  // generation_config.json eos_token_id, else config.json
+  bool attention_bias = false;          // q/k/v projections have bias (Qwen2)
+  bool qk_norm = true;                  // per-head q_norm/k_norm (Qwen3)
+  DType dtype = DType::kBf16;           // torch_dtype / dtype
+  std::vector<int32_t> eos_token_ids;   // generation_config.json eos_token_id, else config.json
   std::optional<int32_t> bos_token_id;  // config.json, when present
 
   int64_t q_size() const { return num_attention_heads * head_dim; }   // q_proj rows

@@ -15,14 +15,14 @@ ModelConfig qwen3_base() {
   c.rope_theta = 1000000.0f;
   c.attention_bias = false;
   c.qk_norm = true;
-  c.dtype = DType::BF16;
-  c.bos_token_id = 151643;                  // <|endoftext|>
-  c.eos_token_ids = {151645, 151643};       // <|im_end|>, <|endoftext|>
+  c.dtype = DType::kBf16;
+  c.bos_token_id = 151643;             // <|endoftext|>
+  c.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
   return c;
 }
 
-ModelConfig qwen3(int64_t hidden, int64_t inter, int64_t layers, int64_t q_heads,
-                  int64_t kv_heads, int64_t head_dim, bool tied) {
+ModelConfig qwen3(int64_t hidden, int64_t inter, int64_t layers, int64_t q_heads, int64_t kv_heads,
+                  int64_t head_dim, bool tied) {
   ModelConfig c = qwen3_base();
   c.hidden_size = hidden;
   c.intermediate_size = inter;

@@ -1,11 +1,11 @@
 #include "layers/model_writer.h"
 
+#include <spdlog/spdlog.h>
+
 #include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
-
-#include <spdlog/spdlog.h>
 
 #include "kernels/check.h"
 #include "layers/safetensors_writer.h"
@@ -33,9 +33,12 @@ constexpr ShippedSampling kQwen3Sampling{.temperature = 0.6f, .top_k = 20, .top_
 
 const char* torch_dtype_name(DType t) {
   switch (t) {
-    case DType::F16: return "float16";
-    case DType::F32: return "float32";
-    default: return "bfloat16";
+    case DType::kF16:
+      return "float16";
+    case DType::kF32:
+      return "float32";
+    default:
+      return "bfloat16";
   }
 }
 
@@ -51,7 +54,7 @@ void write_text(const fs::path& path, const std::string& text) {
 void write_shard(const fs::path& path, const std::vector<const TensorSpec*>& tensors,
                  const ModelConfig& config, const ModelWriterOptions& options) {
   std::vector<SafetensorsLayoutEntry> layout;
-  for (const TensorSpec* s : tensors) layout.push_back({s->name, DType::BF16, s->shape});
+  for (const TensorSpec* s : tensors) layout.push_back({s->name, DType::kBf16, s->shape});
   const fs::path tmp = path.string() + ".partial";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error(tmp.string() + ": cannot create");
@@ -118,7 +121,8 @@ nlohmann::json make_config_json(const ModelConfig& c, const ModelWriterOptions& 
   j["hidden_size"] = c.hidden_size;
   j["initializer_range"] = 0.02;
   j["intermediate_size"] = c.intermediate_size;
-  j["layer_types"] = std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), "full_attention");
+  j["layer_types"] =
+      std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), "full_attention");
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["max_window_layers"] = c.num_hidden_layers;
   j["num_attention_heads"] = c.num_attention_heads;
@@ -165,14 +169,22 @@ uint64_t parse_byte_size(const std::string& text) {
   std::from_chars(text.data(), text.data() + pos, value);
   const std::string unit = text.substr(pos);
   uint64_t mult = 0;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "KB") mult = 1000;
-  else if (unit == "MB") mult = 1000'000;
-  else if (unit == "GB") mult = 1000'000'000;
-  else if (unit == "KiB") mult = 1ULL << 10;
-  else if (unit == "MiB") mult = 1ULL << 20;
-  else if (unit == "GiB") mult = 1ULL << 30;
-  else throw std::invalid_argument("bad size unit in '" + text + "' (B, KB, MB, GB, KiB, MiB, GiB)");
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "KB")
+    mult = 1000;
+  else if (unit == "MB")
+    mult = 1000'000;
+  else if (unit == "GB")
+    mult = 1000'000'000;
+  else if (unit == "KiB")
+    mult = 1ULL << 10;
+  else if (unit == "MiB")
+    mult = 1ULL << 20;
+  else if (unit == "GiB")
+    mult = 1ULL << 30;
+  else
+    throw std::invalid_argument("bad size unit in '" + text + "' (B, KB, MB, GB, KiB, MiB, GiB)");
   uint64_t out = 0;
   if (value == 0 || __builtin_mul_overflow(value, mult, &out))
     throw std::invalid_argument("bad size '" + text + "'");
@@ -211,7 +223,8 @@ void write_model_folder(const ModelConfig& config, const fs::path& out_dir,
     write_text(out_dir / "model.safetensors.index.json", index.dump(2) + "\n");
   }
   write_text(out_dir / "config.json", make_config_json(config, options).dump(2) + "\n");
-  write_text(out_dir / "generation_config.json", make_generation_config_json(config).dump(2) + "\n");
+  write_text(out_dir / "generation_config.json",
+             make_generation_config_json(config).dump(2) + "\n");
   if (options.tokenizer_dir) copy_tokenizer(*options.tokenizer_dir, out_dir);
 }
 

@@ -11,27 +11,30 @@ namespace {
 // One element of a checkpoint tensor as BF16 bits.
 uint16_t to_bf16(const std::byte* data, DType dtype, int64_t index) {
   switch (dtype) {
-    case DType::BF16: {
+    case DType::kBf16: {
       uint16_t v;
       std::memcpy(&v, data + index * 2, 2);  // the mapping may be unaligned
       return v;
     }
-    case DType::F16: {
+    case DType::kF16: {
       uint16_t v;
       std::memcpy(&v, data + index * 2, 2);
       return float_to_bf16(f16_to_float(v));
     }
-    case DType::F32: {
+    case DType::kF32: {
       float v;
       std::memcpy(&v, data + index * 4, 4);
       return float_to_bf16(v);
     }
-    default: break;
+    default:
+      break;
   }
   CHECK_MSG(false, "weight dtype " << dtype_name(dtype) << " is not a float type");
 }
 
-int64_t cols_of(const CheckpointTensor& t) { return t.shape.size() >= 2 ? t.shape[1] : 1; }
+int64_t cols_of(const CheckpointTensor& t) {
+  return t.shape.size() >= 2 ? t.shape[1] : 1;
+}
 
 }  // namespace
 
@@ -52,20 +55,22 @@ Parameter Parameter::load(const std::vector<RowRange>& rows, int64_t col_begin, 
   for (const RowRange& r : rows) {
     const int64_t src_rows = r.tensor->shape[0], src_cols = cols_of(*r.tensor);
     for (int64_t i = r.begin; i < r.end; ++i, ++out_row) {
-      if (i >= src_rows) continue;  // padding rows (vocab shards) stay zero
-      if (r.tensor->dtype == DType::BF16) {  // fast path: a straight copy of the row segment
-        std::memcpy(&host[out_row * cols], r.tensor->data + (i * src_cols + col_begin) * 2, cols * 2);
+      if (i >= src_rows) continue;            // padding rows (vocab shards) stay zero
+      if (r.tensor->dtype == DType::kBf16) {  // fast path: a straight copy of the row segment
+        std::memcpy(&host[out_row * cols], r.tensor->data + (i * src_cols + col_begin) * 2,
+                    cols * 2);
         continue;
       }
       for (int64_t c = 0; c < cols; ++c)
-        host[out_row * cols + c] = to_bf16(r.tensor->data, r.tensor->dtype, i * src_cols + col_begin + c);
+        host[out_row * cols + c] =
+            to_bf16(r.tensor->data, r.tensor->dtype, i * src_cols + col_begin + c);
     }
   }
   Parameter p;
   p.buffer_ = DeviceBuffer(host.size() * sizeof(uint16_t), device);
   p.buffer_.copy_from_host(host.data(), host.size() * sizeof(uint16_t));
-  p.view_ = one_d ? p.buffer_.view(DType::BF16, {total_rows})
-                  : p.buffer_.view(DType::BF16, {total_rows, cols});
+  p.view_ = one_d ? p.buffer_.view(DType::kBf16, {total_rows})
+                  : p.buffer_.view(DType::kBf16, {total_rows, cols});
   return p;
 }
 

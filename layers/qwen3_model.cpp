@@ -9,7 +9,9 @@
 namespace nanovllm {
 
 namespace {
-std::string mlp_prefix(int layer) { return "model.layers." + std::to_string(layer) + ".mlp."; }
+std::string mlp_prefix(int layer) {
+  return "model.layers." + std::to_string(layer) + ".mlp.";
+}
 std::string layer_name(int layer, const char* what) {
   return "model.layers." + std::to_string(layer) + "." + what;
 }
@@ -32,7 +34,8 @@ void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorV
 
 Qwen3DecoderLayer::Qwen3DecoderLayer(const ModelConfig& c, const Checkpoint& ckpt, int layer,
                                      const ShardInfo& shard, Communicator& comm)
-    : input_layernorm_(ckpt, layer_name(layer, "input_layernorm.weight"), c.rms_norm_eps, shard.device),
+    : input_layernorm_(ckpt, layer_name(layer, "input_layernorm.weight"), c.rms_norm_eps,
+                       shard.device),
       self_attn_(c, ckpt, layer, shard, comm),
       post_attention_layernorm_(ckpt, layer_name(layer, "post_attention_layernorm.weight"),
                                 c.rms_norm_eps, shard.device),
@@ -51,9 +54,9 @@ Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& c, const Checkpoint& ckpt,
   CHECK_EQ(comm.rank(), shard.tp_rank);
   for (int i = 0; i < c.num_hidden_layers; ++i)
     layers_.push_back(std::make_unique<Qwen3DecoderLayer>(c, ckpt, i, shard, comm));
-  lm_head_ = c.tie_word_embeddings
-                 ? std::make_unique<ParallelLMHead>(embed_tokens_, comm)
-                 : std::make_unique<ParallelLMHead>(ckpt, "lm_head.weight", c.vocab_size, shard, comm);
+  lm_head_ = c.tie_word_embeddings ? std::make_unique<ParallelLMHead>(embed_tokens_, comm)
+                                   : std::make_unique<ParallelLMHead>(ckpt, "lm_head.weight",
+                                                                      c.vocab_size, shard, comm);
 }
 
 void Qwen3ForCausalLM::bind_kv_cache(const TensorView& kv_cache) {
@@ -65,8 +68,8 @@ void Qwen3ForCausalLM::bind_kv_cache(const TensorView& kv_cache) {
   const int64_t layer_elems = nb * bs * hkv * d;
   auto* base = static_cast<uint16_t*>(kv_cache.data);
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const TensorView k(base + i * layer_elems, DType::BF16, {nb, bs, hkv, d}, kv_cache.device);
-    const TensorView v(base + (layers_.size() + i) * layer_elems, DType::BF16, {nb, bs, hkv, d},
+    const TensorView k(base + i * layer_elems, DType::kBf16, {nb, bs, hkv, d}, kv_cache.device);
+    const TensorView v(base + (layers_.size() + i) * layer_elems, DType::kBf16, {nb, bs, hkv, d},
                        kv_cache.device);
     layers_[i]->self_attn().bind_kv_cache(k, v);
   }
@@ -77,26 +80,28 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
   const int64_t t = input_ids.size(0), h = config_.hidden_size;
   const Qwen3Attention& attn0 = layers_.front()->self_attn();
   const int64_t inter = layers_.front()->mlp().inter_local();
-  const TensorView residual = workspace_.get(kResidual, DType::BF16, {t, h});
-  const TensorView hidden = workspace_.get(kHidden, DType::BF16, {t, h});
-  const TensorView qkv = workspace_.get(kQkv, DType::BF16, {t, attn0.qkv_width()});
-  const TensorView attn = workspace_.get(kAttn, DType::BF16, {t, attn0.q_width()});
-  const TensorView gate_up = workspace_.get(kGateUp, DType::BF16, {t, 2 * inter});
-  const TensorView act = workspace_.get(kAct, DType::BF16, {t, inter});
+  const TensorView residual = workspace_.get(kResidual, DType::kBf16, {t, h});
+  const TensorView hidden = workspace_.get(kHidden, DType::kBf16, {t, h});
+  const TensorView qkv = workspace_.get(kQkv, DType::kBf16, {t, attn0.qkv_width()});
+  const TensorView attn = workspace_.get(kAttn, DType::kBf16, {t, attn0.q_width()});
+  const TensorView gate_up = workspace_.get(kGateUp, DType::kBf16, {t, 2 * inter});
+  const TensorView act = workspace_.get(kAct, DType::kBf16, {t, inter});
 
   AttentionMetadata m = meta;
   if (!m.is_prefill && !input_ids.on_cpu()) {
     const int64_t hq = attn0.q_width() / config_.head_dim, splits = decode_splits(t);
-    m.split_out = workspace_.get(kSplitOut, DType::F32, {t, hq, splits, config_.head_dim});
-    m.split_lse = workspace_.get(kSplitLse, DType::F32, {t, hq, splits});
+    m.split_out = workspace_.get(kSplitOut, DType::kF32, {t, hq, splits, config_.head_dim});
+    m.split_lse = workspace_.get(kSplitLse, DType::kF32, {t, hq, splits});
   }
 
   // The residual stream starts as the embedding; each norm adds the previous block's output.
   embed_tokens_.forward(residual, input_ids, ctx);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Qwen3DecoderLayer& layer = *layers_[i];
-    if (i == 0) layer.input_layernorm().forward(hidden, residual, ctx);
-    else layer.input_layernorm().forward_add(hidden, residual, ctx);
+    if (i == 0)
+      layer.input_layernorm().forward(hidden, residual, ctx);
+    else
+      layer.input_layernorm().forward_add(hidden, residual, ctx);
     layer.self_attn().forward(hidden, hidden, positions, m, qkv, attn, ctx);
     layer.post_attention_layernorm().forward_add(hidden, residual, ctx);
     layer.mlp().forward(hidden, hidden, gate_up, act, ctx);
@@ -113,18 +118,19 @@ void Qwen3ForCausalLM::reserve_decode_scratch(int64_t max_batch) {
   // b * decode_splits(b) <= max(kSplitCells, b) for every b <= max_batch.
   const int64_t cells = std::max(kSplitCells, max_batch);
   const int64_t hq = layers_.front()->self_attn().q_width() / config_.head_dim;
-  workspace_.get(kSplitOut, DType::F32, {cells, hq, config_.head_dim});
-  workspace_.get(kSplitLse, DType::F32, {cells, hq});
+  workspace_.get(kSplitOut, DType::kF32, {cells, hq, config_.head_dim});
+  workspace_.get(kSplitLse, DType::kF32, {cells, hq});
 }
 
 void Qwen3ForCausalLM::compute_logits(const TensorView& logits, const TensorView& hidden,
                                       const TensorView& logits_indices, const ExecContext& ctx) {
   const int64_t s = logits_indices.size(0), h = config_.hidden_size;
-  const bool overflow = workspace_.frozen() &&
-                        workspace_.slot_bytes(kSelected) < static_cast<size_t>(s * h) * dtype_size(DType::BF16);
+  const bool overflow =
+      workspace_.frozen() &&
+      workspace_.slot_bytes(kSelected) < static_cast<size_t>(s * h) * dtype_size(DType::kBf16);
   Workspace& ws = overflow ? overflow_ : workspace_;
   // Row gather [T, H] -> [S, H] through the embedding kernel (hidden as the "table").
-  const TensorView selected = ws.get(kSelected, DType::BF16, {s, h});
+  const TensorView selected = ws.get(kSelected, DType::kBf16, {s, h});
   {
     const PhaseScope phase(ctx, Phase::kElementwise);
     kernels::embedding(selected, logits_indices, hidden, 0, ctx);
@@ -132,9 +138,9 @@ void Qwen3ForCausalLM::compute_logits(const TensorView& logits, const TensorView
   const int64_t shard = lm_head_->shard_rows();
   const bool multi = comm_->world_size() > 1;
   const TensorView shard_logits =
-      multi ? ws.get(kShardLogits, DType::F32, {s, shard}) : TensorView();
+      multi ? ws.get(kShardLogits, DType::kF32, {s, shard}) : TensorView();
   const TensorView gathered =
-      multi ? ws.get(kGathered, DType::F32, {comm_->world_size(), s, shard}) : TensorView();
+      multi ? ws.get(kGathered, DType::kF32, {comm_->world_size(), s, shard}) : TensorView();
   lm_head_->forward(logits, selected, shard_logits, gathered, ctx);
 }
 

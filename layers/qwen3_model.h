@@ -71,8 +71,17 @@ class Qwen3ForCausalLM {
 
  private:
   enum Slot : size_t {
-    kResidual, kHidden, kQkv, kAttn, kGateUp, kAct, kSelected, kShardLogits, kGathered,
-    kSplitOut, kSplitLse
+    kResidual,
+    kHidden,
+    kQkv,
+    kAttn,
+    kGateUp,
+    kAct,
+    kSelected,
+    kShardLogits,
+    kGathered,
+    kSplitOut,
+    kSplitLse
   };
   // Flash-decoding splits offered to a decode batch of b: the kernel uses at most one wave of
   // CTAs, so small batches get many splits; b * splits stays <= max(kSplitCells, b).

@@ -46,7 +46,8 @@ int32_t centered_sum(uint64_t key, uint64_t index) {
 constexpr float kUnitScale = 1.7320508f / 65536.0f;  // sqrt(3) / 65536: std of the sum -> 1
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -79,9 +80,12 @@ constexpr float kBiasStd = 0.1f;
 WeightInit weight_init(const TensorSpec& spec, const ModelConfig& config) {
   (void)config;
   switch (spec.role) {
-    case TensorRole::kEmbedding: return {0.0f, kEmbeddingStd};
-    case TensorRole::kLmHead: return {0.0f, kLmHeadNoise};  // plus the embedding
-    case TensorRole::kBias: return {0.0f, kBiasStd};
+    case TensorRole::kEmbedding:
+      return {0.0f, kEmbeddingStd};
+    case TensorRole::kLmHead:
+      return {0.0f, kLmHeadNoise};  // plus the embedding
+    case TensorRole::kBias:
+      return {0.0f, kBiasStd};
     case TensorRole::kNorm:
       if (ends_with(spec.name, "q_norm.weight") || ends_with(spec.name, "k_norm.weight"))
         return {kQkNormGain, kQkNormGain * kNormJitter};

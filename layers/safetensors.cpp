@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "layers/model_folder_error.h"
@@ -76,20 +75,29 @@ SafetensorsTensor parse_entry(const std::string& file, const std::string& name, 
 }  // namespace
 
 bool safetensors_dtype(const std::string& s, DType* out) {
-  if (s == "BF16") *out = DType::BF16;
-  else if (s == "F16") *out = DType::F16;
-  else if (s == "F32") *out = DType::F32;
-  else return false;
+  if (s == "BF16")
+    *out = DType::kBf16;
+  else if (s == "F16")
+    *out = DType::kF16;
+  else if (s == "F32")
+    *out = DType::kF32;
+  else
+    return false;
   return true;
 }
 
 const char* safetensors_dtype_name(DType t) {
   switch (t) {
-    case DType::BF16: return "BF16";
-    case DType::F16: return "F16";
-    case DType::F32: return "F32";
-    case DType::I32: return "I32";
-    case DType::I64: return "I64";
+    case DType::kBf16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+    case DType::kF32:
+      return "F32";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
   }
   return "?";
 }

@@ -22,23 +22,23 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
 struct SafetensorsTensor {
   std::string name;
-  DType dtype = DType::BF16;     // BF16, F16 or F32; other dtypes are refused
-  std::vector<int64_t> shape;    // [] is a scalar
-  uint64_t begin = 0, end = 0;   // byte range within the data section
+  DType dtype = DType::kBf16;   // BF16, F16 or F32; other dtypes are refused
+  std::vector<int64_t> shape;   // [] is a scalar
+  uint64_t begin = 0, end = 0;  // byte range within the data section
   uint64_t nbytes() const { return end - begin; }
 };
 
 struct SafetensorsHeader {
-  uint64_t data_offset = 0;                 // 8 + N: where the data section starts in the file
-  uint64_t data_size = 0;                   // file size - data_offset
-  std::vector<SafetensorsTensor> tensors;   // sorted by begin offset; ranges do not overlap
+  uint64_t data_offset = 0;                // 8 + N: where the data section starts in the file
+  uint64_t data_size = 0;                  // file size - data_offset
+  std::vector<SafetensorsTensor> tensors;  // sorted by begin offset; ranges do not overlap
 };
 
 // Parses and bounds-checks the header of the file whose bytes are `file`; `file_name` is
 // only used in error messages.
 SafetensorsHeader parse_safetensors(std::span<const std::byte> file, const std::string& file_name);
 
-// "BF16" -> DType::BF16 etc.; returns false for dtypes we do not load.
+// "BF16" -> DType::kBf16 etc.; returns false for dtypes we do not load.
 bool safetensors_dtype(const std::string& s, DType* out);
 const char* safetensors_dtype_name(DType t);
 

@@ -1,9 +1,8 @@
 #include "layers/safetensors_writer.h"
 
 #include <fstream>
-#include <stdexcept>
-
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "kernels/check.h"
 #include "layers/safetensors.h"
@@ -33,7 +32,8 @@ std::string safetensors_header_bytes(const std::vector<SafetensorsLayoutEntry>& 
   json.append((8 - json.size() % 8) % 8, ' ');
   std::string out(8, '\0');
   uint64_t n = json.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + json;
 }
 
@@ -49,7 +49,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   const std::string header = safetensors_header_bytes(layout, metadata);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   for (const auto& b : blobs)
-    out.write(reinterpret_cast<const char*>(b.data.data()), static_cast<std::streamsize>(b.data.size()));
+    out.write(reinterpret_cast<const char*>(b.data.data()),
+              static_cast<std::streamsize>(b.data.size()));
   out.close();
   if (!out) throw std::runtime_error(path.string() + ": write failed");
 }

@@ -16,7 +16,7 @@ namespace nanovllm {
 
 struct SafetensorsLayoutEntry {
   std::string name;
-  DType dtype = DType::BF16;
+  DType dtype = DType::kBf16;
   std::vector<int64_t> shape;
   uint64_t nbytes() const;
 };

@@ -26,7 +26,8 @@ void VocabParallelEmbedding::load(const Checkpoint& ckpt, const std::string& nam
   vocab_start_ = s.tp_rank * rows;
   comm_ = &comm;
   // Rows past the vocabulary (the last shard's padding) load as zeros.
-  weight_ = Parameter::load({RowRange{&w, vocab_start_, vocab_start_ + rows}}, 0, w.shape[1], s.device);
+  weight_ =
+      Parameter::load({RowRange{&w, vocab_start_, vocab_start_ + rows}}, 0, w.shape[1], s.device);
 }
 
 void VocabParallelEmbedding::forward(const TensorView& out, const TensorView& ids,
@@ -40,8 +41,8 @@ void VocabParallelEmbedding::forward(const TensorView& out, const TensorView& id
   comm_->all_reduce_sum(out, ctx);
 }
 
-ParallelLMHead::ParallelLMHead(const Checkpoint& ckpt, const std::string& name,
-                               int64_t vocab_size, const ShardInfo& shard, Communicator& comm) {
+ParallelLMHead::ParallelLMHead(const Checkpoint& ckpt, const std::string& name, int64_t vocab_size,
+                               const ShardInfo& shard, Communicator& comm) {
   load(ckpt, name, vocab_size, shard, comm);
 }
 

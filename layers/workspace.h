@@ -31,7 +31,9 @@ class Workspace {
   }
 
   // Bytes slot `slot` holds now (0 when never used).
-  size_t slot_bytes(size_t slot) const { return slot < buffers_.size() ? buffers_[slot].nbytes() : 0; }
+  size_t slot_bytes(size_t slot) const {
+    return slot < buffers_.size() ? buffers_[slot].nbytes() : 0;
+  }
   void freeze() { frozen_ = true; }
   bool frozen() const { return frozen_; }
   // Bytes held by every slot together.

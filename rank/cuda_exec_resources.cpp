@@ -2,7 +2,7 @@
 
 namespace nanovllm {
 
-CudaExecResources::CudaExecResources() : workspace_(kCublasWorkspaceBytes, Device::CUDA) {
+CudaExecResources::CudaExecResources() : workspace_(kCublasWorkspaceBytes, Device::kCuda) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUBLAS_CHECK(cublasCreate(&cublas_));
   CUBLAS_CHECK(cublasSetStream(cublas_, stream_));

@@ -28,12 +28,12 @@ CudaGraphRunner::CudaGraphRunner(std::vector<int> batch_sizes, int max_blocks_pe
   CHECK_GE(logits_.size(0), sizes_.back());
   const size_t max_bs = static_cast<size_t>(sizes_.back());
   const size_t row = max_bs * sizeof(int32_t);
-  input_ids_ = DeviceBuffer(row, Device::CUDA);
-  positions_ = DeviceBuffer(row, Device::CUDA);
-  slot_mapping_ = DeviceBuffer(row, Device::CUDA);
-  context_lens_ = DeviceBuffer(row, Device::CUDA);
-  block_tables_ = DeviceBuffer(row * static_cast<size_t>(width_), Device::CUDA);
-  row_ids_ = DeviceBuffer(row, Device::CUDA);
+  input_ids_ = DeviceBuffer(row, Device::kCuda);
+  positions_ = DeviceBuffer(row, Device::kCuda);
+  slot_mapping_ = DeviceBuffer(row, Device::kCuda);
+  context_lens_ = DeviceBuffer(row, Device::kCuda);
+  block_tables_ = DeviceBuffer(row * static_cast<size_t>(width_), Device::kCuda);
+  row_ids_ = DeviceBuffer(row, Device::kCuda);
   std::vector<int32_t> ids(max_bs);
   std::iota(ids.begin(), ids.end(), 0);
   row_ids_.copy_from_host(ids.data(), row);
@@ -45,16 +45,16 @@ CudaGraphRunner::~CudaGraphRunner() {
 
 DecodeGraphInputs CudaGraphRunner::inputs(int b) const {
   DecodeGraphInputs in;
-  in.input_ids = input_ids_.view(DType::I32, {b});
-  in.positions = positions_.view(DType::I32, {b});
+  in.input_ids = input_ids_.view(DType::kI32, {b});
+  in.positions = positions_.view(DType::kI32, {b});
   in.meta.is_prefill = false;
-  in.meta.slot_mapping = slot_mapping_.view(DType::I32, {b});
-  in.meta.context_lens = context_lens_.view(DType::I32, {b});
-  in.meta.block_tables = block_tables_.view(DType::I32, {b, width_});
+  in.meta.slot_mapping = slot_mapping_.view(DType::kI32, {b});
+  in.meta.context_lens = context_lens_.view(DType::kI32, {b});
+  in.meta.block_tables = block_tables_.view(DType::kI32, {b, width_});
   // A host bound baked into the graph: it only sizes the split-KV work, the kernel reads the
   // live lengths from context_lens at replay.
   in.meta.max_context_len = max_model_len_;
-  in.row_ids = row_ids_.view(DType::I32, {b});
+  in.row_ids = row_ids_.view(DType::kI32, {b});
   in.logits = logits_.slice_rows(0, b);
   return in;
 }
@@ -107,7 +107,7 @@ void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream) {
 }
 
 TensorView CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t stream) {
-  CHECK(cmd.kind == StepKind::DECODE);
+  CHECK(cmd.kind == StepKind::kDecode);
   const int64_t n = cmd.num_seqs();
   CHECK(can_run(n));
   CHECK_EQ(cmd.num_tokens(), n);

@@ -21,11 +21,11 @@ namespace nanovllm {
 
 // Views of the persistent inputs for one batch size b (what a captured forward reads).
 struct DecodeGraphInputs {
-  TensorView input_ids;  // [b] i32
-  TensorView positions;  // [b] i32
+  TensorView input_ids;    // [b] i32
+  TensorView positions;    // [b] i32
   AttentionMetadata meta;  // decode: slot_mapping [b], context_lens [b], block_tables [b, W]
-  TensorView row_ids;    // [b] i32, 0..b-1: every row's logits
-  TensorView logits;     // [b, V] f32 (rank 0's gathered logits; ignored on other ranks)
+  TensorView row_ids;      // [b] i32, 0..b-1: every row's logits
+  TensorView logits;       // [b, V] f32 (rank 0's gathered logits; ignored on other ranks)
 };
 
 class CudaGraphRunner {
@@ -62,7 +62,7 @@ class CudaGraphRunner {
   // Uploads rows [0, b) of every input (padding included) from the host staging vectors.
   void upload(int b, cudaStream_t stream);
 
-  std::vector<int> sizes_;  // ascending
+  std::vector<int> sizes_;              // ascending
   std::vector<cudaGraphExec_t> execs_;  // parallel to sizes_
   int width_, max_model_len_;
   TensorView logits_;

@@ -1,9 +1,9 @@
 #include "rank/gpu_memory_budget.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 namespace nanovllm {
 
@@ -24,7 +24,9 @@ std::string budget_terms(const GpuMemoryMeasurements& m, const GpuMemoryBudget& 
       gib(m.cublas_workspace_bytes), gib(m.cuda_graph_bytes), gib(b.kv_cache_bytes));
 }
 
-double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+double mib(uint64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
 }  // namespace
 
 std::string describe_gpu_memory(const GpuMemoryMeasurements& m, const GpuMemoryBudget& b) {
@@ -35,7 +37,8 @@ std::string describe_gpu_memory(const GpuMemoryMeasurements& m, const GpuMemoryB
 GpuMemoryBudget plan_gpu_memory(const GpuMemoryMeasurements& m) {
   GpuMemoryBudget b;
   if (!(m.gpu_memory_utilization > 0.0 && m.gpu_memory_utilization <= 1.0)) {
-    b.error = fmt::format("gpu_memory_utilization must be in (0, 1], got {}", m.gpu_memory_utilization);
+    b.error =
+        fmt::format("gpu_memory_utilization must be in (0, 1], got {}", m.gpu_memory_utilization);
     return b;
   }
   if (m.total_bytes == 0 || m.free_bytes > m.total_bytes || m.kv_block_bytes == 0) {
@@ -43,8 +46,8 @@ GpuMemoryBudget plan_gpu_memory(const GpuMemoryMeasurements& m) {
                           m.total_bytes, m.free_bytes, m.kv_block_bytes);
     return b;
   }
-  b.budget_bytes = static_cast<uint64_t>(std::floor(static_cast<double>(m.total_bytes) *
-                                                    m.gpu_memory_utilization));
+  b.budget_bytes = static_cast<uint64_t>(
+      std::floor(static_cast<double>(m.total_bytes) * m.gpu_memory_utilization));
   // What the device shows as used, minus what we know we hold, is someone else's (or the CUDA
   // context's). Measurement skew (allocation granularity) must not make it negative.
   const uint64_t used = m.total_bytes - m.free_bytes;

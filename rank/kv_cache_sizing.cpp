@@ -15,10 +15,9 @@ int cpu_kv_cache_blocks(double space_gib, size_t block_bytes) {
   return blocks <= 0 ? 0 : static_cast<int>(std::min(blocks, 2147483647.0));
 }
 
-int plan_kv_cache_blocks(const KvCacheSizing& sizing, const ModelConfig& config,
-                         Device device) {
+int plan_kv_cache_blocks(const KvCacheSizing& sizing, const ModelConfig& config, Device device) {
   if (sizing.num_blocks_override) return *sizing.num_blocks_override;
-  if (device == Device::CUDA) return 0;  // measured by the ModelRunner after its warm-up
+  if (device == Device::kCuda) return 0;  // measured by the ModelRunner after its warm-up
   const size_t block_bytes = ModelRunner::kv_block_bytes(config, sizing.tp_size, sizing.block_size);
   const int blocks = cpu_kv_cache_blocks(sizing.cpu_kv_cache_space_gib, block_bytes);
   if (blocks <= 0)

@@ -21,10 +21,26 @@ namespace nanovllm {
 namespace {
 // Slots of inputs_ (one per uploaded step input).
 enum InputSlot : size_t {
-  kInputIds, kPositions, kSlotMapping, kCuQ, kCuK, kContextLens, kBlockTables, kLogitsIndices,
-  kTemperatures, kTopK, kTopP, kMinP, kSeeds, kSamplePositions, kOutTokens, kLogits
+  kInputIds,
+  kPositions,
+  kSlotMapping,
+  kCuQ,
+  kCuK,
+  kContextLens,
+  kBlockTables,
+  kLogitsIndices,
+  kTemperatures,
+  kTopK,
+  kTopP,
+  kMinP,
+  kSeeds,
+  kSamplePositions,
+  kOutTokens,
+  kLogits
 };
-int64_t len(const auto& v) { return static_cast<int64_t>(v.size()); }
+int64_t len(const auto& v) {
+  return static_cast<int64_t>(v.size());
+}
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -51,7 +67,7 @@ struct ModelRunner::StepEvents {
 size_t ModelRunner::kv_block_bytes(const ModelConfig& c, int tp_size, int block_size) {
   const int64_t kv_heads = std::max<int64_t>(1, c.num_key_value_heads / tp_size);
   return static_cast<size_t>(2 * c.num_hidden_layers * block_size * kv_heads * c.head_dim) *
-         dtype_size(DType::BF16);
+         dtype_size(DType::kBf16);
 }
 
 ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config,
@@ -65,15 +81,16 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
   const Device device = options.device;
   const int tp_rank = comm.rank(), tp_size = comm.world_size();
   CHECK_GT(block_size_, 0);
-  if (device == Device::CPU && options.num_kv_blocks <= 0)
-    throw std::invalid_argument("the CPU backend needs an explicit KV-cache block count "
-                                "(sizing the cache from memory is CUDA only)");
+  if (device == Device::kCpu && options.num_kv_blocks <= 0)
+    throw std::invalid_argument(
+        "the CPU backend needs an explicit KV-cache block count "
+        "(sizing the cache from memory is CUDA only)");
   ctx_.cpu_threads = options.cpu_threads > 0
                          ? options.cpu_threads
                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   auto phase_start = std::chrono::steady_clock::now();
   GpuMemInfo before;
-  if (device == Device::CUDA) {
+  if (device == Device::kCuda) {
     cuda_ = std::make_unique<CudaExecResources>();
     cuda_->fill(ctx_);
     before = gpu_mem_info();
@@ -81,10 +98,11 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
   {
     const Checkpoint ckpt = Checkpoint::open(model_dir);
     validate_checkpoint(config_, ckpt);
-    model_ = std::make_unique<Qwen3ForCausalLM>(config_, ckpt, ShardInfo{tp_rank, tp_size, device}, comm);
+    model_ = std::make_unique<Qwen3ForCausalLM>(config_, ckpt, ShardInfo{tp_rank, tp_size, device},
+                                                comm);
   }  // the mappings are released here; every weight now lives in its own buffer
   uint64_t weights_bytes = 0;
-  if (device == Device::CUDA) {
+  if (device == Device::kCuda) {
     // The uploads ran on the legacy default stream, which our non-blocking stream ignores.
     CUDA_CHECK(cudaDeviceSynchronize());
     const size_t free_now = gpu_mem_info().free_bytes;
@@ -92,7 +110,7 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
   }
   startup_.load_s = seconds_since(phase_start);
   phase_start = std::chrono::steady_clock::now();
-  const bool cuda_startup = device == Device::CUDA;
+  const bool cuda_startup = device == Device::kCuda;
   const int blocks = cuda_startup ? agree_on_kv_blocks(options, warm_up(options, weights_bytes))
                                   : options.num_kv_blocks;
   allocate_kv_cache(blocks);
@@ -104,11 +122,13 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
   }
   startup_.graph_capture_s = graphs_ ? seconds_since(phase_start) : 0.0;
   if (options.time_steps) set_step_timing(true);
-  spdlog::info("rank {}: model loaded ({} layers, {} kv heads here), KV cache {} blocks x {} tokens "
-               "({:.1f} MiB), decode {}", tp_rank, config_.num_hidden_layers,
-               model_->num_kv_heads_local(), num_kv_blocks_, block_size_, kv_cache_.nbytes() / 1048576.0,
-               num_cuda_graphs() > 0 ? fmt::format("through {} CUDA graphs", num_cuda_graphs())
-                                     : std::string("eager"));
+  spdlog::info(
+      "rank {}: model loaded ({} layers, {} kv heads here), KV cache {} blocks x {} tokens "
+      "({:.1f} MiB), decode {}",
+      tp_rank, config_.num_hidden_layers, model_->num_kv_heads_local(), num_kv_blocks_, block_size_,
+      kv_cache_.nbytes() / 1048576.0,
+      num_cuda_graphs() > 0 ? fmt::format("through {} CUDA graphs", num_cuda_graphs())
+                            : std::string("eager"));
 }
 
 void ModelRunner::allocate_kv_cache(int num_blocks) {
@@ -116,21 +136,24 @@ void ModelRunner::allocate_kv_cache(int num_blocks) {
   kv_cache_ = DeviceBuffer();  // the old cache goes first: its memory may be needed now
   num_kv_blocks_ = num_blocks;
   const int64_t hkv = model_->num_kv_heads_local();
-  kv_cache_ = DeviceBuffer(kv_block_bytes(config_, comm_->world_size(), block_size_) * num_blocks, device_);
+  kv_cache_ =
+      DeviceBuffer(kv_block_bytes(config_, comm_->world_size(), block_size_) * num_blocks, device_);
   kv_cache_.zero();
-  if (device_ == Device::CUDA) CUDA_CHECK(cudaDeviceSynchronize());  // zeroed on the legacy stream
-  model_->bind_kv_cache(kv_cache_.view(
-      DType::BF16, {2, config_.num_hidden_layers, num_blocks, block_size_, hkv, config_.head_dim}));
+  if (device_ == Device::kCuda) CUDA_CHECK(cudaDeviceSynchronize());  // zeroed on the legacy stream
+  model_->bind_kv_cache(kv_cache_.view(DType::kBf16, {2, config_.num_hidden_layers, num_blocks,
+                                                      block_size_, hkv, config_.head_dim}));
 }
 
-int ModelRunner::num_cuda_graphs() const { return graphs_ ? graphs_->num_graphs() : 0; }
+int ModelRunner::num_cuda_graphs() const {
+  return graphs_ ? graphs_->num_graphs() : 0;
+}
 
 TensorView ModelRunner::logits_rows(int64_t s) {
   // Rows beyond the warm-up's (a caller wanting every position's logits) take a growable
   // slot: the persistent buffer is held by the CUDA graphs.
   const size_t bytes = static_cast<size_t>(s * config_.vocab_size) * sizeof(float);
-  if (logits_.nbytes() < bytes) return inputs_.get(kLogits, DType::F32, {s, config_.vocab_size});
-  return logits_.view(DType::F32, {s, config_.vocab_size});
+  if (logits_.nbytes() < bytes) return inputs_.get(kLogits, DType::kF32, {s, config_.vocab_size});
+  return logits_.view(DType::kF32, {s, config_.vocab_size});
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -139,42 +162,45 @@ TensorView ModelRunner::upload(size_t slot, const void* data, DType dtype,
                                std::initializer_list<int64_t> dims) {
   const TensorView v = inputs_.get(slot, dtype, dims);
   if (v.nbytes() == 0) return v;
-  if (device_ == Device::CPU) std::memcpy(v.data, data, v.nbytes());
-  else CUDA_CHECK(cudaMemcpyAsync(v.data, data, v.nbytes(), cudaMemcpyHostToDevice, ctx_.stream));
+  if (device_ == Device::kCpu)
+    std::memcpy(v.data, data, v.nbytes());
+  else
+    CUDA_CHECK(cudaMemcpyAsync(v.data, data, v.nbytes(), cudaMemcpyHostToDevice, ctx_.stream));
   return v;
 }
 
 TensorView ModelRunner::run_model(const StepCommand& cmd) {
-  CHECK(cmd.kind == StepKind::PREFILL || cmd.kind == StepKind::DECODE);
+  CHECK(cmd.kind == StepKind::kPrefill || cmd.kind == StepKind::kDecode);
   const int64_t t = cmd.num_tokens(), b = cmd.num_seqs(), s = len(cmd.logits_indices);
   CHECK_GT(t, 0);
   CHECK_EQ(len(cmd.positions), t);
   CHECK_EQ(len(cmd.slot_mapping), t);
   CHECK_EQ(len(cmd.block_tables), b * cmd.block_table_width);
   // A phase timer needs the eager path: its event records cannot live in a graph.
-  if (graphs_ && !ctx_.phase_timer && cmd.kind == StepKind::DECODE && graphs_->can_run(b)) {
+  if (graphs_ && !ctx_.phase_timer && cmd.kind == StepKind::kDecode && graphs_->can_run(b)) {
     const TensorView logits = graphs_->replay(cmd, ctx_.stream);
     return comm_->rank() == 0 ? logits : TensorView();
   }
-  const TensorView input_ids = upload(kInputIds, cmd.input_ids.data(), DType::I32, {t});
-  const TensorView positions = upload(kPositions, cmd.positions.data(), DType::I32, {t});
+  const TensorView input_ids = upload(kInputIds, cmd.input_ids.data(), DType::kI32, {t});
+  const TensorView positions = upload(kPositions, cmd.positions.data(), DType::kI32, {t});
   AttentionMetadata meta;
-  meta.is_prefill = cmd.kind == StepKind::PREFILL;
-  meta.slot_mapping = upload(kSlotMapping, cmd.slot_mapping.data(), DType::I32, {t});
-  meta.block_tables = upload(kBlockTables, cmd.block_tables.data(), DType::I32, {b, cmd.block_table_width});
+  meta.is_prefill = cmd.kind == StepKind::kPrefill;
+  meta.slot_mapping = upload(kSlotMapping, cmd.slot_mapping.data(), DType::kI32, {t});
+  meta.block_tables =
+      upload(kBlockTables, cmd.block_tables.data(), DType::kI32, {b, cmd.block_table_width});
   if (meta.is_prefill) {
-    meta.cu_seqlens_q = upload(kCuQ, cmd.cu_seqlens_q.data(), DType::I32, {b + 1});
-    meta.cu_seqlens_k = upload(kCuK, cmd.cu_seqlens_k.data(), DType::I32, {b + 1});
+    meta.cu_seqlens_q = upload(kCuQ, cmd.cu_seqlens_q.data(), DType::kI32, {b + 1});
+    meta.cu_seqlens_k = upload(kCuK, cmd.cu_seqlens_k.data(), DType::kI32, {b + 1});
     meta.max_seqlen_q = cmd.max_seqlen_q;
     meta.max_seqlen_k = cmd.max_seqlen_k;
   } else {
     CHECK_EQ(b, t);
-    meta.context_lens = upload(kContextLens, cmd.context_lens.data(), DType::I32, {b});
+    meta.context_lens = upload(kContextLens, cmd.context_lens.data(), DType::kI32, {b});
     meta.max_context_len = *std::max_element(cmd.context_lens.begin(), cmd.context_lens.end());
   }
   const TensorView hidden = model_->forward(input_ids, positions, meta, ctx_);
   if (s == 0) return TensorView();
-  const TensorView indices = upload(kLogitsIndices, cmd.logits_indices.data(), DType::I32, {s});
+  const TensorView indices = upload(kLogitsIndices, cmd.logits_indices.data(), DType::kI32, {s});
   // Every rank computes its logits shard; only rank 0's view receives the full rows.
   const TensorView logits = logits_rows(s);
   model_->compute_logits(logits, hidden, indices, ctx_);
@@ -189,32 +215,34 @@ std::vector<int32_t> ModelRunner::sample(const StepCommand& cmd, const TensorVie
   std::optional<PhaseScope> phase(std::in_place, ctx_, Phase::kSampling);
   const kernels::SamplingBatch batch{
       logits,
-      upload(kTemperatures, cmd.temperatures.data(), DType::F32, {s}),
-      upload(kTopK, cmd.top_k.data(), DType::I32, {s}),
-      upload(kTopP, cmd.top_p.data(), DType::F32, {s}),
-      upload(kMinP, cmd.min_p.data(), DType::F32, {s}),
-      upload(kSeeds, cmd.seeds.data(), DType::I64, {s}),
-      upload(kSamplePositions, cmd.sample_positions.data(), DType::I32, {s}),
-      inputs_.get(kOutTokens, DType::I32, {s})};
+      upload(kTemperatures, cmd.temperatures.data(), DType::kF32, {s}),
+      upload(kTopK, cmd.top_k.data(), DType::kI32, {s}),
+      upload(kTopP, cmd.top_p.data(), DType::kF32, {s}),
+      upload(kMinP, cmd.min_p.data(), DType::kF32, {s}),
+      upload(kSeeds, cmd.seeds.data(), DType::kI64, {s}),
+      upload(kSamplePositions, cmd.sample_positions.data(), DType::kI32, {s}),
+      inputs_.get(kOutTokens, DType::kI32, {s})};
   kernels::sample(batch, ctx_);
   phase.reset();
   std::vector<int32_t> tokens(static_cast<size_t>(s));
-  if (device_ == Device::CPU) {
+  if (device_ == Device::kCpu) {
     std::memcpy(tokens.data(), batch.out_tokens.data, tokens.size() * sizeof(int32_t));
   } else {
-    CUDA_CHECK(cudaMemcpyAsync(tokens.data(), batch.out_tokens.data, tokens.size() * sizeof(int32_t),
-                               cudaMemcpyDeviceToHost, ctx_.stream));
+    CUDA_CHECK(cudaMemcpyAsync(tokens.data(), batch.out_tokens.data,
+                               tokens.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                               ctx_.stream));
     comm_->synchronize(ctx_.stream);  // under NCCL: watched, so a dead peer cannot hang it
   }
   return tokens;
 }
 
 StepResult ModelRunner::execute(const StepCommand& cmd) {
-  if (cmd.kind == StepKind::EXIT) return {};
+  if (cmd.kind == StepKind::kExit) return {};
   if (step_events_) CUDA_CHECK(cudaEventRecord(step_events_->start, ctx_.stream));
   const TensorView logits = run_model(cmd);
   StepResult result;
-  if (comm_->rank() == 0 && !cmd.logits_indices.empty()) result.sampled_token_ids = sample(cmd, logits);
+  if (comm_->rank() == 0 && !cmd.logits_indices.empty())
+    result.sampled_token_ids = sample(cmd, logits);
   if (step_events_) {
     // After sample()'s synchronisation on rank 0, so the end is when the tokens reached the
     // host; the gap to the next start is then the host's time between steps.
@@ -237,7 +265,7 @@ bool ModelRunner::set_step_timing(bool on) {
     step_events_.reset();
     return true;
   }
-  if (device_ != Device::CUDA) return false;  // CPU kernels are synchronous: no events
+  if (device_ != Device::kCuda) return false;  // CPU kernels are synchronous: no events
   if (!step_events_) step_events_ = std::make_unique<StepEvents>();
   step_events_->has_previous = false;
   return true;

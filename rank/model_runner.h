@@ -26,15 +26,15 @@ class CudaGraphRunner;
 struct GpuMemoryBudget;
 
 struct ModelRunnerOptions {
-  Device device = Device::CPU;
-  int block_size = 256;                // tokens per KV block
-  int num_kv_blocks = 0;               // > 0: exactly that; <= 0: sized from memory (CUDA only)
+  Device device = Device::kCpu;
+  int block_size = 256;                 // tokens per KV block
+  int num_kv_blocks = 0;                // > 0: exactly that; <= 0: sized from memory (CUDA only)
   double gpu_memory_utilization = 0.9;  // CUDA: fraction of the GPU this process may fill
-  bool enforce_eager = false;          // CUDA: no decode graphs
-  int max_num_batched_tokens = 16384;  // the largest step (prefill tokens)
-  int max_num_seqs = 512;              // the largest batch (decode rows, logits rows)
-  int max_model_len = 4096;            // the longest sequence (block-table width)
-  int cpu_threads = 0;                 // CPU: <= 0 picks hardware_concurrency()
+  bool enforce_eager = false;           // CUDA: no decode graphs
+  int max_num_batched_tokens = 16384;   // the largest step (prefill tokens)
+  int max_num_seqs = 512;               // the largest batch (decode rows, logits rows)
+  int max_model_len = 4096;             // the longest sequence (block-table width)
+  int cpu_threads = 0;                  // CPU: <= 0 picks hardware_concurrency()
   // CUDA: time every step with events from the start (set_step_timing switches it later).
   // Each timed step waits for its end event, so it is for rank 0, whose steps wait anyway.
   bool time_steps = false;
@@ -49,8 +49,8 @@ class ModelRunner final : public StepExecutor {
   // smallest count), workspace frozen, decode graphs captured unless enforce_eager. CPU: needs
   // num_kv_blocks > 0. Steps must respect the three max_* limits. Throws ModelFolderError for
   // a bad checkpoint.
-  ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config,
-              Communicator& comm, const ModelRunnerOptions& options);
+  ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config, Communicator& comm,
+              const ModelRunnerOptions& options);
   ~ModelRunner() override;
 
   // The forward pass; on rank 0 also samples one token per logits row (other ranks return
@@ -82,7 +82,8 @@ class ModelRunner final : public StepExecutor {
   Device device() const { return device_; }
 
  private:
-  TensorView upload(size_t slot, const void* data, DType dtype, std::initializer_list<int64_t> dims);
+  TensorView upload(size_t slot, const void* data, DType dtype,
+                    std::initializer_list<int64_t> dims);
   // (Re)allocates the cache for num_blocks and binds it to the layers.
   void allocate_kv_cache(int num_blocks);
   // Logits [s, V] f32: the persistent buffer when the start-up sized one, else a slot.

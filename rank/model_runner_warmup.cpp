@@ -24,7 +24,7 @@ namespace {
 // one-block placeholder cache serves every read.
 StepCommand warmup_command(int64_t tokens, int64_t max_model_len, int64_t rows, int width) {
   StepCommand cmd;
-  cmd.kind = StepKind::PREFILL;
+  cmd.kind = StepKind::kPrefill;
   cmd.cu_seqlens_q.push_back(0);
   for (int64_t start = 0; start < tokens; start += max_model_len) {
     const int len = static_cast<int>(std::min(max_model_len, tokens - start));
@@ -107,7 +107,8 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
   m.total_bytes = after.total_bytes;
   m.free_bytes = after.free_bytes;
   m.weights_bytes = weights_bytes;
-  m.activation_held_bytes = before.free_bytes > after.free_bytes ? before.free_bytes - after.free_bytes : 0;
+  m.activation_held_bytes =
+      before.free_bytes > after.free_bytes ? before.free_bytes - after.free_bytes : 0;
   // What the pool still holds is already in the free-memory drop.
   m.activation_transient_bytes = pool_high > pool_now ? pool_high - pool_now : 0;
   m.cublas_workspace_bytes = CudaExecResources::kCublasWorkspaceBytes;
@@ -134,22 +135,23 @@ int ModelRunner::agree_on_kv_blocks(const ModelRunnerOptions& o, const GpuMemory
   int64_t blocks = budget.ok() ? budget.num_blocks : 0;
   if (tp_size > 1) blocks = comm_->all_reduce_min(blocks, ctx_);
   if (blocks <= 0)
-    throw std::runtime_error("rank " + std::to_string(rank) + ": " +
-                             (budget.ok() ? std::string("another rank has no room for the KV cache")
-                                          : budget.error));
+    throw std::runtime_error(
+        "rank " + std::to_string(rank) + ": " +
+        (budget.ok() ? std::string("another rank has no room for the KV cache") : budget.error));
   if (blocks < budget.num_blocks)
     spdlog::info("rank {}: {} KV blocks (the smallest over the ranks)", rank, blocks);
   return static_cast<int>(blocks);
 }
 
 void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
-  const int64_t rows = static_cast<int64_t>(logits_.nbytes() / (sizeof(float) * config_.vocab_size));
+  const int64_t rows =
+      static_cast<int64_t>(logits_.nbytes() / (sizeof(float) * config_.vocab_size));
   const GpuMemInfo before = gpu_mem_info();
   const auto t0 = std::chrono::steady_clock::now();
   graphs_ = std::make_unique<CudaGraphRunner>(
       CudaGraphRunner::graph_batch_sizes(o.max_num_seqs),
       static_cast<int>(max_blocks_per_seq(o.max_model_len, block_size_)), o.max_model_len,
-      logits_.view(DType::F32, {rows, config_.vocab_size}));
+      logits_.view(DType::kF32, {rows, config_.vocab_size}));
   graphs_->capture(
       [this](const DecodeGraphInputs& in) {
         const TensorView hidden = model_->forward(in.input_ids, in.positions, in.meta, ctx_);
@@ -157,12 +159,15 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
       },
       ctx_.stream);
   const GpuMemInfo after = gpu_mem_info();
-  const uint64_t used = before.free_bytes > after.free_bytes ? before.free_bytes - after.free_bytes : 0;
+  const uint64_t used =
+      before.free_bytes > after.free_bytes ? before.free_bytes - after.free_bytes : 0;
   const uint64_t estimate = graphs_->num_graphs() * CudaGraphRunner::kGraphBytesEstimate;
-  spdlog::info("rank {}: captured {} decode CUDA graphs (batch 1..{}) in {:.2f} s, using {} "
-               "(estimate {})", comm_->rank(), graphs_->num_graphs(), graphs_->max_batch(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-               format_gib(static_cast<double>(used)), format_gib(static_cast<double>(estimate)));
+  spdlog::info(
+      "rank {}: captured {} decode CUDA graphs (batch 1..{}) in {:.2f} s, using {} "
+      "(estimate {})",
+      comm_->rank(), graphs_->num_graphs(), graphs_->max_batch(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+      format_gib(static_cast<double>(used)), format_gib(static_cast<double>(estimate)));
   if (used > estimate)
     spdlog::warn("rank {}: the CUDA graphs use more than the memory budget reserved for them",
                  comm_->rank());

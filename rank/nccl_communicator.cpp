@@ -17,11 +17,11 @@ namespace {
 
 ncclDataType_t nccl_float_type(DType t) {
   switch (t) {
-    case DType::BF16:
+    case DType::kBf16:
       return ncclBfloat16;
-    case DType::F16:
+    case DType::kF16:
       return ncclFloat16;
-    case DType::F32:
+    case DType::kF32:
       return ncclFloat32;
     default:
       break;
@@ -76,7 +76,7 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, const ncclUniqueId&
     : rank_(rank),
       world_size_(checked_world_size(rank, world_size)),
       stream_(stream),
-      scratch_(64 + 64 * static_cast<size_t>(world_size), Device::CUDA),
+      scratch_(64 + 64 * static_cast<size_t>(world_size), Device::kCuda),
       host_value_(allocate_pinned_int64(), &free_pinned),
       watchdog_(rank, CollectiveProbe{[this] { return async_error(); }, [this] { abort_comm(); }},
                 std::move(stop), policy) {
@@ -215,9 +215,9 @@ void NcclCommunicator::warm_up() {
   ctx.stream = stream_;
   auto* base = static_cast<uint8_t*>(scratch_.data());
   CUDA_CHECK(cudaMemsetAsync(base, 0, scratch_.nbytes(), stream_));
-  const TensorView part(base, DType::F32, {1, 2}, Device::CUDA);  // bytes [0, 8)
+  const TensorView part(base, DType::kF32, {1, 2}, Device::kCuda);  // bytes [0, 8)
   all_reduce_sum(part, ctx);
-  const TensorView parts(base + 64, DType::F32, {world_size_, 1, 2}, Device::CUDA);
+  const TensorView parts(base + 64, DType::kF32, {world_size_, 1, 2}, Device::kCuda);
   gather_to_root(part, parts, ctx);
   watchdog_.wait_stream(stream_, "NCCL warm-up");
 }

@@ -1,6 +1,5 @@
 #include "rank/worker_loop.h"
 
-#include <csignal>
 #include <cstdint>
 #include <vector>
 
@@ -8,14 +7,12 @@
 
 namespace nanovllm {
 
-void ignore_interrupts() { std::signal(SIGINT, SIG_IGN); }
-
 int run_worker_loop(StepExecutor& executor, RingReader& ring) {
   std::vector<uint8_t> bytes;  // one encoded StepCommand
   for (;;) {
     ring.read(bytes);
     const StepCommand cmd = decode_step_command(bytes);
-    if (cmd.kind == StepKind::EXIT) return 0;
+    if (cmd.kind == StepKind::kExit) return 0;
     executor.execute(cmd);
   }
 }

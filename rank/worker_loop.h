@@ -7,11 +7,8 @@
 
 namespace nanovllm {
 
-// Workers ignore SIGINT: rank 0 ends their loop with an EXIT command once it stopped.
-void ignore_interrupts();
-
-// ring read -> decode -> execute until an EXIT command (returns 0). A dead writer throws
-// IpcError.
+// ring read -> decode -> execute until an EXIT command (returns 0), which rank 0 sends when
+// its job is done or stopped by a signal. A dead writer throws IpcError.
 int run_worker_loop(StepExecutor& executor, RingReader& ring);
 
 }  // namespace nanovllm

@@ -18,9 +18,11 @@ bundle=${NANOVLLM_BUNDLE_DIR:-bundle}
 tests="$(find tests -name '*_cuda_test.cpp' -printf '%f\n' | sed 's/\.cpp$//' | sort) gpu_generation_test"
 benches=$(find bench -name '*_bench.cu' -printf '%f\n' | sed 's/\.cu$//' | sort)
 tools="nanovllm-mkmodel"
-optional_tools="nanovllm-launch"  # the GPU checks skip what is missing
+optional_tools="nanovllm-launch nanovllm-bench"  # the GPU checks skip what is missing
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a "${launcher[@]}" \
   >/dev/null
 # shellcheck disable=SC2086
 cmake --build "$build" -j "$jobs" --target $tests $benches $tools
@@ -32,8 +34,10 @@ rm -rf "$bundle"
 mkdir -p "$bundle"/tests "$bundle"/bench "$bundle"/bin "$bundle"/lib
 for t in $tests; do cp "$(find "$build"/tests -type f -name "$t" | head -1)" "$bundle"/tests/; done
 for b in $benches; do cp "$build/bench/$b" "$bundle"/bench/; done
-for t in $tools $optional_tools; do
-  if [ -x "$build/launcher/$t" ]; then cp "$build/launcher/$t" "$bundle"/bin/; fi
+for t in $tools $optional_tools; do  # launcher/ holds the tools, bench/ nanovllm-bench
+  for dir in launcher bench; do
+    if [ -x "$build/$dir/$t" ]; then cp "$build/$dir/$t" "$bundle"/bin/; fi
+  done
 done
 strip --strip-debug "$bundle"/tests/* "$bundle"/bench/* "$bundle"/bin/* 2>/dev/null || true
 

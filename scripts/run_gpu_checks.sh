@@ -22,6 +22,12 @@ presets=${NANOVLLM_GPU_PRESETS:-qwen3-0.6b qwen3-1.7b}
 budget=${NANOVLLM_GPU_BUDGET:-540}
 mkdir -p "$logs" "$work"
 export LD_LIBRARY_PATH="$(realpath -m "$bundle/lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# NCCL: the GPU machine has libnccl.so.2 in pip's nvidia-nccl package, not on the loader path.
+if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; then
+  nccl_lib=$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); print(list(s.submodule_search_locations)[0] + "/lib")' 2>/dev/null || true)
+  [ -n "$nccl_lib" ] && [ -d "$nccl_lib" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_lib"
+fi
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 t0=$(date +%s)
 declare -a rows
 

@@ -9,6 +9,7 @@ packages=(
   libxxhash-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libpcre2-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format-14 clang-tidy-14  # the style gates (scripts/check_style.sh), pinned
 )
 # node/npm run the reference tokenizer packages; the machine image may already ship its own
 # Node.js build (with npm inside), so ask Debian for them only when the commands are missing.

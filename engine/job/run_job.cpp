@@ -35,8 +35,16 @@ std::vector<Request> read_and_validate(const JobSettings& s, const Tokenizer& to
   };
   const SamplingLevels levels{load_generation_config(s.model_dir), s.cli_sampling};
   std::vector<Request> requests = read_requests_file(s.prompts, validator, levels);
-  for (Request& r : requests)
-    if (r.ok() && !r.sampling_params.seed) r.sampling_params.seed = derive_request_seed(s.seed, r.id);
+  std::string raised;  // lines whose temperature was raised to the minimum
+  for (Request& r : requests) {
+    if (r.ok() && !r.sampling_params.seed)
+      r.sampling_params.seed = derive_request_seed(s.seed, r.id);
+    if (r.ok() && r.temperature_raised)
+      raised += (raised.empty() ? "" : ", ") + std::to_string(r.line);
+  }
+  if (!raised.empty())
+    spdlog::warn("temperature below {} raised to {} (as vLLM does) on line(s) {}",
+                 kMinSamplingTemperature, kMinSamplingTemperature, raised);
   return requests;
 }
 
@@ -123,9 +131,9 @@ int run_engine(const JobSettings& s, StepExecutor& executor, std::vector<Request
   }
   engine.stop_workers();
   progress.finish();
-  if (interrupt_requested()) {
-    spdlog::warn("interrupted: {} finished results kept, {} requests unfinished",
-                 writer.num_ok() + writer.num_failed(), engine.num_unfinished_requests());
+  if (interrupt_requested()) {  // the launcher's closing line says what was kept
+    record_interrupted_job({writer.num_ok() + writer.num_failed(),
+                            static_cast<int64_t>(engine.num_unfinished_requests())});
     return kExitInterrupted;
   }
   return writer.num_failed() > 0 ? kExitRequestsFailed : kExitOk;
@@ -156,8 +164,8 @@ int run_job(const JobSettings& s, const ExecutorFactory& load_model) {
   }
 
   const std::unique_ptr<StepExecutor> executor = load_model();
-  const std::string shortfall =
-      kv_cache_shortfall(executor->num_kv_blocks(), s.engine.kvcache_block_size, s.engine.max_model_len);
+  const std::string shortfall = kv_cache_shortfall(
+      executor->num_kv_blocks(), s.engine.kvcache_block_size, s.engine.max_model_len);
   if (!shortfall.empty()) {
     executor->execute(StepCommand{});  // EXIT: the workers leave their loops
     throw JobConfigError(shortfall);

@@ -25,8 +25,8 @@ struct JobSettings {
   std::filesystem::path prompts;
   std::optional<std::filesystem::path> output;  // unset: results go to stdout
   bool resume = false;                          // needs output
-  int32_t vocab_size = 0;        // token ids the model can embed (>= the tokenizer's)
-  EngineConfig engine;           // validated; num_kvcache_blocks comes from the executor
+  int32_t vocab_size = 0;          // token ids the model can embed (>= the tokenizer's)
+  EngineConfig engine;             // validated; num_kvcache_blocks comes from the executor
   SamplingOverrides cli_sampling;  // command-line defaults; the seed is not one of them:
   uint64_t seed = 0;               // --seed, the base of every derived request seed
 };

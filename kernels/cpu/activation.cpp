@@ -7,7 +7,7 @@
 namespace nanovllm::kernels::cpu {
 
 void silu_and_mul(const TensorView& out, const TensorView& x) {
-  CHECK(out.dtype == DType::BF16 && x.dtype == DType::BF16);
+  CHECK(out.dtype == DType::kBf16 && x.dtype == DType::kBf16);
   CHECK_EQ(out.size(0), x.size(0));
   CHECK_EQ(x.size(1), 2 * out.size(1));
   CHECK(out.stride[1] == 1 && x.stride[1] == 1);

@@ -52,15 +52,15 @@ void attend(uint16_t* out, const uint16_t* q, const PagedKV& kv, const int32_t* 
 }
 
 void check_common(const TensorView& out, const TensorView& q, const PagedKV& kv) {
-  CHECK(out.dtype == DType::BF16 && q.dtype == DType::BF16);
-  CHECK(kv.k_cache.dtype == DType::BF16 && kv.v_cache.dtype == DType::BF16);
+  CHECK(out.dtype == DType::kBf16 && q.dtype == DType::kBf16);
+  CHECK(kv.k_cache.dtype == DType::kBf16 && kv.v_cache.dtype == DType::kBf16);
   CHECK(kv.k_cache.is_contiguous() && kv.v_cache.is_contiguous());
   CHECK(q.ndim == 3 && out.ndim == 3 && kv.k_cache.ndim == 4);
   CHECK(q.stride[2] == 1 && out.stride[2] == 1);
   CHECK_EQ(q.size(2), kv.k_cache.size(3));
   CHECK_EQ(q.size(1), out.size(1));
   CHECK_EQ(q.size(1) % kv.k_cache.size(2), 0);
-  CHECK(kv.block_tables.dtype == DType::I32 && kv.block_tables.ndim == 2);
+  CHECK(kv.block_tables.dtype == DType::kI32 && kv.block_tables.ndim == 2);
 }
 
 }  // namespace

@@ -18,7 +18,9 @@ inline T* elem(const TensorView& t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, 
          (t.ndim > 2 ? i2 * t.stride[2] : 0) + (t.ndim > 3 ? i3 * t.stride[3] : 0);
 }
 
-inline float load_bf16(const uint16_t* p) { return bf16_to_float(*p); }
+inline float load_bf16(const uint16_t* p) {
+  return bf16_to_float(*p);
+}
 
 // fn(begin, end) over [0, n) split into `threads` contiguous chunks, on the persistent pool;
 // runs inline when one thread suffices. Callers make each element's result independent of

@@ -8,7 +8,7 @@ namespace nanovllm::kernels::cpu {
 
 void embedding(const TensorView& out, const TensorView& ids, const TensorView& weight,
                int64_t vocab_start) {
-  CHECK(out.dtype == DType::BF16 && weight.dtype == DType::BF16 && ids.dtype == DType::I32);
+  CHECK(out.dtype == DType::kBf16 && weight.dtype == DType::kBf16 && ids.dtype == DType::kI32);
   CHECK_EQ(out.size(0), ids.size(0));
   CHECK_EQ(out.size(1), weight.size(1));
   CHECK(out.stride[1] == 1 && weight.stride[1] == 1);

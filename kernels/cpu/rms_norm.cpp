@@ -9,7 +9,7 @@ namespace nanovllm::kernels::cpu {
 namespace {
 
 void check_rows(const TensorView& t, const TensorView& weight) {
-  CHECK(t.dtype == DType::BF16 && t.ndim == 2 && t.stride[1] == 1);
+  CHECK(t.dtype == DType::kBf16 && t.ndim == 2 && t.stride[1] == 1);
   CHECK_EQ(t.size(1), weight.size(0));
 }
 
@@ -36,8 +36,8 @@ void rms_norm(const TensorView& out, const TensorView& x, const TensorView& weig
   }
 }
 
-void fused_add_rms_norm(const TensorView& x, const TensorView& residual,
-                        const TensorView& weight, float eps) {
+void fused_add_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
+                        float eps) {
   check_rows(x, weight);
   check_rows(residual, weight);
   CHECK_EQ(residual.size(0), x.size(0));

@@ -10,13 +10,13 @@ namespace nanovllm::kernels::cpu {
 namespace {
 
 void check_heads(const TensorView& t) {
-  CHECK(t.dtype == DType::BF16 && t.ndim == 3 && t.stride[2] == 1 && t.stride[1] == t.size(2));
+  CHECK(t.dtype == DType::kBf16 && t.ndim == 3 && t.stride[2] == 1 && t.stride[1] == t.size(2));
 }
 
 // One head in place: optional RMSNorm over D, then neox rotation of pairs (i, i + D/2).
 // cos_sin: [D/2, 2] f32 for this token's position.
-void apply_head(uint16_t* head, int64_t d, const uint16_t* norm_w, float eps,
-                const float* cos_sin, float* scratch /* [D] */) {
+void apply_head(uint16_t* head, int64_t d, const uint16_t* norm_w, float eps, const float* cos_sin,
+                float* scratch /* [D] */) {
   for (int64_t i = 0; i < d; ++i) scratch[i] = bf16_to_float(head[i]);
   if (norm_w != nullptr) {
     float sum_sq = 0.0f;

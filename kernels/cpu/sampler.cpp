@@ -60,6 +60,7 @@ std::vector<int32_t> filter_candidates(const std::vector<float>& l, int32_t top_
 int32_t sample_row(const float* logits, int64_t vocab, float temperature, int32_t top_k,
                    float top_p, float min_p, uint64_t seed, int32_t position) {
   if (temperature == 0.0f) return argmax(logits, vocab);
+  temperature = effective_temperature(temperature);
   std::vector<float> l(logits, logits + vocab);  // [V] logits / temperature
   for (float& x : l) x /= temperature;
   const std::vector<int32_t> kept = filter_candidates(l, top_k, top_p, min_p);
@@ -83,11 +84,11 @@ int32_t sample_row(const float* logits, int64_t vocab, float temperature, int32_
 }  // namespace
 
 void sample(const SamplingBatch& b) {
-  CHECK(b.logits.dtype == DType::F32 && b.logits.ndim == 2 && b.logits.stride[1] == 1);
-  CHECK(b.temperatures.dtype == DType::F32 && b.top_k.dtype == DType::I32);
-  CHECK(b.top_p.dtype == DType::F32 && b.min_p.dtype == DType::F32);
-  CHECK(b.seeds.dtype == DType::I64 && b.positions.dtype == DType::I32);
-  CHECK(b.out_tokens.dtype == DType::I32);
+  CHECK(b.logits.dtype == DType::kF32 && b.logits.ndim == 2 && b.logits.stride[1] == 1);
+  CHECK(b.temperatures.dtype == DType::kF32 && b.top_k.dtype == DType::kI32);
+  CHECK(b.top_p.dtype == DType::kF32 && b.min_p.dtype == DType::kF32);
+  CHECK(b.seeds.dtype == DType::kI64 && b.positions.dtype == DType::kI32);
+  CHECK(b.out_tokens.dtype == DType::kI32);
   const int64_t rows = b.logits.size(0), vocab = b.logits.size(1);
   CHECK_GT(vocab, 0);
   for (int64_t r = 0; r < rows; ++r) {

@@ -5,6 +5,8 @@
 // itself, one after another, so results never depend on who ran which part.
 #pragma once
 
+#include <unistd.h>
+
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -12,8 +14,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 namespace nanovllm::kernels::cpu {
 

@@ -6,7 +6,9 @@
 namespace nanovllm::kernels::cuda {
 namespace {
 
-__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
+__device__ __forceinline__ float silu_mul(float g, float u) {
+  return g / (1.f + expf(-g)) * u;
+}
 
 // x: [T, 2I] (row stride x_stride), out: [T, I] (row stride out_stride).
 template <bool VEC>
@@ -34,8 +36,8 @@ __global__ void silu_and_mul_kernel(bf16* __restrict__ out, int64_t out_stride,
 }  // namespace
 
 void silu_and_mul(const TensorView& out, const TensorView& x, cudaStream_t stream) {
-  check_cuda_tensor(out, DType::BF16, "silu_and_mul out");
-  check_cuda_tensor(x, DType::BF16, "silu_and_mul x");
+  check_cuda_tensor(out, DType::kBf16, "silu_and_mul out");
+  check_cuda_tensor(x, DType::kBf16, "silu_and_mul x");
   const int64_t tokens = x.size(0), inter = out.size(1);
   CHECK_EQ(out.size(0), tokens);
   CHECK_EQ(x.size(1), 2 * inter);
@@ -47,13 +49,11 @@ void silu_and_mul(const TensorView& out, const TensorView& x, cudaStream_t strea
   const int per_block = vec ? threads * 8 : threads;
   const dim3 grid(ceil_div(inter, per_block), static_cast<unsigned>(tokens));
   if (vec) {
-    silu_and_mul_kernel<true><<<grid, threads, 0, stream>>>(out.ptr<bf16>(), out.stride[0],
-                                                            x.ptr<bf16>(), x.stride[0],
-                                                            static_cast<int>(inter));
+    silu_and_mul_kernel<true><<<grid, threads, 0, stream>>>(
+        out.ptr<bf16>(), out.stride[0], x.ptr<bf16>(), x.stride[0], static_cast<int>(inter));
   } else {
-    silu_and_mul_kernel<false><<<grid, threads, 0, stream>>>(out.ptr<bf16>(), out.stride[0],
-                                                             x.ptr<bf16>(), x.stride[0],
-                                                             static_cast<int>(inter));
+    silu_and_mul_kernel<false><<<grid, threads, 0, stream>>>(
+        out.ptr<bf16>(), out.stride[0], x.ptr<bf16>(), x.stride[0], static_cast<int>(inter));
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -19,8 +19,12 @@ struct alignas(16) Bf16x8 {
   bf16 v[8];
 };
 
-__device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ bf16 to_bf16(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ float to_f32(bf16 x) {
+  return __bfloat162float(x);
+}
+__device__ __forceinline__ bf16 to_bf16(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 __device__ __forceinline__ Bf16x8 load8(const bf16* p) {
   return *reinterpret_cast<const Bf16x8*>(p);
@@ -55,14 +59,18 @@ __device__ __forceinline__ float block_sum(float v) {
 
 inline void check_cuda_tensor(const TensorView& t, DType dtype, const char* name) {
   CHECK_MSG(t.data != nullptr, name << " is null");
-  CHECK_MSG(t.device == Device::CUDA, name << " is not a CUDA tensor");
-  CHECK_MSG(t.dtype == dtype, name << " has dtype " << dtype_name(t.dtype) << ", expected "
-                                   << dtype_name(dtype));
+  CHECK_MSG(t.device == Device::kCuda, name << " is not a CUDA tensor");
+  CHECK_MSG(t.dtype == dtype,
+            name << " has dtype " << dtype_name(t.dtype) << ", expected " << dtype_name(dtype));
   CHECK_MSG(t.stride[t.ndim - 1] == 1, name << " last dim is not contiguous");
 }
 
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+inline bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
-inline int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+inline int ceil_div(int64_t a, int64_t b) {
+  return static_cast<int>((a + b - 1) / b);
+}
 
 }  // namespace nanovllm::kernels::cuda

@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2) decode_kernel(const 
       const int nt = t + kStages - 1;  // refill the slot tile t - 1 used
       if (nt < ntiles) {
         const int slot = nt % kStages;
-        load_tile<D>(a, bt, hk, (first_tile + nt) * L::kTokens, ctx,
-                     k_ring + slot * L::kTileElems, v_ring + slot * L::kTileElems);
+        load_tile<D>(a, bt, hk, (first_tile + nt) * L::kTokens, ctx, k_ring + slot * L::kTileElems,
+                     v_ring + slot * L::kTileElems);
       }
       cp_async_commit();
     }
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2) decode_kernel(const 
         float s = 0.f;
 #pragma unroll
         for (int j = 0; j < 8; ++j) s = fmaf(q[g][j], kf[j], s);
-        // xor < kLanes stays inside a lane group.
+          // xor < kLanes stays inside a lane group.
 #pragma unroll
         for (int o = L::kLanes / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
         sc[u][g] = valid ? s : -INFINITY;
@@ -249,8 +249,8 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
             cudaStream_t stream) {
   const int nsplit = choose_splits<D, G>(p, batch, hkv);
   if (nsplit > 1) {
-    check_cuda_tensor(p.split_out, DType::F32, "split_out");
-    check_cuda_tensor(p.split_lse, DType::F32, "split_lse");
+    check_cuda_tensor(p.split_out, DType::kF32, "split_out");
+    check_cuda_tensor(p.split_lse, DType::kF32, "split_lse");
     CHECK(p.split_out.is_contiguous() && p.split_lse.is_contiguous());
     CHECK_EQ(p.split_lse.size(0), batch);
     CHECK_EQ(p.split_lse.size(1), hq);
@@ -266,8 +266,9 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   decode_kernel<D, G><<<grid, kThreads, 0, stream>>>(a);
   CUDA_CHECK_LAUNCH();
   if (nsplit > 1) {
-    combine_kernel<D><<<dim3(static_cast<unsigned>(hq), static_cast<unsigned>(batch)), D, 0,
-                        stream>>>(a, nsplit);
+    combine_kernel<D>
+        <<<dim3(static_cast<unsigned>(hq), static_cast<unsigned>(batch)), D, 0, stream>>>(a,
+                                                                                          nsplit);
     CUDA_CHECK_LAUNCH();
   }
 }
@@ -275,12 +276,12 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
 }  // namespace
 
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
-  check_cuda_tensor(p.out, DType::BF16, "decode out");
-  check_cuda_tensor(p.q, DType::BF16, "decode q");
-  check_cuda_tensor(p.kv.k_cache, DType::BF16, "k_cache");
-  check_cuda_tensor(p.kv.v_cache, DType::BF16, "v_cache");
-  check_cuda_tensor(p.kv.block_tables, DType::I32, "block_tables");
-  check_cuda_tensor(p.context_lens, DType::I32, "context_lens");
+  check_cuda_tensor(p.out, DType::kBf16, "decode out");
+  check_cuda_tensor(p.q, DType::kBf16, "decode q");
+  check_cuda_tensor(p.kv.k_cache, DType::kBf16, "k_cache");
+  check_cuda_tensor(p.kv.v_cache, DType::kBf16, "v_cache");
+  check_cuda_tensor(p.kv.block_tables, DType::kI32, "block_tables");
+  check_cuda_tensor(p.context_lens, DType::kI32, "context_lens");
   CHECK(p.kv.k_cache.is_contiguous() && p.kv.v_cache.is_contiguous());
   const int64_t batch = p.q.size(0), hq = p.q.size(1), dim = p.q.size(2);
   const int64_t hkv = p.kv.k_cache.size(2);
@@ -321,11 +322,20 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
   const int64_t group = hq / hkv;
   DISPATCH_HEAD_DIM(dim, D, {
     switch (group) {
-      case 1: launch<D, 1>(p, a, batch, hq, hkv, stream); break;
-      case 2: launch<D, 2>(p, a, batch, hq, hkv, stream); break;
-      case 4: launch<D, 4>(p, a, batch, hq, hkv, stream); break;
-      case 8: launch<D, 8>(p, a, batch, hq, hkv, stream); break;
-      default: CHECK_MSG(false, "unsupported GQA group " << group << " (supported: 1, 2, 4, 8)");
+      case 1:
+        launch<D, 1>(p, a, batch, hq, hkv, stream);
+        break;
+      case 2:
+        launch<D, 2>(p, a, batch, hq, hkv, stream);
+        break;
+      case 4:
+        launch<D, 4>(p, a, batch, hq, hkv, stream);
+        break;
+      case 8:
+        launch<D, 8>(p, a, batch, hq, hkv, stream);
+        break;
+      default:
+        CHECK_MSG(false, "unsupported GQA group " << group << " (supported: 1, 2, 4, 8)");
     }
   });
 }

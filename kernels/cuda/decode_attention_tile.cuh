@@ -18,12 +18,12 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D>
 struct Layout {
-  static constexpr int kLanes = D / 8;                  // lanes sharing one token row
-  static constexpr int kRows = 32 / kLanes;             // token rows per warp per step
-  static constexpr int kGroups = kWarps * kRows;        // lane groups per CTA
-  static constexpr int kTokens = kGroups * kSteps;      // tokens per tile
-  static constexpr int kTileElems = kTokens * D;        // bf16 per K (or V) tile
-  static constexpr int kChunks = kTokens * kLanes;      // 16-byte pieces per K (or V) tile
+  static constexpr int kLanes = D / 8;              // lanes sharing one token row
+  static constexpr int kRows = 32 / kLanes;         // token rows per warp per step
+  static constexpr int kGroups = kWarps * kRows;    // lane groups per CTA
+  static constexpr int kTokens = kGroups * kSteps;  // tokens per tile
+  static constexpr int kTileElems = kTokens * D;    // bf16 per K (or V) tile
+  static constexpr int kChunks = kTokens * kLanes;  // 16-byte pieces per K (or V) tile
   static constexpr int kChunksPerThread = kChunks / kThreads;
   static constexpr int kSmemBytes = 2 * kStages * kTileElems * 2;
   static_assert(kChunks % kThreads == 0);
@@ -31,29 +31,29 @@ struct Layout {
 };
 
 struct DecodeArgs {
-  bf16* out;                  // [B, Hq, D], strides out_tok, out_head
+  bf16* out;  // [B, Hq, D], strides out_tok, out_head
   int64_t out_tok, out_head;
-  const bf16* q;              // [B, Hq, D], strides q_tok, q_head
+  const bf16* q;  // [B, Hq, D], strides q_tok, q_head
   int64_t q_tok, q_head;
-  const bf16* k_cache;        // [num_blocks, block_size, Hkv, D] contiguous
-  const bf16* v_cache;        // same
+  const bf16* k_cache;          // [num_blocks, block_size, Hkv, D] contiguous
+  const bf16* v_cache;          // same
   const int32_t* block_tables;  // [B, bt_stride]
   int64_t bt_stride;
   const int32_t* context_lens;  // [B]
-  float* split_out;           // [B, Hq, max_splits, D] contiguous
-  float* split_lse;           // [B, Hq, max_splits] contiguous, log2 domain
+  float* split_out;             // [B, Hq, max_splits, D] contiguous
+  float* split_lse;             // [B, Hq, max_splits] contiguous, log2 domain
   int max_splits;
   int block_size, hq, hkv;
-  int block_shift;            // log2(block_size) when it is a power of two, else -1
-  float scale_log2;           // scale * log2(e): scores live in the log2 domain
+  int block_shift;   // log2(block_size) when it is a power of two, else -1
+  float scale_log2;  // scale * log2(e): scores live in the log2 domain
 };
 
 // Issues the cp.async copies of one tile (tokens tok0 .. tok0 + kTokens - 1) of kv head hk
 // into k_dst / v_dst ([kTokens, D] bf16 each). Tokens at or past ctx are zero-filled without
 // touching memory, so the compute may read the whole tile.
 template <int D>
-__device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* bt, int hk,
-                                          int tok0, int ctx, bf16* k_dst, bf16* v_dst) {
+__device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* bt, int hk, int tok0,
+                                          int ctx, bf16* k_dst, bf16* v_dst) {
   using L = Layout<D>;
   const int64_t row = static_cast<int64_t>(a.hkv) * D;  // elements per cache slot
 #pragma unroll

@@ -35,13 +35,12 @@ __global__ void store_kvcache_kernel(const bf16* __restrict__ k, int64_t k_strid
 }  // namespace
 
 void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k_cache,
-                   const TensorView& v_cache, const TensorView& slot_mapping,
-                   cudaStream_t stream) {
-  check_cuda_tensor(k, DType::BF16, "store_kvcache k");
-  check_cuda_tensor(v, DType::BF16, "store_kvcache v");
-  check_cuda_tensor(k_cache, DType::BF16, "store_kvcache k_cache");
-  check_cuda_tensor(v_cache, DType::BF16, "store_kvcache v_cache");
-  check_cuda_tensor(slot_mapping, DType::I32, "store_kvcache slot_mapping");
+                   const TensorView& v_cache, const TensorView& slot_mapping, cudaStream_t stream) {
+  check_cuda_tensor(k, DType::kBf16, "store_kvcache k");
+  check_cuda_tensor(v, DType::kBf16, "store_kvcache v");
+  check_cuda_tensor(k_cache, DType::kBf16, "store_kvcache k_cache");
+  check_cuda_tensor(v_cache, DType::kBf16, "store_kvcache v_cache");
+  check_cuda_tensor(slot_mapping, DType::kI32, "store_kvcache slot_mapping");
   CHECK(k_cache.is_contiguous() && v_cache.is_contiguous());
   const int64_t tokens = k.size(0), heads = k.size(1), dim = k.size(2);
   CHECK_EQ(k.ndim, 3);

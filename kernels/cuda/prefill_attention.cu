@@ -21,16 +21,16 @@ constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct PrefillArgs {
-  bf16* out;                    // [Tq, Hq, D], strides out_tok, out_head
+  bf16* out;  // [Tq, Hq, D], strides out_tok, out_head
   int64_t out_tok, out_head;
-  const bf16* q;                // [Tq, Hq, D], strides q_tok, q_head
+  const bf16* q;  // [Tq, Hq, D], strides q_tok, q_head
   int64_t q_tok, q_head;
   const bf16* k_cache;          // [num_blocks, block_size, Hkv, D] contiguous
   const bf16* v_cache;          // same
   const int32_t* block_tables;  // [B, bt_stride]
   int64_t bt_stride;
-  const int32_t* cu_q;          // [B + 1]
-  const int32_t* cu_k;          // [B + 1]
+  const int32_t* cu_q;  // [B + 1]
+  const int32_t* cu_k;  // [B + 1]
   int block_size, hq, hkv;
   float scale_log2;
 };
@@ -42,7 +42,7 @@ constexpr int smem_bytes() {
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) {
-  constexpr int kPitch = D + 8;  // smem row pitch in elements
+  constexpr int kPitch = D + 8;   // smem row pitch in elements
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sQ = reinterpret_cast<bf16*>(smem_raw);  // [kBlockM][kPitch]
@@ -76,8 +76,10 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
       const int j = n0 + r;
       const bool ok = j < k_len;
       int64_t off = 0;
-      if (ok) off = (static_cast<int64_t>(bt[j / a.block_size]) * a.block_size + j % a.block_size) *
-                        kv_row + hk * D + c * 8;
+      if (ok)
+        off = (static_cast<int64_t>(bt[j / a.block_size]) * a.block_size + j % a.block_size) *
+                  kv_row +
+              hk * D + c * 8;
       cp_async16(sK + (buf * kBlockN + r) * kPitch + c * 8, a.k_cache + off, ok ? 16 : 0);
       cp_async16(sV + (buf * kBlockN + r) * kPitch + c * 8, a.v_cache + off, ok ? 16 : 0);
     }
@@ -206,13 +208,13 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
 }  // namespace
 
 void prefill_attention(const PrefillAttentionParams& p, cudaStream_t stream) {
-  check_cuda_tensor(p.out, DType::BF16, "prefill out");
-  check_cuda_tensor(p.q, DType::BF16, "prefill q");
-  check_cuda_tensor(p.kv.k_cache, DType::BF16, "k_cache");
-  check_cuda_tensor(p.kv.v_cache, DType::BF16, "v_cache");
-  check_cuda_tensor(p.kv.block_tables, DType::I32, "block_tables");
-  check_cuda_tensor(p.cu_seqlens_q, DType::I32, "cu_seqlens_q");
-  check_cuda_tensor(p.cu_seqlens_k, DType::I32, "cu_seqlens_k");
+  check_cuda_tensor(p.out, DType::kBf16, "prefill out");
+  check_cuda_tensor(p.q, DType::kBf16, "prefill q");
+  check_cuda_tensor(p.kv.k_cache, DType::kBf16, "k_cache");
+  check_cuda_tensor(p.kv.v_cache, DType::kBf16, "v_cache");
+  check_cuda_tensor(p.kv.block_tables, DType::kI32, "block_tables");
+  check_cuda_tensor(p.cu_seqlens_q, DType::kI32, "cu_seqlens_q");
+  check_cuda_tensor(p.cu_seqlens_k, DType::kI32, "cu_seqlens_k");
   CHECK(p.kv.k_cache.is_contiguous() && p.kv.v_cache.is_contiguous());
   const int64_t hq = p.q.size(1), dim = p.q.size(2), hkv = p.kv.k_cache.size(2);
   const int64_t batch = p.cu_seqlens_q.numel() - 1;
@@ -245,8 +247,8 @@ void prefill_attention(const PrefillAttentionParams& p, cudaStream_t stream) {
                   static_cast<unsigned>(batch));
   DISPATCH_HEAD_DIM(dim, D, {
     constexpr int bytes = smem_bytes<D>();
-    CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<D>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    bytes));
     prefill_kernel<D><<<grid, kThreads, bytes, stream>>>(a);
   });
   CUDA_CHECK_LAUNCH();

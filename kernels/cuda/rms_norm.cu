@@ -13,8 +13,8 @@ constexpr int kThreads = 256;
 // FUSED: residual: [T, H] (row stride r_stride) = bf16(x + residual); out aliases x.
 template <bool VEC, bool FUSED>
 __global__ void __launch_bounds__(kThreads)
-rms_norm_kernel(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* residual,
-                int64_t r_stride, const bf16* __restrict__ weight, int hidden, float eps) {
+    rms_norm_kernel(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* residual,
+                    int64_t r_stride, const bf16* __restrict__ weight, int hidden, float eps) {
   const int64_t t = blockIdx.x;
   bf16* xr = x + t * x_stride;
   bf16* rr = FUSED ? residual + t * r_stride : nullptr;
@@ -67,44 +67,46 @@ void launch(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* resi
   const bool fused = residual != nullptr;
   const int h = static_cast<int>(hidden);
   if (vec && fused)
-    rms_norm_kernel<true, true><<<tokens, kThreads, 0, stream>>>(out, out_stride, x, x_stride,
-                                                                 residual, r_stride, weight, h, eps);
+    rms_norm_kernel<true, true><<<tokens, kThreads, 0, stream>>>(
+        out, out_stride, x, x_stride, residual, r_stride, weight, h, eps);
   else if (vec)
-    rms_norm_kernel<true, false><<<tokens, kThreads, 0, stream>>>(out, out_stride, x, x_stride,
-                                                                  residual, r_stride, weight, h, eps);
+    rms_norm_kernel<true, false><<<tokens, kThreads, 0, stream>>>(
+        out, out_stride, x, x_stride, residual, r_stride, weight, h, eps);
   else if (fused)
-    rms_norm_kernel<false, true><<<tokens, kThreads, 0, stream>>>(out, out_stride, x, x_stride,
-                                                                  residual, r_stride, weight, h, eps);
+    rms_norm_kernel<false, true><<<tokens, kThreads, 0, stream>>>(
+        out, out_stride, x, x_stride, residual, r_stride, weight, h, eps);
   else
-    rms_norm_kernel<false, false><<<tokens, kThreads, 0, stream>>>(out, out_stride, x, x_stride,
-                                                                   residual, r_stride, weight, h, eps);
+    rms_norm_kernel<false, false><<<tokens, kThreads, 0, stream>>>(
+        out, out_stride, x, x_stride, residual, r_stride, weight, h, eps);
   CUDA_CHECK_LAUNCH();
 }
 
-bool vec_ok(const TensorView& t) { return t.stride[0] % 8 == 0 && aligned16(t.data); }
+bool vec_ok(const TensorView& t) {
+  return t.stride[0] % 8 == 0 && aligned16(t.data);
+}
 
 }  // namespace
 
 void rms_norm(const TensorView& out, const TensorView& x, const TensorView& weight, float eps,
               cudaStream_t stream) {
-  check_cuda_tensor(out, DType::BF16, "rms_norm out");
-  check_cuda_tensor(x, DType::BF16, "rms_norm x");
-  check_cuda_tensor(weight, DType::BF16, "rms_norm weight");
+  check_cuda_tensor(out, DType::kBf16, "rms_norm out");
+  check_cuda_tensor(x, DType::kBf16, "rms_norm x");
+  check_cuda_tensor(weight, DType::kBf16, "rms_norm weight");
   const int64_t hidden = x.size(-1), tokens = x.numel() / hidden;
   CHECK_EQ(x.ndim, 2);
   CHECK_EQ(out.size(0), tokens);
   CHECK_EQ(out.size(1), hidden);
   CHECK_EQ(weight.numel(), hidden);
   const bool vec = hidden % 8 == 0 && vec_ok(out) && vec_ok(x) && aligned16(weight.data);
-  launch(out.ptr<bf16>(), out.stride[0], x.ptr<bf16>(), x.stride[0], nullptr, 0,
-         weight.ptr<bf16>(), tokens, hidden, eps, vec, stream);
+  launch(out.ptr<bf16>(), out.stride[0], x.ptr<bf16>(), x.stride[0], nullptr, 0, weight.ptr<bf16>(),
+         tokens, hidden, eps, vec, stream);
 }
 
-void fused_add_rms_norm(const TensorView& x, const TensorView& residual,
-                        const TensorView& weight, float eps, cudaStream_t stream) {
-  check_cuda_tensor(x, DType::BF16, "fused_add_rms_norm x");
-  check_cuda_tensor(residual, DType::BF16, "fused_add_rms_norm residual");
-  check_cuda_tensor(weight, DType::BF16, "fused_add_rms_norm weight");
+void fused_add_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
+                        float eps, cudaStream_t stream) {
+  check_cuda_tensor(x, DType::kBf16, "fused_add_rms_norm x");
+  check_cuda_tensor(residual, DType::kBf16, "fused_add_rms_norm residual");
+  check_cuda_tensor(weight, DType::kBf16, "fused_add_rms_norm weight");
   CHECK_EQ(x.ndim, 2);
   const int64_t tokens = x.size(0), hidden = x.size(1);
   CHECK_EQ(residual.size(0), tokens);

@@ -13,10 +13,10 @@ constexpr int kWarpsPerBlock = 4;
 // positions: [T]; q_w, k_w: [D] or null (no norm).
 template <int D>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-qk_norm_rope_kernel(bf16* q, int64_t q_tok, int64_t q_head, int hq, bf16* k, int64_t k_tok,
-                    int64_t k_head, int hkv, const bf16* __restrict__ q_w,
-                    const bf16* __restrict__ k_w, const int32_t* __restrict__ positions,
-                    int tokens, float eps, float log2_theta) {
+    qk_norm_rope_kernel(bf16* q, int64_t q_tok, int64_t q_head, int hq, bf16* k, int64_t k_tok,
+                        int64_t k_head, int hkv, const bf16* __restrict__ q_w,
+                        const bf16* __restrict__ k_w, const int32_t* __restrict__ positions,
+                        int tokens, float eps, float log2_theta) {
   constexpr int kPairs = D / 64;  // pairs per lane
   const int lane = threadIdx.x & 31;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
@@ -61,9 +61,9 @@ qk_norm_rope_kernel(bf16* q, int64_t q_tok, int64_t q_head, int hq, bf16* k, int
 void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
                   const TensorView& k_norm_weight, const TensorView& positions, float eps,
                   float rope_theta, cudaStream_t stream) {
-  check_cuda_tensor(q, DType::BF16, "qk_norm_rope q");
-  check_cuda_tensor(k, DType::BF16, "qk_norm_rope k");
-  check_cuda_tensor(positions, DType::I32, "qk_norm_rope positions");
+  check_cuda_tensor(q, DType::kBf16, "qk_norm_rope q");
+  check_cuda_tensor(k, DType::kBf16, "qk_norm_rope k");
+  check_cuda_tensor(positions, DType::kI32, "qk_norm_rope positions");
   CHECK_EQ(q.ndim, 3);
   CHECK_EQ(k.ndim, 3);
   const int64_t tokens = q.size(0), dim = q.size(2);
@@ -73,8 +73,8 @@ void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_
   const bool has_norm = q_norm_weight.data != nullptr;
   CHECK_EQ(has_norm, k_norm_weight.data != nullptr);
   if (has_norm) {
-    check_cuda_tensor(q_norm_weight, DType::BF16, "q_norm_weight");
-    check_cuda_tensor(k_norm_weight, DType::BF16, "k_norm_weight");
+    check_cuda_tensor(q_norm_weight, DType::kBf16, "q_norm_weight");
+    check_cuda_tensor(k_norm_weight, DType::kBf16, "k_norm_weight");
     CHECK_EQ(q_norm_weight.numel(), dim);
     CHECK_EQ(k_norm_weight.numel(), dim);
   }
@@ -84,8 +84,8 @@ void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_
   const int blocks = ceil_div(items, kWarpsPerBlock);
   DISPATCH_HEAD_DIM(dim, D, {
     qk_norm_rope_kernel<D><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
-        q.ptr<bf16>(), q.stride[0], q.stride[1], hq, k.ptr<bf16>(), k.stride[0], k.stride[1],
-        hkv, has_norm ? q_norm_weight.ptr<bf16>() : nullptr,
+        q.ptr<bf16>(), q.stride[0], q.stride[1], hq, k.ptr<bf16>(), k.stride[0], k.stride[1], hkv,
+        has_norm ? q_norm_weight.ptr<bf16>() : nullptr,
         has_norm ? k_norm_weight.ptr<bf16>() : nullptr, positions.ptr<int32_t>(),
         static_cast<int>(tokens), eps, log2f(rope_theta));
   });

@@ -12,7 +12,6 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
-
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
@@ -62,14 +61,14 @@ __device__ __forceinline__ float gumbel(uint64_t seed, int32_t id, int32_t posit
 // One block per row of logits [B, V] (row stride ld). Greedy rows and unfiltered sampled
 // rows finish here; filtered rows are skipped (filtered[b] != 0).
 __global__ void __launch_bounds__(kThreads)
-plain_sample_kernel(const float* __restrict__ logits, int64_t ld, int vocab, RowParams p,
-                    const uint8_t* __restrict__ filtered) {
+    plain_sample_kernel(const float* __restrict__ logits, int64_t ld, int vocab, RowParams p,
+                        const uint8_t* __restrict__ filtered) {
   using Reduce = cub::BlockReduce<Best, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
   const int b = blockIdx.x;
   if (filtered[b]) return;
   const float* row = logits + b * ld;
-  const float t = p.temperatures[b];
+  const float t = effective_temperature(p.temperatures[b]);
   Best best{0.f, -1};
   if (t == 0.f) {
     for (int v = threadIdx.x; v < vocab; v += kThreads) consider(best, row[v], v);
@@ -88,7 +87,7 @@ __global__ void scale_kernel(const float* __restrict__ logits, int64_t ld, int v
                              const float* __restrict__ temperatures,
                              const int32_t* __restrict__ rows, float* keys, int32_t* ids) {
   const int i = blockIdx.y, b = rows[i];
-  const float t = temperatures[b];
+  const float t = effective_temperature(temperatures[b]);
   for (int v = blockIdx.x * blockDim.x + threadIdx.x; v < vocab; v += gridDim.x * blockDim.x) {
     keys[static_cast<int64_t>(i) * vocab + v] = logits[b * ld + v] / t;
     ids[static_cast<int64_t>(i) * vocab + v] = v;
@@ -98,8 +97,8 @@ __global__ void scale_kernel(const float* __restrict__ logits, int64_t ld, int v
 // One block per filtered row over its sorted keys/ids [V]: top-k, top-p, min-p cut a prefix
 // of the sorted order; Gumbel-max picks within that prefix.
 __global__ void __launch_bounds__(kThreads)
-filtered_sample_kernel(const float* __restrict__ keys, const int32_t* __restrict__ ids,
-                       int vocab, const int32_t* __restrict__ rows, RowParams p) {
+    filtered_sample_kernel(const float* __restrict__ keys, const int32_t* __restrict__ ids,
+                           int vocab, const int32_t* __restrict__ rows, RowParams p) {
   using ReduceD = cub::BlockReduce<double, kThreads>;
   using ReduceI = cub::BlockReduce<int, kThreads>;
   using ReduceB = cub::BlockReduce<Best, kThreads>;
@@ -161,7 +160,8 @@ filtered_sample_kernel(const float* __restrict__ keys, const int32_t* __restrict
   const uint64_t seed = static_cast<uint64_t>(p.seeds[b]);
   const int32_t pos = p.positions[b];
   Best best{0.f, -1};
-  for (int j = threadIdx.x; j < n; j += kThreads) consider(best, k[j] + gumbel(seed, id[j], pos), id[j]);
+  for (int j = threadIdx.x; j < n; j += kThreads)
+    consider(best, k[j] + gumbel(seed, id[j], pos), id[j]);
   __syncthreads();
   best = ReduceB(tmp.rb).Reduce(best, BestOp());
   if (threadIdx.x == 0) p.out_tokens[b] = best.id;
@@ -176,14 +176,14 @@ std::vector<T> to_host(const TensorView& t, int64_t n, cudaStream_t stream) {
 }
 
 void check_batch(const SamplingBatch& s) {
-  check_cuda_tensor(s.logits, DType::F32, "sampler logits");
-  check_cuda_tensor(s.temperatures, DType::F32, "sampler temperatures");
-  check_cuda_tensor(s.top_k, DType::I32, "sampler top_k");
-  check_cuda_tensor(s.top_p, DType::F32, "sampler top_p");
-  check_cuda_tensor(s.min_p, DType::F32, "sampler min_p");
-  check_cuda_tensor(s.seeds, DType::I64, "sampler seeds");
-  check_cuda_tensor(s.positions, DType::I32, "sampler positions");
-  check_cuda_tensor(s.out_tokens, DType::I32, "sampler out_tokens");
+  check_cuda_tensor(s.logits, DType::kF32, "sampler logits");
+  check_cuda_tensor(s.temperatures, DType::kF32, "sampler temperatures");
+  check_cuda_tensor(s.top_k, DType::kI32, "sampler top_k");
+  check_cuda_tensor(s.top_p, DType::kF32, "sampler top_p");
+  check_cuda_tensor(s.min_p, DType::kF32, "sampler min_p");
+  check_cuda_tensor(s.seeds, DType::kI64, "sampler seeds");
+  check_cuda_tensor(s.positions, DType::kI32, "sampler positions");
+  check_cuda_tensor(s.out_tokens, DType::kI32, "sampler out_tokens");
   CHECK_EQ(s.logits.ndim, 2);
   CHECK_GT(s.logits.size(1), 0);
   CHECK_LT(s.logits.size(1), int64_t{1} << 30);

@@ -1,9 +1,10 @@
 // Qwen3 chat rendering: equal to @huggingface/jinja's rendering of the real template for every
 // committed conversation (tests/fixtures/tokenizer/chat_cases.json), ids included, and clear
 // errors for what the engine does not support.
+#include "engine/chat_template.h"
+
 #include <gtest/gtest.h>
 
-#include "engine/chat_template.h"
 #include "tests/engine/tokenizer_test_support.h"
 
 namespace nanovllm {
@@ -18,9 +19,11 @@ TEST(ChatTemplate, MatchesJinjaRenderingForEveryFixtureConversation) {
   for (const auto& c : cases) {
     const std::string got = render_chat(c["messages"], c["add_generation_prompt"].get<bool>(),
                                         c["enable_thinking"].get<bool>());
-    if (got == c["text"].get<std::string>()) ++matched;
-    else ADD_FAILURE() << "rendering differs for " << c["messages"].dump() << "\n got: " << json(got).dump()
-                       << "\nwant: " << c["text"].dump();
+    if (got == c["text"].get<std::string>())
+      ++matched;
+    else
+      ADD_FAILURE() << "rendering differs for " << c["messages"].dump()
+                    << "\n got: " << json(got).dump() << "\nwant: " << c["text"].dump();
   }
   EXPECT_EQ(matched, cases.size());
   std::printf("chat fixture: %zu / %zu exact renderings\n", matched, cases.size());
@@ -37,7 +40,8 @@ TEST(ChatTemplate, RenderedFixtureTextEncodesToReferenceIds) {
 
 TEST(ChatTemplate, EnableThinkingFalseAppendsAnEmptyThinkBlock) {
   const json msgs = json::array({{{"role", "user"}, {"content", "hi"}}});
-  EXPECT_EQ(render_chat(msgs, true, true), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render_chat(msgs, true, true),
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(render_chat(msgs, true, false),
             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
   EXPECT_EQ(render_chat(msgs, false, false), "<|im_start|>user\nhi<|im_end|>\n");
@@ -57,14 +61,17 @@ TEST(ChatTemplate, ToolsAndReasoningContentAreReportedAsNotSupported) {
   EXPECT_NE(error_of(json::array({user, {{"role", "tool"}, {"content", "42"}}}))
                 .find("messages[1]: role \"tool\" is not supported"),
             std::string::npos);
-  EXPECT_NE(error_of(json::array({user, {{"role", "assistant"}, {"content", ""},
-                                         {"tool_calls", json::array({{{"name", "f"}}})}}}))
+  EXPECT_NE(error_of(json::array({user,
+                                  {{"role", "assistant"},
+                                   {"content", ""},
+                                   {"tool_calls", json::array({{{"name", "f"}}})}}}))
                 .find("\"tool_calls\" is not supported"),
             std::string::npos);
-  EXPECT_NE(error_of(json::array({user, {{"role", "assistant"}, {"content", "a"},
-                                         {"reasoning_content", "r"}}}))
-                .find("\"reasoning_content\" is not supported"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(json::array(
+                   {user, {{"role", "assistant"}, {"content", "a"}, {"reasoning_content", "r"}}}))
+          .find("\"reasoning_content\" is not supported"),
+      std::string::npos);
 }
 
 TEST(ChatTemplate, MalformedMessagesNameIndexAndField) {
@@ -84,16 +91,18 @@ TEST(ChatTemplate, MalformedMessagesNameIndexAndField) {
 // space, so these cases are pinned here from Python's documented semantics instead of the
 // jinja fixture.)
 TEST(ChatTemplate, StripsOnlyNewlinesAroundThinkAsPythonDoes) {
-  const json msgs = json::array({{{"role", "user"}, {"content", "q"}},
-                                 {{"role", "assistant"}, {"content", "<think>\n \tr \n</think>\n\n  a "}}});
+  const json msgs =
+      json::array({{{"role", "user"}, {"content", "q"}},
+                   {{"role", "assistant"}, {"content", "<think>\n \tr \n</think>\n\n  a "}}});
   EXPECT_EQ(render_chat(msgs, false),
             "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n \tr \n</think>\n\n  a "
             "<|im_end|>\n");
   const json plain = json::array({{{"role", "user"}, {"content", "q"}},
                                   {{"role", "assistant"}, {"content", "   leading spaces"}}});
-  EXPECT_EQ(render_chat(plain, false),
-            "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n   leading "
-            "spaces<|im_end|>\n");
+  EXPECT_EQ(
+      render_chat(plain, false),
+      "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n   leading "
+      "spaces<|im_end|>\n");
 }
 
 }  // namespace

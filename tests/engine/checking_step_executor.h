@@ -71,14 +71,18 @@ class CheckingStepExecutor : public StepExecutor {
   int64_t num_runs = 0;
   int max_batch_seqs = 0;
   int max_prefill_tokens = 0;
+  StepKind last_kind = StepKind::kExit;
+  std::vector<uint64_t> last_seeds;  // the rows of the last step, by their (unique) seeds
 
   StepResult execute(const StepCommand& cmd) override {
-    if (cmd.kind == StepKind::EXIT) return {};
+    if (cmd.kind == StepKind::kExit) return {};
     EXPECT_NE(bm_, nullptr);
     ++num_runs;
     const int b_count = cmd.num_seqs(), t_count = cmd.num_tokens();
     max_batch_seqs = std::max(max_batch_seqs, b_count);
-    const bool prefill = cmd.kind == StepKind::PREFILL;
+    const bool prefill = cmd.kind == StepKind::kPrefill;
+    last_kind = cmd.kind;
+    last_seeds = cmd.seeds;
     if (prefill) max_prefill_tokens = std::max(max_prefill_tokens, t_count);
     EXPECT_EQ(static_cast<int>(cmd.logits_indices.size()), b_count);
     EXPECT_EQ(static_cast<int>(cmd.seeds.size()), b_count);

@@ -1,10 +1,11 @@
 // Streaming decode: every piece is valid UTF-8, a split character is held back until complete,
 // and the pieces always add up to the one-shot decode.
-#include <random>
+#include "engine/incremental_detokenizer.h"
 
 #include <gtest/gtest.h>
 
-#include "engine/incremental_detokenizer.h"
+#include <random>
+
 #include "engine/tokenizer_byte_level.h"
 #include "engine/tokenizer_utf8.h"
 #include "tests/engine/tokenizer_test_support.h"

@@ -76,8 +76,9 @@ TEST(RequestReader, IdDefaultsToTheLineNumberCountingBlankLines) {
 TEST(RequestReader, GeneratedIdsNeverCollideWithGivenIds) {
   // Line 1 has no id; "2" is line 3's own id and must not clash with anything generated;
   // "line-1" given on line 2 pushes line 1's generated id aside.
-  const auto rs = read("{\"prompt\": \"x\"}\n{\"id\": \"line-1\", \"prompt\": \"y\"}\n"
-                       "{\"id\": \"2\", \"prompt\": \"z\"}\n{\"prompt\": \"w\"}\n");
+  const auto rs = read(
+      "{\"prompt\": \"x\"}\n{\"id\": \"line-1\", \"prompt\": \"y\"}\n"
+      "{\"id\": \"2\", \"prompt\": \"z\"}\n{\"prompt\": \"w\"}\n");
   ASSERT_EQ(rs.size(), 4u);
   for (const Request& r : rs) EXPECT_TRUE(r.ok()) << r.id << ": " << r.error->message;
   EXPECT_EQ(rs[0].id, "line-1.1");
@@ -239,10 +240,32 @@ TEST(RequestReader, MinPMustBeInZeroToOne) {
 TEST(RequestReader, SeedAndIgnoreEosAreTypeChecked) {
   expect_error(R"({"prompt": "x", "seed": "7"})", "seed", "integer");
   expect_error(R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos", "true or false");
-  const Request r = read_one(R"({"prompt": "x", "seed": -1, "ignore_eos": true})");
+  const Request r = read_one(R"({"prompt": "x", "seed": -2, "ignore_eos": true})");
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r.sampling_params.seed, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(r.sampling_params.seed, std::numeric_limits<uint64_t>::max() - 1);  // the bits
   EXPECT_TRUE(r.sampling_params.ignore_eos);
+}
+
+TEST(RequestReader, SeedMinusOneMeansNoSeedAsInVllm) {
+  const Request r = read_one(R"({"prompt": "x", "seed": -1})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r.sampling_params.seed.has_value());  // derived later, as without a seed
+  EXPECT_EQ(read_one(R"({"prompt": "x", "seed": 0})").sampling_params.seed, 0u);
+}
+
+TEST(RequestReader, TemperatureBelowTheMinimumIsRaisedToItAndMarked) {
+  for (const char* t : {"1e-45", "1e-38", "0.0099"}) {
+    const Request r = read_one(std::string(R"({"prompt": "x", "temperature": )") + t + "}");
+    ASSERT_TRUE(r.ok()) << t;
+    EXPECT_FLOAT_EQ(r.sampling_params.temperature, 0.01f) << t;
+    EXPECT_TRUE(r.temperature_raised) << t;
+  }
+  const Request at_min = read_one(R"({"prompt": "x", "temperature": 0.01})");
+  EXPECT_FLOAT_EQ(at_min.sampling_params.temperature, 0.01f);
+  EXPECT_FALSE(at_min.temperature_raised);
+  const Request greedy = read_one(R"({"prompt": "x", "temperature": 0})");
+  EXPECT_EQ(greedy.sampling_params.temperature, 0.0f);
+  EXPECT_FALSE(greedy.temperature_raised);
 }
 
 TEST(RequestReader, StopStringsAreRefusedUntilSupported) {
@@ -297,9 +320,10 @@ TEST(RequestReader, MissingFileIsAClearError) {
     FAIL() << "expected an error";
   } catch (const std::runtime_error& e) {
     // What failed, which file, and why.
-    EXPECT_NE(std::string(e.what()).find(
-                  "cannot open the prompts file /nonexistent/prompts.jsonl: No such file or directory"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "cannot open the prompts file /nonexistent/prompts.jsonl: No such file or directory"),
+        std::string::npos)
         << e.what();
   }
 }

@@ -51,9 +51,10 @@ TEST(ResultWriter, UnopenableOutputFileSaysWhichAndWhy) {
     ResultWriter::open("/nonexistent-dir/out.jsonl", false, fixed_options());
     FAIL() << "expected an error";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(
-                  "cannot open the output file /nonexistent-dir/out.jsonl: No such file or directory"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "cannot open the output file /nonexistent-dir/out.jsonl: No such file or directory"),
+        std::string::npos)
         << e.what();
   }
 }

@@ -43,7 +43,7 @@ class ResumeTest : public ::testing::Test {
   std::filesystem::path path_;
 };
 
-std::string kOk(const std::string& id) {
+std::string ok_line(const std::string& id) {
   return R"({"id":")" + id +
          R"(","text":"x","token_ids":[1],"finish_reason":"stop","prompt_tokens":1,)"
          R"("completion_tokens":1,"cached_tokens":0})";
@@ -56,7 +56,7 @@ TEST_F(ResumeTest, MissingOutputFileIsAFreshStart) {
 }
 
 TEST_F(ResumeTest, FinishedIdsAreCollectedAndTheFileKept) {
-  const std::string text = std::string(kOk("a")) + "\n" + kOk("b") + "\n";
+  const std::string text = std::string(ok_line("a")) + "\n" + ok_line("b") + "\n";
   write_file(text);
   const ResumeState s = prepare_resume(path_);
   EXPECT_EQ(s.done_ids, (std::unordered_set<std::string>{"a", "b"}));
@@ -66,8 +66,8 @@ TEST_F(ResumeTest, FinishedIdsAreCollectedAndTheFileKept) {
 }
 
 TEST_F(ResumeTest, TruncatedLastLineIsIgnoredAndCutAway) {
-  const std::string whole = std::string(kOk("a")) + "\n";
-  const std::string partial = std::string(kOk("b")).substr(0, 30);
+  const std::string whole = std::string(ok_line("a")) + "\n";
+  const std::string partial = std::string(ok_line("b")).substr(0, 30);
   write_file(whole + partial);
   const ResumeState s = prepare_resume(path_);
   EXPECT_EQ(s.done_ids, (std::unordered_set<std::string>{"a"}));
@@ -76,7 +76,7 @@ TEST_F(ResumeTest, TruncatedLastLineIsIgnoredAndCutAway) {
 }
 
 TEST_F(ResumeTest, CompleteLastLineWithoutNewlineGetsOne) {
-  write_file(kOk("a"));
+  write_file(ok_line("a"));
   const ResumeState s = prepare_resume(path_);
   EXPECT_TRUE(s.done_ids.contains("a"));
   EXPECT_FALSE(s.truncated_last_line);
@@ -90,8 +90,8 @@ TEST_F(ResumeTest, ErrorResultsAreDroppedSoTheirRequestsAreRetried) {
       R"({"id":"batch_req_1","custom_id":"q","response":{"status_code":400,"body":null},"error":{"message":"m"}})";
   const std::string batch_ok =
       R"({"id":"batch_req_2","custom_id":"p","response":{"status_code":200,"body":{}},"error":null})";
-  write_file(std::string(kOk("a")) + "\n" + error + "\n" + batch_error + "\n" + batch_ok + "\n" +
-             std::string(kOk("z")).substr(0, 12));
+  write_file(std::string(ok_line("a")) + "\n" + error + "\n" + batch_error + "\n" + batch_ok +
+             "\n" + std::string(ok_line("z")).substr(0, 12));
   const ResumeState s = prepare_resume(path_);
   EXPECT_EQ(s.done_ids, (std::unordered_set<std::string>{"a", "p"}));
   EXPECT_EQ(s.dropped_error_lines, 2);
@@ -119,7 +119,7 @@ TEST_F(ResumeTest, PendingRequestsSkipFinishedOnesOnly) {
 }
 
 TEST_F(ResumeTest, AppendingAfterRepairKeepsTheFileValidJsonl) {
-  write_file(std::string(kOk("a")) + "\n" + std::string(kOk("b")).substr(0, 20));
+  write_file(std::string(ok_line("a")) + "\n" + std::string(ok_line("b")).substr(0, 20));
   prepare_resume(path_);
   Request r;
   r.id = "b";
@@ -135,7 +135,7 @@ TEST_F(ResumeTest, AppendingAfterRepairKeepsTheFileValidJsonl) {
 }
 
 TEST_F(ResumeTest, ForeignContentIsRefusedAndLeftUntouched) {
-  const std::string text = std::string(kOk("a")) + "\nnot json\n" + kOk("b") + "\n";
+  const std::string text = std::string(ok_line("a")) + "\nnot json\n" + ok_line("b") + "\n";
   write_file(text);
   try {
     prepare_resume(path_);

@@ -87,7 +87,7 @@ void check_invariants(const LLMEngine& engine) {
   std::vector<int> refs(bm.num_blocks(), 0);
   ASSERT_LE(static_cast<int>(sched.running().size()), c.max_num_seqs);
   for (const Sequence* seq : sched.running()) {
-    ASSERT_EQ(seq->status, SequenceStatus::RUNNING);
+    ASSERT_EQ(seq->status, SequenceStatus::kRunning);
     ASSERT_LT(seq->num_tokens(), c.max_model_len);
     const int table = static_cast<int>(seq->block_table.size());
     // The token appended by the last postprocess may still lack its block.
@@ -99,7 +99,7 @@ void check_invariants(const LLMEngine& engine) {
     ASSERT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
   }
   for (const Sequence* seq : sched.waiting()) {
-    ASSERT_EQ(seq->status, SequenceStatus::WAITING);
+    ASSERT_EQ(seq->status, SequenceStatus::kWaiting);
     ASSERT_TRUE(seq->block_table.empty());
   }
   for (const Block& b : bm.blocks()) {
@@ -152,6 +152,16 @@ void run_workload(uint64_t seed, Totals& totals) {
     }
     for (RequestOutput& out : engine.step()) outputs.emplace(out.seq_id, std::move(out));
     check_invariants(engine);
+    // No starvation: a decode step decodes every sequence still running after it (the ones
+    // it could not fit were preempted back to waiting), so a running sequence never waits
+    // more than the prefill steps between two decodes.
+    if (runner.last_kind == StepKind::kDecode) {
+      for (const Sequence* seq : engine.scheduler().running()) {
+        ASSERT_TRUE(std::find(runner.last_seeds.begin(), runner.last_seeds.end(),
+                              *seq->sampling_params.seed) != runner.last_seeds.end())
+            << "seq " << seq->seq_id << " is running but was not decoded at step " << step;
+      }
+    }
     if (::testing::Test::HasFatalFailure()) return;
   }
   ASSERT_EQ(outputs.size(), accepted.size());

@@ -109,7 +109,7 @@ TEST(Scheduler, DecodePreemptsTheRunningTail) {
   ScheduledBatch decode = h.scheduler.schedule();
   EXPECT_FALSE(decode.is_prefill);
   EXPECT_EQ(decode.seqs, (std::vector<Sequence*>{a, b}));
-  EXPECT_EQ(c->status, SequenceStatus::WAITING);
+  EXPECT_EQ(c->status, SequenceStatus::kWaiting);
   EXPECT_TRUE(c->block_table.empty());
   EXPECT_EQ(c->num_preemptions, 1);
   EXPECT_EQ(h.scheduler.waiting().front(), c);
@@ -127,7 +127,7 @@ TEST(Scheduler, DecodePreemptsItselfWhenNothingIsLeftToEvict) {
   // a takes the last free block; b finds running empty and steps back itself.
   ScheduledBatch decode = h.scheduler.schedule();
   EXPECT_EQ(decode.seqs, (std::vector<Sequence*>{a}));
-  EXPECT_EQ(b->status, SequenceStatus::WAITING);
+  EXPECT_EQ(b->status, SequenceStatus::kWaiting);
   EXPECT_EQ(h.scheduler.waiting().front(), b);
   EXPECT_EQ(h.scheduler.running().size(), 1u);
 }
@@ -188,8 +188,29 @@ TEST(Scheduler, RejectsRequestsThatCouldNeverRun) {
   EXPECT_EQ(roomy.scheduler.rejection_reason(20, p), "");
 }
 
+TEST(EngineConfig, RefusesBatchBudgetBelowMaxNumSeqsNamingBothValues) {
+  // --max-model-len 64 --max-num-batched-tokens 64 --max-num-seqs 128: sequences beyond the
+  // 64-token decode budget would hold their KV and starve.
+  EngineConfig c;
+  c.max_model_len = 64;
+  c.max_num_batched_tokens = 64;
+  c.max_num_seqs = 128;
+  try {
+    c.validate();
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("max_num_batched_tokens (64) must be >= max_num_seqs (128)"),
+              std::string::npos)
+        << what;
+  }
+  c.max_num_seqs = 64;
+  EXPECT_NO_THROW(c.validate());
+}
+
 TEST(EngineConfig, RefusesBatchBudgetBelowMaxModelLenNamingBothValues) {
   EngineConfig c;
+  c.max_num_seqs = 256;
   c.max_num_batched_tokens = 1000;
   c.max_model_len = 2048;
   try {

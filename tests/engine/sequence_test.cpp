@@ -34,7 +34,7 @@ TEST(Sequence, PromptAndCompletionSpansSplitAtPromptLength) {
 
 TEST(Sequence, StartsWaitingUnfinishedWithoutFinishReason) {
   Sequence seq(3, {1}, SamplingParams{}, 4);
-  EXPECT_EQ(seq.status, SequenceStatus::WAITING);
+  EXPECT_EQ(seq.status, SequenceStatus::kWaiting);
   EXPECT_EQ(seq.finish_reason, FinishReason::kNone);
   EXPECT_EQ(seq.first_prefill_cached_tokens, -1);
   EXPECT_FALSE(seq.is_finished());

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "engine/step_builder.h"
+
+#include <gtest/gtest.h>
 
 namespace nanovllm {
 namespace {
@@ -28,7 +28,7 @@ TEST(StepBuilder, PrefillSkipsCachedPrefixAndMapsSlotsThroughBlockTable) {
   Batch batch;
   Sequence* seqs[] = {&batch.a, &batch.b};
   const StepCommand cmd = build_prefill_command(seqs, 4);
-  EXPECT_EQ(cmd.kind, StepKind::PREFILL);
+  EXPECT_EQ(cmd.kind, StepKind::kPrefill);
   EXPECT_EQ(cmd.input_ids, (V{104, 105, 106, 107, 108, 109, 200, 201, 202}));
   EXPECT_EQ(cmd.positions, (V{4, 5, 6, 7, 8, 9, 0, 1, 2}));
   // token 4 -> block 2 row 0 = 8; token 8 -> block 9 row 0 = 36; B's tokens -> block 5.
@@ -55,7 +55,7 @@ TEST(StepBuilder, DecodeTakesLastTokenAndItsSlot) {
   batch.b.append_token(203);  // token index 3 -> block 5, row 3 -> slot 23
   Sequence* seqs[] = {&batch.a, &batch.b};
   const StepCommand cmd = build_decode_command(seqs, 4);
-  EXPECT_EQ(cmd.kind, StepKind::DECODE);
+  EXPECT_EQ(cmd.kind, StepKind::kDecode);
   EXPECT_EQ(cmd.input_ids, (V{110, 203}));
   EXPECT_EQ(cmd.positions, (V{10, 3}));
   EXPECT_EQ(cmd.slot_mapping, (V{38, 23}));

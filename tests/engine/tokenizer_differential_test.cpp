@@ -1,10 +1,10 @@
 // Differential test: thousands of random strings encoded by our tokenizer and by Hugging Face
 // tokenizers (Node bindings, same tokenizer.json) in the same run must give identical ids;
 // random id lists must decode identically. Seed: $NANOVLLM_DIFF_SEED (default fixed).
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "engine/tokenizer_utf8.h"
 #include "tests/engine/tokenizer_test_support.h"
@@ -21,29 +21,30 @@ struct Range {
 // Blocks the random text is drawn from: scripts, marks, symbols, emoji, white space,
 // controls, private use and unassigned planes.
 constexpr Range kBlocks[] = {
-    {0x20, 0x7E},       {0x00, 0x1F},       {0x7F, 0xFF},       {0x100, 0x24F},
-    {0x250, 0x2FF},     {0x300, 0x36F},     {0x370, 0x3FF},     {0x400, 0x4FF},
-    {0x530, 0x58F},     {0x590, 0x5FF},     {0x600, 0x6FF},     {0x900, 0x97F},
-    {0x980, 0x9FF},     {0xE00, 0xE7F},     {0x10A0, 0x10FF},   {0x1100, 0x11FF},
-    {0x1680, 0x169F},   {0x1800, 0x18AF},   {0x1AB0, 0x1AFF},   {0x1E00, 0x1EFF},
-    {0x2000, 0x206F},   {0x20A0, 0x20CF},   {0x2100, 0x214F},   {0x2190, 0x22FF},
-    {0x2460, 0x24FF},   {0x2500, 0x27BF},   {0x3000, 0x303F},   {0x3040, 0x30FF},
-    {0x3130, 0x318F},   {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},   {0xAC00, 0xD7A3},
-    {0xE000, 0xF8FF},   {0xF900, 0xFAFF},   {0xFB00, 0xFB4F},   {0xFE00, 0xFE0F},
-    {0xFE30, 0xFE4F},   {0xFF00, 0xFFEF},   {0xFFF0, 0xFFFF},   {0x10000, 0x1007F},
-    {0x10400, 0x1044F}, {0x1D400, 0x1D7FF}, {0x1F000, 0x1F0FF}, {0x1F300, 0x1F5FF},
-    {0x1F600, 0x1F64F}, {0x1F900, 0x1F9FF}, {0x1FA70, 0x1FAFF}, {0x20000, 0x2A6DF},
-    {0x30000, 0x3134F}, {0x31350, 0x323AF}, {0xE0000, 0xE007F}, {0xF0000, 0xF00FF},
+    {0x20, 0x7E},         {0x00, 0x1F},       {0x7F, 0xFF},       {0x100, 0x24F},
+    {0x250, 0x2FF},       {0x300, 0x36F},     {0x370, 0x3FF},     {0x400, 0x4FF},
+    {0x530, 0x58F},       {0x590, 0x5FF},     {0x600, 0x6FF},     {0x900, 0x97F},
+    {0x980, 0x9FF},       {0xE00, 0xE7F},     {0x10A0, 0x10FF},   {0x1100, 0x11FF},
+    {0x1680, 0x169F},     {0x1800, 0x18AF},   {0x1AB0, 0x1AFF},   {0x1E00, 0x1EFF},
+    {0x2000, 0x206F},     {0x20A0, 0x20CF},   {0x2100, 0x214F},   {0x2190, 0x22FF},
+    {0x2460, 0x24FF},     {0x2500, 0x27BF},   {0x3000, 0x303F},   {0x3040, 0x30FF},
+    {0x3130, 0x318F},     {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},   {0xAC00, 0xD7A3},
+    {0xE000, 0xF8FF},     {0xF900, 0xFAFF},   {0xFB00, 0xFB4F},   {0xFE00, 0xFE0F},
+    {0xFE30, 0xFE4F},     {0xFF00, 0xFFEF},   {0xFFF0, 0xFFFF},   {0x10000, 0x1007F},
+    {0x10400, 0x1044F},   {0x1D400, 0x1D7FF}, {0x1F000, 0x1F0FF}, {0x1F300, 0x1F5FF},
+    {0x1F600, 0x1F64F},   {0x1F900, 0x1F9FF}, {0x1FA70, 0x1FAFF}, {0x20000, 0x2A6DF},
+    {0x30000, 0x3134F},   {0x31350, 0x323AF}, {0xE0000, 0xE007F}, {0xF0000, 0xF00FF},
     {0x10FF00, 0x10FFFF},
 };
 
 // Characters at the edges of the regex classes and the byte-level alphabet.
 constexpr char32_t kEdgeChars[] = {
-    ' ', '\t', '\n', '\r', 0x0B, 0x0C, 0x85, 0xA0, 0xAD, 0x1680, 0x180E, 0x2000, 0x200A,
-    0x200B, 0x200C, 0x200D, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF, '\'', 's', 'S',
-    't', 'T', 'r', 'e', 'v', 'm', 'l', 'd', 'L', 'D', 0x17F, 0x212A, '0', '9', 0x660, 0xFF10,
-    '!', '.', ',', 0x7F, 0x00, 0x1F, 0x80, 0xFF, 0x100, 0x7FF, 0x800, 0xFFFD, 0x10000,
-    0x10FFFF, 0x1F468, 0xFE0F, 0x301, 0x308,
+    ' ',    '\t',   '\n',   '\r',    0x0B,     0x0C,    0x85,   0xA0,   0xAD,   0x1680,
+    0x180E, 0x2000, 0x200A, 0x200B,  0x200C,   0x200D,  0x2028, 0x2029, 0x202F, 0x205F,
+    0x3000, 0xFEFF, '\'',   's',     'S',      't',     'T',    'r',    'e',    'v',
+    'm',    'l',    'd',    'L',     'D',      0x17F,   0x212A, '0',    '9',    0x660,
+    0xFF10, '!',    '.',    ',',     0x7F,     0x00,    0x1F,   0x80,   0xFF,   0x100,
+    0x7FF,  0x800,  0xFFFD, 0x10000, 0x10FFFF, 0x1F468, 0xFE0F, 0x301,  0x308,
 };
 
 class Generator {
@@ -82,7 +83,9 @@ class Generator {
       size_t a = gen_() % p.size(), b = gen_() % (p.size() + 1);
       if (a > b) std::swap(a, b);
       b = std::min(b, a + 400);
-      auto inside = [&](size_t i) { return i < p.size() && (static_cast<uint8_t>(p[i]) & 0xC0) == 0x80; };
+      auto inside = [&](size_t i) {
+        return i < p.size() && (static_cast<uint8_t>(p[i]) & 0xC0) == 0x80;
+      };
       while (inside(a)) --a;
       while (inside(b)) ++b;
       s += p.substr(a, b - a);
@@ -157,7 +160,8 @@ TEST(TokenizerDifferential, RandomStringsEncodeLikeHuggingFaceTokenizers) {
     id_lists.push_back(ids);
   }
 
-  const json ref = testing::run_node_script("encode_ref.cjs", {{"texts", texts}, {"decode", id_lists}});
+  const json ref =
+      testing::run_node_script("encode_ref.cjs", {{"texts", texts}, {"decode", id_lists}});
   size_t mismatches = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
     const auto want = ref["ids"][i].get<std::vector<int32_t>>();
@@ -173,9 +177,10 @@ TEST(TokenizerDifferential, RandomStringsEncodeLikeHuggingFaceTokenizers) {
   }
   EXPECT_EQ(mismatches, 0u);
   EXPECT_EQ(decode_mismatches, 0u);
-  std::printf("differential (seed %u): %zu strings, %zu encode mismatches; %zu id lists x2, %zu "
-              "decode mismatches\n",
-              seed, texts.size(), mismatches, id_lists.size(), decode_mismatches);
+  std::printf(
+      "differential (seed %u): %zu strings, %zu encode mismatches; %zu id lists x2, %zu "
+      "decode mismatches\n",
+      seed, texts.size(), mismatches, id_lists.size(), decode_mismatches);
 }
 
 // Slow (about 30 s): probes every code point below U+40000 in letter, mark, digit and
@@ -199,8 +204,10 @@ TEST(TokenizerDifferential, DISABLED_ScanCodePointsForTableDisagreements) {
   std::vector<Range> ranges;
   for (size_t i = 0; i < texts.size(); ++i) {
     if (tok.encode(texts[i]) == ref["ids"][i].get<std::vector<int32_t>>()) continue;
-    if (!ranges.empty() && ranges.back().hi + 1 == cps[i]) ranges.back().hi = cps[i];
-    else ranges.push_back({cps[i], cps[i]});
+    if (!ranges.empty() && ranges.back().hi + 1 == cps[i])
+      ranges.back().hi = cps[i];
+    else
+      ranges.push_back({cps[i], cps[i]});
   }
   for (const Range& r : ranges) std::printf("[\"%04X\",\"%04X\"],", unsigned(r.lo), unsigned(r.hi));
   std::printf("\n%zu ranges\n", ranges.size());

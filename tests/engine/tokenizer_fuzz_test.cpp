@@ -1,9 +1,9 @@
 // Random-byte fuzzing: encode either rejects the bytes with a TokenizerError (exactly when they
 // are not valid UTF-8) or returns ids that decode back to the NFC text; no crash, no hang.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "engine/incremental_detokenizer.h"
 #include "engine/tokenizer_normalizer.h"

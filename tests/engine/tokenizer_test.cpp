@@ -1,12 +1,13 @@
 // Unit tests of the tokenizer's parts against independent references: the Unicode standard's
 // examples for UTF-8 repair, GPT-2's published byte alphabet, a naive BPE written here, and
 // error messages for bad input.
-#include <random>
+#include "engine/tokenizer.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
-#include "engine/tokenizer.h"
+#include <nlohmann/json.hpp>
+#include <random>
+
 #include "engine/tokenizer_byte_level.h"
 #include "engine/tokenizer_normalizer.h"
 #include "engine/tokenizer_utf8.h"
@@ -44,8 +45,8 @@ TEST(Utf8, SettledPrefixHoldsBackOnlyAnOpenSequence) {
   EXPECT_EQ(utf8_settled_prefix("abc"), 3u);
   EXPECT_EQ(utf8_settled_prefix("ab\xE4\xBD"), 2u);
   EXPECT_EQ(utf8_settled_prefix("ab\xE4\xBD\xA0"), 5u);
-  EXPECT_EQ(utf8_settled_prefix("ab\xFF"), 3u);      // never valid: settle it now
-  EXPECT_EQ(utf8_settled_prefix("\xE4\x41"), 2u);    // broken by 'A': settled
+  EXPECT_EQ(utf8_settled_prefix("ab\xFF"), 3u);    // never valid: settle it now
+  EXPECT_EQ(utf8_settled_prefix("\xE4\x41"), 2u);  // broken by 'A': settled
 }
 
 TEST(ByteLevel, AlphabetMatchesGpt2Table) {
@@ -74,17 +75,20 @@ json tiny_tokenizer(const std::vector<std::pair<std::string, std::string>>& merg
     if (!vocab.contains(l + r)) vocab[l + r] = next++;
     merge_list.push_back(json::array({l, r}));
   }
-  return json{{"normalizer", nullptr},
-              {"pre_tokenizer",
-               {{"type", "Sequence"},
-                {"pretokenizers",
-                 json::array({{{"type", "Split"}, {"pattern", {{"Regex", "\\s+|\\S+"}}},
-                               {"behavior", "Isolated"}, {"invert", false}},
-                              {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                               {"use_regex", false}}})}}},
-              {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}},
-              {"decoder", {{"type", "ByteLevel"}}},
-              {"added_tokens", json::array({{{"id", 999}, {"content", "<s>"}, {"special", true}}})}};
+  return json{
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         json::array(
+             {{{"type", "Split"},
+               {"pattern", {{"Regex", "\\s+|\\S+"}}},
+               {"behavior", "Isolated"},
+               {"invert", false}},
+              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"added_tokens", json::array({{{"id", 999}, {"content", "<s>"}, {"special", true}}})}};
 }
 
 // The textbook BPE loop: merge the lowest-ranked adjacent pair (leftmost on ties) until none.
@@ -110,8 +114,8 @@ std::vector<std::string> naive_bpe(const std::string& word,
 
 TEST(BpeModel, MergesInRankOrderLikeTheTextbookLoop) {
   const std::vector<std::pair<std::string, std::string>> merges = {
-      {"a", "b"}, {"b", "c"}, {"ab", "c"}, {"c", "c"}, {"a", "a"}, {"aa", "aa"},
-      {"b", "a"}, {"cc", "ab"}, {"ba", "b"}, {"aa", "b"}};
+      {"a", "b"},   {"b", "c"}, {"ab", "c"},  {"c", "c"},  {"a", "a"},
+      {"aa", "aa"}, {"b", "a"}, {"cc", "ab"}, {"ba", "b"}, {"aa", "b"}};
   const json j = tiny_tokenizer(merges);
   const Tokenizer tok = Tokenizer::from_json(j, "tiny");
   std::mt19937 gen(7);
@@ -120,7 +124,8 @@ TEST(BpeModel, MergesInRankOrderLikeTheTextbookLoop) {
     const int len = 1 + gen() % 24;
     for (int i = 0; i < len; ++i) word += "abc"[gen() % 3];
     std::vector<int32_t> want;
-    for (const auto& s : naive_bpe(word, merges)) want.push_back(j["model"]["vocab"][s].get<int32_t>());
+    for (const auto& s : naive_bpe(word, merges))
+      want.push_back(j["model"]["vocab"][s].get<int32_t>());
     ASSERT_EQ(tok.encode(word), want) << word;
   }
 }
@@ -173,10 +178,10 @@ TEST(Tokenizer, LoaderErrorsNameTheField) {
 
 TEST(Normalizer, NfcComposesAndReordersMarks) {
   EXPECT_EQ(nfc_normalize("e\u0301"), "\u00E9");
-  EXPECT_EQ(nfc_normalize("\u212B"), "\u00C5");                 // ANGSTROM SIGN -> Å
-  EXPECT_EQ(nfc_normalize("a\u0323\u0302"), "\u1EAD");          // ậ
-  EXPECT_EQ(nfc_normalize("q\u0307\u0323"), "q\u0323\u0307");   // canonical order
-  EXPECT_EQ(nfc_normalize("\u1100\u1161\u11A8"), "\uAC01");     // Hangul jamo -> 각
+  EXPECT_EQ(nfc_normalize("\u212B"), "\u00C5");                // ANGSTROM SIGN -> Å
+  EXPECT_EQ(nfc_normalize("a\u0323\u0302"), "\u1EAD");         // ậ
+  EXPECT_EQ(nfc_normalize("q\u0307\u0323"), "q\u0323\u0307");  // canonical order
+  EXPECT_EQ(nfc_normalize("\u1100\u1161\u11A8"), "\uAC01");    // Hangul jamo -> 각
   EXPECT_TRUE(nfc_fast_path("plain ascii \u00E9\u00FF"));
   EXPECT_FALSE(nfc_fast_path("e\u0301"));
 }

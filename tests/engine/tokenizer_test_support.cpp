@@ -9,7 +9,9 @@
 namespace nanovllm::testing {
 namespace fs = std::filesystem;
 
-std::string source_dir() { return NANOVLLM_SOURCE_DIR; }
+std::string source_dir() {
+  return NANOVLLM_SOURCE_DIR;
+}
 
 std::string fixture_path(const std::string& name) {
   return source_dir() + "/tests/fixtures/tokenizer/" + name;
@@ -62,18 +64,19 @@ const Tokenizer* qwen3_tokenizer() {
 }
 
 nlohmann::json run_node_script(const std::string& script, const nlohmann::json& input) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("nanovllm_tok_" + std::to_string(::getpid()) + "_" + script);
+  const fs::path dir =
+      fs::temp_directory_path() / ("nanovllm_tok_" + std::to_string(::getpid()) + "_" + script);
   fs::create_directories(dir);
   const std::string in = (dir / "in.json").string(), out = (dir / "out.json").string();
   std::ofstream(in) << input.dump();
   std::string tokenizer_arg;
   std::string why;
   if (const auto path = qwen3_tokenizer_json(&why)) tokenizer_arg = " '" + *path + "'";
-  const std::string cmd = "node '" + source_dir() + "/scripts/npm/" + script + "' '" + in +
-                          "' '" + out + "'" + tokenizer_arg;
+  const std::string cmd = "node '" + source_dir() + "/scripts/npm/" + script + "' '" + in + "' '" +
+                          out + "'" + tokenizer_arg;
   const int rc = std::system(cmd.c_str());
-  if (rc != 0) throw std::runtime_error("reference command failed (" + std::to_string(rc) + "): " + cmd);
+  if (rc != 0)
+    throw std::runtime_error("reference command failed (" + std::to_string(rc) + "): " + cmd);
   nlohmann::json result = read_json(out);
   fs::remove_all(dir);
   return result;

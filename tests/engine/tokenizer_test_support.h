@@ -4,12 +4,12 @@
 // Missing references fail the test under CI=true and skip it (with the reason) elsewhere.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "engine/tokenizer.h"
 
@@ -46,11 +46,11 @@ inline bool in_ci() {
     }                                                                                 \
   } while (0)
 
-#define NANOVLLM_REQUIRE_QWEN3_TOKENIZER()                                          \
-  std::string nv_why_;                                                              \
+#define NANOVLLM_REQUIRE_QWEN3_TOKENIZER()                                            \
+  std::string nv_why_;                                                                \
   NANOVLLM_REQUIRE_REF(::nanovllm::testing::qwen3_tokenizer_json(&nv_why_), nv_why_); \
   const ::nanovllm::Tokenizer& tok = *::nanovllm::testing::qwen3_tokenizer()
 
-#define NANOVLLM_REQUIRE_NODE_REFS()                                                   \
-  std::string nv_node_why_;                                                            \
+#define NANOVLLM_REQUIRE_NODE_REFS() \
+  std::string nv_node_why_;          \
   NANOVLLM_REQUIRE_REF(::nanovllm::testing::node_refs_available(&nv_node_why_), nv_node_why_)

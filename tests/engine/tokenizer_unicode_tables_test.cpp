@@ -6,10 +6,9 @@
 // one probe string per range with the reference's ids. If a pin starts to match, Debian's
 // tables caught up: drop that range from the fixture.
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <gtest/gtest.h>
 #include <pcre2.h>
 #include <utf8proc.h>
-
-#include <gtest/gtest.h>
 
 #include "tests/engine/tokenizer_test_support.h"
 
@@ -32,7 +31,8 @@ TEST(TokenizerUnicodeTables, PinnedCodePointsStillDifferFromTheReference) {
     const auto ids = tok.encode(text);
     EXPECT_NE(ids, pin["ids"].get<std::vector<int32_t>>()) << "now agrees: " << pin["text"].dump();
     // Whatever the split, the text itself survives.
-    EXPECT_EQ(tok.decode(ids, false).size(), tok.decode(pin["ids"].get<std::vector<int32_t>>(), false).size());
+    EXPECT_EQ(tok.decode(ids, false).size(),
+              tok.decode(pin["ids"].get<std::vector<int32_t>>(), false).size());
   }
 }
 

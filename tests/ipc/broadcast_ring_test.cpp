@@ -36,7 +36,8 @@ uint64_t splitmix64(uint64_t x) {
 std::vector<uint8_t> expected_message(uint64_t seq, size_t max_bytes) {
   const size_t n = splitmix64(seq) % (max_bytes + 1);
   std::vector<uint8_t> m(n);
-  for (size_t i = 0; i < n; ++i) m[i] = static_cast<uint8_t>(splitmix64(seq * 7919 + i / 8) >> (8 * (i % 8)));
+  for (size_t i = 0; i < n; ++i)
+    m[i] = static_cast<uint8_t>(splitmix64(seq * 7919 + i / 8) >> (8 * (i % 8)));
   return m;
 }
 
@@ -82,7 +83,8 @@ TEST_F(RingFixture, StressOneWriterThreeReadersEveryMessageOnceInOrderByteExact)
     return 0;
   });
   const auto status = wait_children(pids, 60s);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("[ figures  ] %llu messages to 3 readers in %.2f s (%.0f msg/s)\n",
               static_cast<unsigned long long>(kMessages), secs, kMessages / secs);
   for (size_t i = 0; i < status.size(); ++i) EXPECT_TRUE(exited_ok(status[i])) << "child " << i;
@@ -193,7 +195,8 @@ TEST_F(RingFixture, DeadWriterEndsTheReaderWithAnErrorWithinTheBound) {
     EXPECT_NE(std::string(e.what()).find("writer"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("died"), std::string::npos) << e.what();
   }
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("[ figures  ] reader noticed the dead writer after %.0f ms (poll 50 ms)\n", ms);
   EXPECT_LT(ms, 2000.0);
   const auto status = wait_children(pids, 10s);

@@ -64,6 +64,8 @@ inline std::vector<int> wait_children(const std::vector<pid_t>& pids,
   return status;
 }
 
-inline bool exited_ok(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+inline bool exited_ok(int status) {
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 }  // namespace nanovllm::testing

@@ -4,7 +4,6 @@
 #include "ipc/shm_communicator.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -61,7 +60,7 @@ int run_all_reduce(void* region, size_t bytes, int rank, int world, size_t n) {
     if constexpr (kBf16) {
       std::vector<uint16_t> buf(n);
       for (size_t i = 0; i < n; ++i) buf[i] = float_to_bf16(mine[i]);
-      comm.all_reduce_sum(TensorView(buf.data(), DType::BF16, {static_cast<int64_t>(n)}), ctx);
+      comm.all_reduce_sum(TensorView(buf.data(), DType::kBf16, {static_cast<int64_t>(n)}), ctx);
       for (size_t i = 0; i < n; ++i)
         if (buf[i] != float_to_bf16(expect[i])) {
           std::fprintf(stderr, "rank %d bf16 element %zu: %04x vs %04x\n", rank, i, buf[i],
@@ -70,7 +69,7 @@ int run_all_reduce(void* region, size_t bytes, int rank, int world, size_t n) {
         }
     } else {
       std::vector<float> buf = mine;
-      comm.all_reduce_sum(TensorView(buf.data(), DType::F32, {static_cast<int64_t>(n)}), ctx);
+      comm.all_reduce_sum(TensorView(buf.data(), DType::kF32, {static_cast<int64_t>(n)}), ctx);
       if (std::memcmp(buf.data(), expect.data(), n * sizeof(float)) != 0) {
         std::fprintf(stderr, "rank %d f32 result differs\n", rank);
         return 1;
@@ -94,10 +93,18 @@ void all_reduce_case(int world, bool bf16) {
   for (int r = 0; r < world; ++r) EXPECT_TRUE(exited_ok(status[r])) << "rank " << r;
 }
 
-TEST(ShmCommunicator, AllReduceF32TwoRanksEqualsRankOrderSumBitExact) { all_reduce_case(2, false); }
-TEST(ShmCommunicator, AllReduceF32ThreeRanksEqualsRankOrderSumBitExact) { all_reduce_case(3, false); }
-TEST(ShmCommunicator, AllReduceBf16TwoRanksRoundsOnceAtTheEnd) { all_reduce_case(2, true); }
-TEST(ShmCommunicator, AllReduceBf16ThreeRanksRoundsOnceAtTheEnd) { all_reduce_case(3, true); }
+TEST(ShmCommunicator, AllReduceF32TwoRanksEqualsRankOrderSumBitExact) {
+  all_reduce_case(2, false);
+}
+TEST(ShmCommunicator, AllReduceF32ThreeRanksEqualsRankOrderSumBitExact) {
+  all_reduce_case(3, false);
+}
+TEST(ShmCommunicator, AllReduceBf16TwoRanksRoundsOnceAtTheEnd) {
+  all_reduce_case(2, true);
+}
+TEST(ShmCommunicator, AllReduceBf16ThreeRanksRoundsOnceAtTheEnd) {
+  all_reduce_case(3, true);
+}
 
 TEST(ShmCommunicator, GatherToRootPlacesEachRanksRowsAtItsIndex) {
   constexpr int kWorld = 3;
@@ -109,8 +116,9 @@ TEST(ShmCommunicator, GatherToRootPlacesEachRanksRowsAtItsIndex) {
     ShmCommunicator comm(region.data, bytes, rank, WaitPolicy{.poll = 20ms, .timeout = 20000ms});
     std::vector<float> send = rank_data(rank, kRows * kCols);
     std::vector<float> recv(rank == 0 ? kWorld * kRows * kCols : 0);
-    comm.gather_to_root(TensorView(send.data(), DType::F32, {kRows, kCols}),
-                        TensorView(recv.data(), DType::F32, {kWorld, kRows, kCols}), ExecContext{});
+    comm.gather_to_root(TensorView(send.data(), DType::kF32, {kRows, kCols}),
+                        TensorView(recv.data(), DType::kF32, {kWorld, kRows, kCols}),
+                        ExecContext{});
     if (rank != 0) return 0;
     for (int r = 0; r < kWorld; ++r) {
       const std::vector<float> want = rank_data(r, kRows * kCols);
@@ -136,7 +144,7 @@ TEST(ShmCommunicator, DeadPeerIsAnErrorWithinTheBoundNotAHang) {
     std::vector<float> x(16, 1.0f);
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      comm.all_reduce_sum(TensorView(x.data(), DType::F32, {16}), ExecContext{});
+      comm.all_reduce_sum(TensorView(x.data(), DType::kF32, {16}), ExecContext{});
     } catch (const IpcError& e) {
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -179,7 +187,7 @@ TEST(ShmCommunicator, AllReduceMinIsExactOnEveryRankAndInterleavesWithSums) {
         return 1;
       }
       std::vector<float> x(16, 1.0f);
-      comm.all_reduce_sum(TensorView(x.data(), DType::F32, {16}), ExecContext{});
+      comm.all_reduce_sum(TensorView(x.data(), DType::kF32, {16}), ExecContext{});
       if (x[15] != static_cast<float>(kWorld)) return 2;
     }
     return 0;
@@ -220,9 +228,10 @@ TEST(ShmCommunicator, AllReduceThroughputFigure) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kRounds; ++i) {
       std::fill(buf.begin(), buf.end(), float_to_bf16(1.0f));
-      comm.all_reduce_sum(TensorView(buf.data(), DType::BF16, {int64_t{kN}}), ExecContext{});
+      comm.all_reduce_sum(TensorView(buf.data(), DType::kBf16, {int64_t{kN}}), ExecContext{});
     }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (rank == 0)
       std::printf("[ figures  ] all_reduce_sum 1M bf16, 2 ranks: %.2f ms per call\n", ms / kRounds);
     return buf[12345] == float_to_bf16(2.0f) ? 0 : 1;
@@ -237,7 +246,7 @@ TEST(ShmCommunicator, SingleRankAllReduceLeavesDataUnchanged) {
   shm_communicator_init(region.data, bytes, 1, 8);
   ShmCommunicator comm(region.data, bytes, 0);
   std::vector<float> x{1.5f, -2.0f, 3.25f};
-  comm.all_reduce_sum(TensorView(x.data(), DType::F32, {3}), ExecContext{});
+  comm.all_reduce_sum(TensorView(x.data(), DType::kF32, {3}), ExecContext{});
   EXPECT_EQ(x, (std::vector<float>{1.5f, -2.0f, 3.25f}));
   EXPECT_EQ(comm.all_reduce_min(-42, ExecContext{}), -42);
 }

@@ -3,7 +3,6 @@
 #include "ipc/shm_segment.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,7 +15,7 @@ namespace nanovllm {
 namespace {
 
 bool exists_in_dev_shm(const std::string& name) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(("/dev/shm/" + name).c_str(), &st) == 0;
 }
 
@@ -41,7 +40,7 @@ TEST(ShmSegment, NameEmbedsOurPidAndDiffersEachTime) {
 TEST(ShmSegment, CreateIsOwnerOnlyZeroedAndSharedWithOpen) {
   const std::string name = make_segment_name("nvtest-seg");
   ShmSegment seg = ShmSegment::create(name, 4096);
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(("/dev/shm/" + name).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_GE(seg.size(), 4096u);

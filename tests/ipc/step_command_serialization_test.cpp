@@ -81,10 +81,10 @@ TEST(StepCommandSerialization, RandomCommandsRoundTripFieldByField) {
 
 TEST(StepCommandSerialization, ExitCommandRoundTrips) {
   StepCommand exit_cmd;
-  exit_cmd.kind = StepKind::EXIT;
+  exit_cmd.kind = StepKind::kExit;
   exit_cmd.step_id = 42;
   const StepCommand back = decode_step_command(encode_step_command(exit_cmd));
-  EXPECT_EQ(back.kind, StepKind::EXIT);
+  EXPECT_EQ(back.kind, StepKind::kExit);
   EXPECT_EQ(back.step_id, 42u);
   EXPECT_TRUE(back.input_ids.empty());
 }
@@ -92,7 +92,7 @@ TEST(StepCommandSerialization, ExitCommandRoundTrips) {
 TEST(StepCommandSerialization, EncodingIsCompactForPrimitiveVectors) {
   // The binary archive writes an int32 vector as one block: about 4 bytes an element.
   StepCommand c;
-  c.kind = StepKind::PREFILL;
+  c.kind = StepKind::kPrefill;
   c.input_ids.assign(10000, 1);
   c.positions.assign(10000, 2);
   c.slot_mapping.assign(10000, 3);
@@ -111,7 +111,7 @@ TEST(StepCommandSerialization, UnknownKindIsACheckFailure) {
   std::vector<uint8_t> bytes = encode_step_command(StepCommand{});
   // Find the kind byte by encoding two commands that differ only in their kind.
   StepCommand prefill;
-  prefill.kind = StepKind::PREFILL;
+  prefill.kind = StepKind::kPrefill;
   const std::vector<uint8_t> other = encode_step_command(prefill);
   ASSERT_EQ(bytes.size(), other.size());
   size_t at = 0;

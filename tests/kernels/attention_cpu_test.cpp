@@ -1,11 +1,10 @@
-#include "kernels/attention.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "kernels/attention.h"
 #include "tests/kernels/cpu_test_util.h"
 
 namespace nanovllm {
@@ -51,7 +50,8 @@ std::vector<double> dense_reference(const Seq& s, int64_t hq, int64_t hkv, int64
       for (int64_t j = 0; j < s.k_len; ++j) {
         if (!mask[j]) continue;
         const double p = std::exp(logits[j] - mx) / denom;
-        for (int64_t e = 0; e < d; ++e) out[(i * hq + h) * d + e] += p * bf(s.v[(j * hkv + g) * d + e]);
+        for (int64_t e = 0; e < d; ++e)
+          out[(i * hq + h) * d + e] += p * bf(s.v[(j * hkv + g) * d + e]);
       }
     }
   return out;
@@ -106,12 +106,12 @@ struct Fixture {
 
 std::vector<Case> prefill_cases() {
   return {
-      {4, 4, 64, 16, {{1, 1}}},                        // 1-token sequence, MHA
-      {8, 4, 64, 16, {{16, 16}, {32, 32}}},            // blocks exactly full, GQA 2
-      {8, 2, 128, 16, {{37, 5}, {50, 50}, {3, 1}}},    // cached prefix spanning blocks, GQA 4
-      {4, 1, 64, 8, {{40, 17}, {9, 9}}},               // prefix ends mid-block, GQA 4
-      {2, 2, 128, 256, {{300, 300}, {13, 2}}},         // the default block size
-      {6, 3, 64, 4, {{23, 23}, {24, 8}, {1, 1}}},      // tiny blocks, odd lengths
+      {4, 4, 64, 16, {{1, 1}}},                      // 1-token sequence, MHA
+      {8, 4, 64, 16, {{16, 16}, {32, 32}}},          // blocks exactly full, GQA 2
+      {8, 2, 128, 16, {{37, 5}, {50, 50}, {3, 1}}},  // cached prefix spanning blocks, GQA 4
+      {4, 1, 64, 8, {{40, 17}, {9, 9}}},             // prefix ends mid-block, GQA 4
+      {2, 2, 128, 256, {{300, 300}, {13, 2}}},       // the default block size
+      {6, 3, 64, 4, {{23, 23}, {24, 8}, {1, 1}}},    // tiny blocks, odd lengths
   };
 }
 

@@ -23,11 +23,11 @@ struct Seq {
 // A paged cache holding every sequence's keys in randomly chosen blocks.
 struct PagedCase {
   int64_t d, hq, hkv, bs, num_blocks, max_blocks;
-  std::vector<uint16_t> k, v;       // [num_blocks, bs, hkv, d]
-  std::vector<int32_t> tables;      // [B, max_blocks], -1 padded
-  PagedCase(const std::vector<Seq>& seqs, int64_t d_, int64_t hq_, int64_t hkv_, int64_t bs_,
-            std::mt19937& rng)
-      : d(d_), hq(hq_), hkv(hkv_), bs(bs_) {
+  std::vector<uint16_t> k, v;   // [num_blocks, bs, hkv, d]
+  std::vector<int32_t> tables;  // [B, max_blocks], -1 padded
+  PagedCase(const std::vector<Seq>& seqs, int64_t head_dim, int64_t q_heads, int64_t kv_heads,
+            int64_t block_size, std::mt19937& rng)
+      : d(head_dim), hq(q_heads), hkv(kv_heads), bs(block_size) {
     max_blocks = 1;
     int64_t total = 0;
     for (const Seq& s : seqs) {
@@ -54,16 +54,16 @@ struct DevicePaged {
   DevVec<int32_t> tables;
   explicit DevicePaged(const PagedCase& c) : k(c.k), v(c.v), tables(c.tables) {}
   kernels::PagedKV view(const PagedCase& c, int64_t batch) const {
-    return {k.view(DType::BF16, {c.num_blocks, c.bs, c.hkv, c.d}),
-            v.view(DType::BF16, {c.num_blocks, c.bs, c.hkv, c.d}),
-            tables.view(DType::I32, {batch, c.max_blocks})};
+    return {k.view(DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
+            v.view(DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
+            tables.view(DType::kI32, {batch, c.max_blocks})};
   }
 };
 
 kernels::PagedKV host_paged(PagedCase& c, int64_t batch) {
-  return {host_view(c.k.data(), DType::BF16, {c.num_blocks, c.bs, c.hkv, c.d}),
-          host_view(c.v.data(), DType::BF16, {c.num_blocks, c.bs, c.hkv, c.d}),
-          host_view(c.tables.data(), DType::I32, {batch, c.max_blocks})};
+  return {host_view(c.k.data(), DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
+          host_view(c.v.data(), DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
+          host_view(c.tables.data(), DType::kI32, {batch, c.max_blocks})};
 }
 
 void check_prefill(const std::vector<Seq>& seqs, int64_t d, int64_t hq, int64_t hkv, int64_t bs,
@@ -84,12 +84,12 @@ void check_prefill(const std::vector<Seq>& seqs, int64_t d, int64_t hq, int64_t 
   auto q = random_bf16(tq * q_pitch, rng, -2, 2);
   std::vector<uint16_t> ref(tq * hq * d);
   kernels::PrefillAttentionParams hp;
-  hp.out = host_view(ref.data(), DType::BF16, {tq, hq, d});
-  hp.q = host_view(q.data(), DType::BF16, {tq, hq, d});
+  hp.out = host_view(ref.data(), DType::kBf16, {tq, hq, d});
+  hp.q = host_view(q.data(), DType::kBf16, {tq, hq, d});
   hp.q.stride[0] = q_pitch;
   hp.kv = host_paged(c, batch);
-  hp.cu_seqlens_q = host_view(cu_q.data(), DType::I32, {batch + 1});
-  hp.cu_seqlens_k = host_view(cu_k.data(), DType::I32, {batch + 1});
+  hp.cu_seqlens_q = host_view(cu_q.data(), DType::kI32, {batch + 1});
+  hp.cu_seqlens_k = host_view(cu_k.data(), DType::kI32, {batch + 1});
   hp.max_seqlen_q = max_q;
   hp.max_seqlen_k = max_k;
   hp.scale = 1.f / std::sqrt(static_cast<float>(d));
@@ -99,12 +99,12 @@ void check_prefill(const std::vector<Seq>& seqs, int64_t d, int64_t hq, int64_t 
   DevVec<uint16_t> dq(q), dout(tq * hq * d);
   DevVec<int32_t> dcq(cu_q), dck(cu_k);
   kernels::PrefillAttentionParams p = hp;
-  p.out = dout.view(DType::BF16, {tq, hq, d});
-  p.q = dq.view(DType::BF16, {tq, hq, d});
+  p.out = dout.view(DType::kBf16, {tq, hq, d});
+  p.q = dq.view(DType::kBf16, {tq, hq, d});
   p.q.stride[0] = q_pitch;
   p.kv = dev.view(c, batch);
-  p.cu_seqlens_q = dcq.view(DType::I32, {batch + 1});
-  p.cu_seqlens_k = dck.view(DType::I32, {batch + 1});
+  p.cu_seqlens_q = dcq.view(DType::kI32, {batch + 1});
+  p.cu_seqlens_k = dck.view(DType::kI32, {batch + 1});
   kernels::cuda::prefill_attention(p, nullptr);
   const ErrorStats e = compare_bf16(dout.host(), ref);
   EXPECT_TRUE(e.finite) << "unwritten or NaN output";
@@ -124,10 +124,10 @@ void check_decode(const std::vector<int>& ctx, int64_t d, int64_t hq, int64_t hk
   std::vector<int32_t> lens(ctx.begin(), ctx.end());
   std::vector<uint16_t> ref(batch * hq * d);
   kernels::DecodeAttentionParams hp;
-  hp.out = host_view(ref.data(), DType::BF16, {batch, hq, d});
-  hp.q = host_view(q.data(), DType::BF16, {batch, hq, d});
+  hp.out = host_view(ref.data(), DType::kBf16, {batch, hq, d});
+  hp.q = host_view(q.data(), DType::kBf16, {batch, hq, d});
   hp.kv = host_paged(c, batch);
-  hp.context_lens = host_view(lens.data(), DType::I32, {batch});
+  hp.context_lens = host_view(lens.data(), DType::kI32, {batch});
   hp.max_context_len = max_ctx;
   hp.scale = 1.f / std::sqrt(static_cast<float>(d));
   kernels::cpu::decode_attention(hp);
@@ -138,13 +138,13 @@ void check_decode(const std::vector<int>& ctx, int64_t d, int64_t hq, int64_t hk
   const int64_t ms = std::max(max_splits, 1);
   DevVec<float> split_out(batch * hq * ms * d), split_lse(batch * hq * ms);
   kernels::DecodeAttentionParams p = hp;
-  p.out = dout.view(DType::BF16, {batch, hq, d});
-  p.q = dq.view(DType::BF16, {batch, hq, d});
+  p.out = dout.view(DType::kBf16, {batch, hq, d});
+  p.q = dq.view(DType::kBf16, {batch, hq, d});
   p.kv = dev.view(c, batch);
-  p.context_lens = dlens.view(DType::I32, {batch});
+  p.context_lens = dlens.view(DType::kI32, {batch});
   if (max_splits > 0) {
-    p.split_out = split_out.view(DType::F32, {batch, hq, ms, d});
-    p.split_lse = split_lse.view(DType::F32, {batch, hq, ms});
+    p.split_out = split_out.view(DType::kF32, {batch, hq, ms, d});
+    p.split_lse = split_lse.view(DType::kF32, {batch, hq, ms});
   }
   kernels::cuda::decode_attention(p, nullptr);
   const ErrorStats e = compare_bf16(dout.host(), ref);

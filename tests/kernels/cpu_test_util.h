@@ -19,19 +19,21 @@ inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng, float lo =
   return out;
 }
 
-inline double bf(uint16_t x) { return static_cast<double>(bf16_to_float(x)); }
+inline double bf(uint16_t x) {
+  return static_cast<double>(bf16_to_float(x));
+}
 
 inline TensorView view(std::vector<uint16_t>& v, std::initializer_list<int64_t> dims) {
-  return TensorView(v.data(), DType::BF16, dims);
+  return TensorView(v.data(), DType::kBf16, dims);
 }
 inline TensorView view(std::vector<int32_t>& v, std::initializer_list<int64_t> dims) {
-  return TensorView(v.data(), DType::I32, dims);
+  return TensorView(v.data(), DType::kI32, dims);
 }
 inline TensorView view(std::vector<float>& v, std::initializer_list<int64_t> dims) {
-  return TensorView(v.data(), DType::F32, dims);
+  return TensorView(v.data(), DType::kF32, dims);
 }
 inline TensorView view(std::vector<int64_t>& v, std::initializer_list<int64_t> dims) {
-  return TensorView(v.data(), DType::I64, dims);
+  return TensorView(v.data(), DType::kI64, dims);
 }
 
 // |got - want| <= atol + rtol * |want|, with bf16-sized defaults.

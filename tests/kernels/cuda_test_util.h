@@ -23,8 +23,8 @@ inline bool cuda_available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-#define SKIP_WITHOUT_CUDA()                                        \
-  do {                                                             \
+#define SKIP_WITHOUT_CUDA()                                                    \
+  do {                                                                         \
     if (!::nanovllm::test::cuda_available()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 
@@ -62,10 +62,12 @@ class DeviceMem {
 // A device copy of a host vector (poisoned first, then filled).
 template <typename T>
 struct DevVec {
-  explicit DevVec(const std::vector<T>& h) : mem(h.size() * sizeof(T)), n(h.size()) { mem.upload(h); }
+  explicit DevVec(const std::vector<T>& h) : mem(h.size() * sizeof(T)), n(h.size()) {
+    mem.upload(h);
+  }
   explicit DevVec(size_t count) : mem(count * sizeof(T)), n(count) {}
   TensorView view(DType t, std::initializer_list<int64_t> dims) const {
-    return TensorView(mem.get(), t, dims, Device::CUDA);
+    return TensorView(mem.get(), t, dims, Device::kCuda);
   }
   std::vector<T> host() const { return mem.template download<T>(n); }
   DeviceMem mem;
@@ -115,7 +117,7 @@ inline ErrorStats compare_f32(const std::vector<float>& got, const std::vector<f
 }
 
 inline TensorView host_view(void* p, DType t, std::initializer_list<int64_t> dims) {
-  return TensorView(p, t, dims, Device::CPU);
+  return TensorView(p, t, dims, Device::kCpu);
 }
 
 }  // namespace nanovllm::test

@@ -1,15 +1,15 @@
-#include "kernels/device_buffer.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "kernels/device_buffer.h"
+
 namespace nanovllm {
 namespace {
 
 TEST(DeviceBufferCpu, HostAllocationIs64ByteAlignedAndRoundTripsBytes) {
-  DeviceBuffer buf(100, Device::CPU);
+  DeviceBuffer buf(100, Device::kCpu);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(buf.data()) % 64, 0u);
   std::vector<uint8_t> in(40), out(40);
   for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 3 + 1);
@@ -22,17 +22,17 @@ TEST(DeviceBufferCpu, HostAllocationIs64ByteAlignedAndRoundTripsBytes) {
 }
 
 TEST(DeviceBufferCpu, ViewHasShapeAndRejectsOversizedViews) {
-  DeviceBuffer buf(4 * 6 * 2, Device::CPU);
-  const TensorView v = buf.view(DType::BF16, {4, 6});
+  DeviceBuffer buf(4 * 6 * 2, Device::kCpu);
+  const TensorView v = buf.view(DType::kBf16, {4, 6});
   EXPECT_EQ(v.data, buf.data());
   EXPECT_EQ(v.numel(), 24);
   EXPECT_EQ(v.stride[0], 6);
   EXPECT_TRUE(v.on_cpu());
-  EXPECT_THROW(buf.view(DType::F32, {4, 6}), CheckError);
+  EXPECT_THROW(buf.view(DType::kF32, {4, 6}), CheckError);
 }
 
 TEST(DeviceBufferCpu, MoveTransfersOwnership) {
-  DeviceBuffer a(64, Device::CPU);
+  DeviceBuffer a(64, Device::kCpu);
   void* p = a.data();
   DeviceBuffer b(std::move(a));
   EXPECT_EQ(b.data(), p);

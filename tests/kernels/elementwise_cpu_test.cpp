@@ -53,7 +53,8 @@ TEST(RmsNormCpu, MatchesDoubleReferenceOnStridedRows) {
     std::vector<double> row(h);
     for (int64_t e = 0; e < h; ++e) row[e] = bf(x[i * stride + e]);
     const auto want = rms_ref(row, w, 1e-6);
-    for (int64_t e = 0; e < h; ++e) ASSERT_TRUE(test::close(bf(out[i * h + e]), want[e], 1e-3, 8e-3));
+    for (int64_t e = 0; e < h; ++e)
+      ASSERT_TRUE(test::close(bf(out[i * h + e]), want[e], 1e-3, 8e-3));
   }
 }
 
@@ -96,8 +97,8 @@ TEST(KvCacheCpu, StoresEachTokenInItsSlotAndSkipsMinusOne) {
   std::mt19937 rng(25);
   const int64_t blocks = 4, bs = 3, hkv = 2, d = 8, t = 5, stride = 5 * hkv * d;
   auto qkv = test::random_bf16(t * stride, rng);
-  TensorView k(qkv.data() + hkv * d, DType::BF16, {t, hkv, d});
-  TensorView v(qkv.data() + 2 * hkv * d, DType::BF16, {t, hkv, d});
+  TensorView k(qkv.data() + hkv * d, DType::kBf16, {t, hkv, d});
+  TensorView v(qkv.data() + 2 * hkv * d, DType::kBf16, {t, hkv, d});
   k.stride[0] = v.stride[0] = stride;
   std::vector<uint16_t> kc(blocks * bs * hkv * d, 7), vc(blocks * bs * hkv * d, 7);
   std::vector<int32_t> slots{11, 0, -1, 5, 3};

@@ -16,7 +16,6 @@
 namespace nanovllm::test {
 namespace {
 
-
 TEST(EmbeddingCuda, GathersShardRowsAndZerosOthersExactly) {
   SKIP_WITHOUT_CUDA();
   std::mt19937 rng(1);
@@ -26,18 +25,19 @@ TEST(EmbeddingCuda, GathersShardRowsAndZerosOthersExactly) {
     std::vector<int32_t> ids(tokens);
     std::uniform_int_distribution<int> pick(0, 200);
     for (auto& i : ids) i = pick(rng);
-    ids[0] = start;               // first row of the shard
-    ids[1] = start + vocab - 1;   // last row
-    ids[2] = start + vocab;       // just past it
-    ids[3] = start - 1;           // just before it
+    ids[0] = start;              // first row of the shard
+    ids[1] = start + vocab - 1;  // last row
+    ids[2] = start + vocab;      // just past it
+    ids[3] = start - 1;          // just before it
     std::vector<uint16_t> ref(tokens * hidden, 0xFFFF);
-    kernels::cpu::embedding(host_view(ref.data(), DType::BF16, {tokens, hidden}),
-                            host_view(ids.data(), DType::I32, {tokens}),
-                            host_view(w.data(), DType::BF16, {vocab, hidden}), start);
+    kernels::cpu::embedding(host_view(ref.data(), DType::kBf16, {tokens, hidden}),
+                            host_view(ids.data(), DType::kI32, {tokens}),
+                            host_view(w.data(), DType::kBf16, {vocab, hidden}), start);
     DevVec<uint16_t> dw(w), dout(tokens * hidden);
     DevVec<int32_t> dids(ids);
-    kernels::cuda::embedding(dout.view(DType::BF16, {tokens, hidden}), dids.view(DType::I32, {tokens}),
-                             dw.view(DType::BF16, {vocab, hidden}), start, nullptr);
+    kernels::cuda::embedding(dout.view(DType::kBf16, {tokens, hidden}),
+                             dids.view(DType::kI32, {tokens}),
+                             dw.view(DType::kBf16, {vocab, hidden}), start, nullptr);
     EXPECT_EQ(dout.host(), ref) << "hidden " << hidden;
   }
 }
@@ -51,15 +51,15 @@ TEST(RmsNormCuda, MatchesCpuOverHiddenSizesAndStrides) {
       auto x = random_bf16(tokens * pitch, rng, -4, 4);
       auto w = random_bf16(hidden, rng, 0.5, 1.5);
       std::vector<uint16_t> ref(tokens * hidden);
-      TensorView hx = host_view(x.data(), DType::BF16, {tokens, hidden});
+      TensorView hx = host_view(x.data(), DType::kBf16, {tokens, hidden});
       hx.stride[0] = pitch;
-      kernels::cpu::rms_norm(host_view(ref.data(), DType::BF16, {tokens, hidden}), hx,
-                             host_view(w.data(), DType::BF16, {hidden}), 1e-6f);
+      kernels::cpu::rms_norm(host_view(ref.data(), DType::kBf16, {tokens, hidden}), hx,
+                             host_view(w.data(), DType::kBf16, {hidden}), 1e-6f);
       DevVec<uint16_t> dx(x), dw(w), dout(tokens * hidden);
-      TensorView vx = dx.view(DType::BF16, {tokens, hidden});
+      TensorView vx = dx.view(DType::kBf16, {tokens, hidden});
       vx.stride[0] = pitch;
-      kernels::cuda::rms_norm(dout.view(DType::BF16, {tokens, hidden}), vx,
-                              dw.view(DType::BF16, {hidden}), 1e-6f, nullptr);
+      kernels::cuda::rms_norm(dout.view(DType::kBf16, {tokens, hidden}), vx,
+                              dw.view(DType::kBf16, {hidden}), 1e-6f, nullptr);
       const ErrorStats e = compare_bf16(dout.host(), ref);
       EXPECT_TRUE(e.finite);
       EXPECT_LT(e.rel_l2, 1e-2) << hidden << "x" << tokens;
@@ -77,13 +77,13 @@ TEST(FusedAddRmsNormCuda, MatchesCpuResidualExactlyAndNormClosely) {
       auto r = random_bf16(tokens * hidden, rng, -3, 3);
       auto w = random_bf16(hidden, rng, 0.5, 1.5);
       auto x_ref = x, r_ref = r;
-      kernels::cpu::fused_add_rms_norm(host_view(x_ref.data(), DType::BF16, {tokens, hidden}),
-                                       host_view(r_ref.data(), DType::BF16, {tokens, hidden}),
-                                       host_view(w.data(), DType::BF16, {hidden}), 1e-6f);
+      kernels::cpu::fused_add_rms_norm(host_view(x_ref.data(), DType::kBf16, {tokens, hidden}),
+                                       host_view(r_ref.data(), DType::kBf16, {tokens, hidden}),
+                                       host_view(w.data(), DType::kBf16, {hidden}), 1e-6f);
       DevVec<uint16_t> dx(x), dr(r), dw(w);
-      kernels::cuda::fused_add_rms_norm(dx.view(DType::BF16, {tokens, hidden}),
-                                        dr.view(DType::BF16, {tokens, hidden}),
-                                        dw.view(DType::BF16, {hidden}), 1e-6f, nullptr);
+      kernels::cuda::fused_add_rms_norm(dx.view(DType::kBf16, {tokens, hidden}),
+                                        dr.view(DType::kBf16, {tokens, hidden}),
+                                        dw.view(DType::kBf16, {hidden}), 1e-6f, nullptr);
       // The residual is one bf16 rounding of an exact f32 sum: identical on both sides.
       EXPECT_EQ(dr.host(), r_ref) << hidden << "x" << tokens;
       const ErrorStats e = compare_bf16(dx.host(), x_ref);
@@ -97,7 +97,10 @@ TEST(FusedAddRmsNormCuda, MatchesCpuResidualExactlyAndNormClosely) {
 TEST(QkNormRopeCuda, MatchesCpuForHeadDims64And128WithAndWithoutNorm) {
   SKIP_WITHOUT_CUDA();
   std::mt19937 rng(4);
-  struct Case { int64_t d, hq, hkv, tokens; bool norm; };
+  struct Case {
+    int64_t d, hq, hkv, tokens;
+    bool norm;
+  };
   for (const Case c : {Case{128, 16, 8, 5, true}, Case{64, 4, 2, 33, true},
                        Case{128, 8, 2, 300, false}, Case{64, 8, 1, 1, false}}) {
     // q and k are views into one qkv row [Hq*D | Hkv*D | Hkv*D], as in the model.
@@ -110,26 +113,27 @@ TEST(QkNormRopeCuda, MatchesCpuForHeadDims64And128WithAndWithoutNorm) {
     pos[0] = 0;
     if (c.tokens > 1) pos[1] = 4095;
     auto make = [&](void* base, Device dev, bool is_q) {
-      TensorView t(static_cast<uint16_t*>(base) + (is_q ? 0 : c.hq * c.d), DType::BF16,
+      TensorView t(static_cast<uint16_t*>(base) + (is_q ? 0 : c.hq * c.d), DType::kBf16,
                    {c.tokens, is_q ? c.hq : c.hkv, c.d}, dev);
       t.stride[0] = pitch;
       return t;
     };
     auto ref = qkv;
     const TensorView none;
-    kernels::cpu::qk_norm_rope(make(ref.data(), Device::CPU, true), make(ref.data(), Device::CPU, false),
-                               c.norm ? host_view(qw.data(), DType::BF16, {c.d}) : none,
-                               c.norm ? host_view(kw.data(), DType::BF16, {c.d}) : none,
-                               host_view(pos.data(), DType::I32, {c.tokens}), 1e-6f, 1e6f);
+    kernels::cpu::qk_norm_rope(make(ref.data(), Device::kCpu, true),
+                               make(ref.data(), Device::kCpu, false),
+                               c.norm ? host_view(qw.data(), DType::kBf16, {c.d}) : none,
+                               c.norm ? host_view(kw.data(), DType::kBf16, {c.d}) : none,
+                               host_view(pos.data(), DType::kI32, {c.tokens}), 1e-6f, 1e6f);
     DevVec<uint16_t> dqkv(qkv), dqw(qw), dkw(kw);
     DevVec<int32_t> dpos(pos);
     TensorView none_dev;
-    none_dev.device = Device::CUDA;
-    kernels::cuda::qk_norm_rope(make(dqkv.mem.get(), Device::CUDA, true),
-                                make(dqkv.mem.get(), Device::CUDA, false),
-                                c.norm ? dqw.view(DType::BF16, {c.d}) : none_dev,
-                                c.norm ? dkw.view(DType::BF16, {c.d}) : none_dev,
-                                dpos.view(DType::I32, {c.tokens}), 1e-6f, 1e6f, nullptr);
+    none_dev.device = Device::kCuda;
+    kernels::cuda::qk_norm_rope(make(dqkv.mem.get(), Device::kCuda, true),
+                                make(dqkv.mem.get(), Device::kCuda, false),
+                                c.norm ? dqw.view(DType::kBf16, {c.d}) : none_dev,
+                                c.norm ? dkw.view(DType::kBf16, {c.d}) : none_dev,
+                                dpos.view(DType::kI32, {c.tokens}), 1e-6f, 1e6f, nullptr);
     const auto got = dqkv.host();
     const ErrorStats e = compare_bf16(got, ref);
     EXPECT_TRUE(e.finite);
@@ -150,11 +154,11 @@ TEST(SiluAndMulCuda, MatchesCpuIncludingOddWidths) {
     for (int64_t tokens : {1, 9, 512}) {
       auto x = random_bf16(tokens * 2 * inter, rng, -6, 6);
       std::vector<uint16_t> ref(tokens * inter);
-      kernels::cpu::silu_and_mul(host_view(ref.data(), DType::BF16, {tokens, inter}),
-                                 host_view(x.data(), DType::BF16, {tokens, 2 * inter}));
+      kernels::cpu::silu_and_mul(host_view(ref.data(), DType::kBf16, {tokens, inter}),
+                                 host_view(x.data(), DType::kBf16, {tokens, 2 * inter}));
       DevVec<uint16_t> dx(x), dout(tokens * inter);
-      kernels::cuda::silu_and_mul(dout.view(DType::BF16, {tokens, inter}),
-                                  dx.view(DType::BF16, {tokens, 2 * inter}), nullptr);
+      kernels::cuda::silu_and_mul(dout.view(DType::kBf16, {tokens, inter}),
+                                  dx.view(DType::kBf16, {tokens, 2 * inter}), nullptr);
       const ErrorStats e = compare_bf16(dout.host(), ref);
       EXPECT_TRUE(e.finite);
       EXPECT_LT(e.rel_l2, 1e-2);
@@ -180,22 +184,22 @@ TEST(StoreKvcacheCuda, WritesSlotsExactlyAndSkipsMinusOne) {
     auto cache0 = random_bf16(slots * hkv * d, rng);  // untouched slots keep these
     auto kc = cache0, vc = cache0;
     auto kv_view = [&](void* base, Device dev, int which) {
-      TensorView t(static_cast<uint16_t*>(base) + (8 + which * hkv) * d, DType::BF16,
+      TensorView t(static_cast<uint16_t*>(base) + (8 + which * hkv) * d, DType::kBf16,
                    {tokens, hkv, d}, dev);
       t.stride[0] = pitch;
       return t;
     };
-    kernels::cpu::store_kvcache(kv_view(qkv.data(), Device::CPU, 0), kv_view(qkv.data(), Device::CPU, 1),
-                                host_view(kc.data(), DType::BF16, {blocks, bs, hkv, d}),
-                                host_view(vc.data(), DType::BF16, {blocks, bs, hkv, d}),
-                                host_view(slot.data(), DType::I32, {tokens}));
+    kernels::cpu::store_kvcache(kv_view(qkv.data(), Device::kCpu, 0),
+                                kv_view(qkv.data(), Device::kCpu, 1),
+                                host_view(kc.data(), DType::kBf16, {blocks, bs, hkv, d}),
+                                host_view(vc.data(), DType::kBf16, {blocks, bs, hkv, d}),
+                                host_view(slot.data(), DType::kI32, {tokens}));
     DevVec<uint16_t> dqkv(qkv), dkc(cache0), dvc(cache0);
     DevVec<int32_t> dslot(slot);
-    kernels::cuda::store_kvcache(kv_view(dqkv.mem.get(), Device::CUDA, 0),
-                                 kv_view(dqkv.mem.get(), Device::CUDA, 1),
-                                 dkc.view(DType::BF16, {blocks, bs, hkv, d}),
-                                 dvc.view(DType::BF16, {blocks, bs, hkv, d}),
-                                 dslot.view(DType::I32, {tokens}), nullptr);
+    kernels::cuda::store_kvcache(
+        kv_view(dqkv.mem.get(), Device::kCuda, 0), kv_view(dqkv.mem.get(), Device::kCuda, 1),
+        dkc.view(DType::kBf16, {blocks, bs, hkv, d}), dvc.view(DType::kBf16, {blocks, bs, hkv, d}),
+        dslot.view(DType::kI32, {tokens}), nullptr);
     EXPECT_EQ(dkc.host(), kc);
     EXPECT_EQ(dvc.host(), vc);
     EXPECT_NE(kc, cache0);

@@ -1,7 +1,6 @@
-#include "kernels/linear.h"
-
 #include <gtest/gtest.h>
 
+#include "kernels/linear.h"
 #include "tests/kernels/cpu_test_util.h"
 
 namespace nanovllm {
@@ -53,8 +52,9 @@ TEST(LinearCpu, AddsBiasAndRoundsToBf16Output) {
   kernels::cpu::linear(test::view(y, {m, n}), test::view(x, {m, k}), test::view(w, {n, k}),
                        test::view(bias, {n}), 2);
   const auto want = reference(x, k, w, bias, m, n, k);
-  for (size_t i = 0; i < y.size(); ++i) EXPECT_TRUE(test::close(bf(y[i]), want[i], 1e-3, 8e-3))
-      << i << ": " << bf(y[i]) << " vs " << want[i];
+  for (size_t i = 0; i < y.size(); ++i)
+    EXPECT_TRUE(test::close(bf(y[i]), want[i], 1e-3, 8e-3))
+        << i << ": " << bf(y[i]) << " vs " << want[i];
 }
 
 TEST(LinearCpu, ReadsRowsOfAStridedInput) {

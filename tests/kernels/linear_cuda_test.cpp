@@ -1,9 +1,8 @@
 // cuBLAS linear against the CPU reference. Both accumulate in f32, only in a different
 // order: f32 outputs agree to ~1e-6 relative (K <= 3072 terms of size <= 1), so 1e-4 is
 // loose; bf16 outputs additionally differ by one rounding, so relative L2 < 1e-2.
-#include <gtest/gtest.h>
-
 #include <cublas_v2.h>
+#include <gtest/gtest.h>
 
 #include "kernels/linear.h"
 #include "tests/kernels/cuda_test_util.h"
@@ -23,27 +22,27 @@ void check_linear(int64_t m, int64_t n, int64_t k, bool bias, DType out, uint32_
   auto x = random_bf16(m * pitch, rng);
   auto w = random_bf16(n * k, rng, -0.1f, 0.1f);
   auto b = random_bf16(n, rng);
-  TensorView hx = host_view(x.data(), DType::BF16, {m, k});
+  TensorView hx = host_view(x.data(), DType::kBf16, {m, k});
   hx.stride[0] = pitch;
   const TensorView none;
-  const size_t esz = out == DType::F32 ? 4 : 2;
+  const size_t esz = out == DType::kF32 ? 4 : 2;
   std::vector<uint8_t> ref(m * n * esz);
   kernels::cpu::linear(host_view(ref.data(), out, {m, n}), hx,
-                       host_view(w.data(), DType::BF16, {n, k}),
-                       bias ? host_view(b.data(), DType::BF16, {n}) : none, 4);
+                       host_view(w.data(), DType::kBf16, {n, k}),
+                       bias ? host_view(b.data(), DType::kBf16, {n}) : none, 4);
   DevVec<uint16_t> dx(x), dw(w), db(b);
   DevVec<uint8_t> dy(m * n * esz);
   Cublas cublas;
   ExecContext ctx;
   ctx.cublas = cublas.h;
-  TensorView vx = dx.view(DType::BF16, {m, k});
+  TensorView vx = dx.view(DType::kBf16, {m, k});
   vx.stride[0] = pitch;
   TensorView none_dev;
-  none_dev.device = Device::CUDA;
-  kernels::cuda::linear(dy.view(out, {m, n}), vx, dw.view(DType::BF16, {n, k}),
-                        bias ? db.view(DType::BF16, {n}) : none_dev, ctx);
+  none_dev.device = Device::kCuda;
+  kernels::cuda::linear(dy.view(out, {m, n}), vx, dw.view(DType::kBf16, {n, k}),
+                        bias ? db.view(DType::kBf16, {n}) : none_dev, ctx);
   const auto got = dy.host();
-  if (out == DType::F32) {
+  if (out == DType::kF32) {
     std::vector<float> g(m * n), r(m * n);
     std::memcpy(g.data(), got.data(), got.size());
     std::memcpy(r.data(), ref.data(), ref.size());
@@ -62,20 +61,20 @@ void check_linear(int64_t m, int64_t n, int64_t k, bool bias, DType out, uint32_
 
 TEST(LinearCuda, DecodeShapesBf16Out) {
   SKIP_WITHOUT_CUDA();
-  for (int64_t m : {1, 2, 17, 512}) check_linear(m, 4096, 1024, false, DType::BF16, 1);
+  for (int64_t m : {1, 2, 17, 512}) check_linear(m, 4096, 1024, false, DType::kBf16, 1);
 }
 
 TEST(LinearCuda, PrefillShapeAndOddSizes) {
   SKIP_WITHOUT_CUDA();
-  check_linear(1000, 1024, 3072, false, DType::BF16, 2);
-  check_linear(3, 37, 50, false, DType::BF16, 3);
-  check_linear(33, 100, 64, true, DType::BF16, 4);
+  check_linear(1000, 1024, 3072, false, DType::kBf16, 2);
+  check_linear(3, 37, 50, false, DType::kBf16, 3);
+  check_linear(33, 100, 64, true, DType::kBf16, 4);
 }
 
 TEST(LinearCuda, F32LogitsWithAndWithoutBias) {
   SKIP_WITHOUT_CUDA();
-  check_linear(7, 151936, 1024, false, DType::F32, 5);
-  check_linear(5, 999, 256, true, DType::F32, 6);
+  check_linear(7, 151936, 1024, false, DType::kF32, 5);
+  check_linear(5, 999, 256, true, DType::kF32, 6);
 }
 
 }  // namespace

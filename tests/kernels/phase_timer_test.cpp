@@ -13,10 +13,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-size_t index(Phase p) { return static_cast<size_t>(p); }
+size_t index(Phase p) {
+  return static_cast<size_t>(p);
+}
 
 TEST(PhaseTimer, ScopeWithoutATimerRecordsNothing) {
-  PhaseTimer timer(Device::CPU);
+  PhaseTimer timer(Device::kCpu);
   ExecContext ctx;  // phase_timer == nullptr: what every ordinary step runs with
   for (int i = 0; i < 1000; ++i) {
     const PhaseScope scope(ctx, Phase::kGemm);
@@ -27,7 +29,7 @@ TEST(PhaseTimer, ScopeWithoutATimerRecordsNothing) {
 }
 
 TEST(PhaseTimer, ScopesAddTheirDurationToTheirPhase) {
-  PhaseTimer timer(Device::CPU);
+  PhaseTimer timer(Device::kCpu);
   ExecContext ctx;
   ctx.phase_timer = &timer;
   for (int i = 0; i < 2; ++i) {
@@ -59,7 +61,7 @@ TEST(PhaseTimer, ScopesAddTheirDurationToTheirPhase) {
 }
 
 TEST(PhaseTimer, NestedScopesCountOnceInTheOuterPhase) {
-  PhaseTimer timer(Device::CPU);
+  PhaseTimer timer(Device::kCpu);
   ExecContext ctx;
   ctx.phase_timer = &timer;
   {

@@ -1,9 +1,9 @@
-#include "kernels/philox.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numbers>
+
+#include "kernels/philox.h"
 
 namespace nanovllm {
 namespace {

@@ -1,10 +1,9 @@
-#include "kernels/sampler.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
 
+#include "kernels/sampler.h"
 #include "tests/kernels/cpu_test_util.h"
 
 namespace nanovllm {
@@ -34,10 +33,10 @@ std::vector<int32_t> sample_rows(const std::vector<float>& logits, const std::ve
     seeds.push_back(static_cast<int64_t>(r.seed));
     pos.push_back(r.position);
   }
-  kernels::SamplingBatch batch{test::view(all, {b, v}),  test::view(temp, {b}),
-                               test::view(top_k, {b}),   test::view(top_p, {b}),
-                               test::view(min_p, {b}),   test::view(seeds, {b}),
-                               test::view(pos, {b}),     test::view(out, {b})};
+  kernels::SamplingBatch batch{test::view(all, {b, v}), test::view(temp, {b}),
+                               test::view(top_k, {b}),  test::view(top_p, {b}),
+                               test::view(min_p, {b}),  test::view(seeds, {b}),
+                               test::view(pos, {b}),    test::view(out, {b})};
   kernels::cpu::sample(batch);
   return out;
 }
@@ -72,6 +71,26 @@ TEST(SamplerCpu, ZeroTemperatureIsArgmaxWithLowestIndexOnTies) {
             (std::vector<int32_t>{1, 1}));
 }
 
+TEST(SamplerCpu, TinyTemperaturesSampleAsTheMinimumTemperatureNotGarbage) {
+  // Logits near 256 (as the random models give) over 1e-38 overflow to inf: every token would
+  // tie. Raised to 0.01, the rows draw exactly what temperature 0.01 draws.
+  std::vector<float> logits(64);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = 250.0f + 0.1f * static_cast<float>(i % 7);
+  for (int seed = 1; seed <= 20; ++seed) {
+    const std::vector<int32_t> got =
+        sample_rows(logits, {Row{1e-45f, -1, 1.0f, 0.0f, static_cast<uint64_t>(seed), 3},
+                             Row{1e-38f, 20, 0.95f, 0.0f, static_cast<uint64_t>(seed), 3},
+                             Row{0.01f, -1, 1.0f, 0.0f, static_cast<uint64_t>(seed), 3},
+                             Row{0.01f, 20, 0.95f, 0.0f, static_cast<uint64_t>(seed), 3}});
+    EXPECT_EQ(got[0], got[2]) << "seed " << seed;
+    EXPECT_EQ(got[1], got[3]) << "seed " << seed;
+    EXPECT_EQ(logits[got[0]], *std::max_element(logits.begin(), logits.end()));  // T=0.01: peaked
+  }
+  EXPECT_FLOAT_EQ(kernels::effective_temperature(1e-38f), kernels::kMinTemperature);
+  EXPECT_EQ(kernels::effective_temperature(0.0f), 0.0f);
+  EXPECT_EQ(kernels::effective_temperature(0.5f), 0.5f);
+}
+
 TEST(SamplerCpu, EmpiricalFrequenciesMatchSoftmaxOverManySeeds) {
   const std::vector<float> logits{1.0f, 0.0f, 2.0f, -1.0f, 0.5f, 1.5f};
   const int n = 40000;
@@ -96,8 +115,7 @@ TEST(SamplerCpu, TopKKeepsOnlyTheKLargestRenormalized) {
 
 TEST(SamplerCpu, TopPKeepsSmallestPrefixReachingTheMass) {
   // Probabilities 0.5, 0.3, 0.15, 0.05: top_p = 0.75 keeps {0, 1} (0.5 < 0.75 <= 0.8).
-  const std::vector<float> logits{std::log(0.5f), std::log(0.3f), std::log(0.15f),
-                                  std::log(0.05f)};
+  const std::vector<float> logits{std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
   const int n = 30000;
   Row proto;
   proto.top_p = 0.75f;
@@ -106,8 +124,7 @@ TEST(SamplerCpu, TopPKeepsSmallestPrefixReachingTheMass) {
 
 TEST(SamplerCpu, MinPDropsTokensBelowFractionOfTheMaximum) {
   // min_p = 0.2 -> threshold 0.1: keeps 0.5, 0.3, 0.15 and drops 0.05.
-  const std::vector<float> logits{std::log(0.5f), std::log(0.3f), std::log(0.15f),
-                                  std::log(0.05f)};
+  const std::vector<float> logits{std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
   const int n = 30000;
   Row proto;
   proto.min_p = 0.2f;
@@ -120,8 +137,9 @@ TEST(SamplerCpu, SameSeedAndPositionGiveSameTokenRegardlessOfBatch) {
   std::vector<float> logits(1000);
   for (float& x : logits) x = dist(rng);
   std::vector<Row> rows;
-  for (int i = 0; i < 64; ++i) rows.push_back(Row{0.8f, i % 3 == 0 ? 50 : -1, 0.95f, 0.0f,
-                                                  static_cast<uint64_t>(i / 4), i % 4});
+  for (int i = 0; i < 64; ++i)
+    rows.push_back(
+        Row{0.8f, i % 3 == 0 ? 50 : -1, 0.95f, 0.0f, static_cast<uint64_t>(i / 4), i % 4});
   const auto together = sample_rows(logits, rows);
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::vector<Row> alone{rows[(i + 5) % rows.size()], rows[i]};
@@ -129,7 +147,8 @@ TEST(SamplerCpu, SameSeedAndPositionGiveSameTokenRegardlessOfBatch) {
   }
   // ...and the draw does change with the position (else sampling would repeat itself).
   std::map<int32_t, int> distinct;
-  for (int pos = 0; pos < 50; ++pos) ++distinct[sample_rows(logits, {Row{1.0f, -1, 1.0f, 0.0f, 3, pos}})[0]];
+  for (int pos = 0; pos < 50; ++pos)
+    ++distinct[sample_rows(logits, {Row{1.0f, -1, 1.0f, 0.0f, 3, pos}})[0]];
   EXPECT_GT(distinct.size(), 5u);
 }
 

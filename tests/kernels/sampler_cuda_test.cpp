@@ -41,22 +41,22 @@ void check_same_tokens(const Rows& r, std::vector<float> logits) {
   auto t = r.temperature, p = r.top_p, mp = r.min_p;
   auto k = r.top_k, pos = r.positions;
   auto seeds = r.seeds;
-  kernels::SamplingBatch hb{host_view(logits.data(), DType::F32, {b, kVocab}),
-                            host_view(t.data(), DType::F32, {b}),
-                            host_view(k.data(), DType::I32, {b}),
-                            host_view(p.data(), DType::F32, {b}),
-                            host_view(mp.data(), DType::F32, {b}),
-                            host_view(seeds.data(), DType::I64, {b}),
-                            host_view(pos.data(), DType::I32, {b}),
-                            host_view(ref.data(), DType::I32, {b})};
+  kernels::SamplingBatch hb{host_view(logits.data(), DType::kF32, {b, kVocab}),
+                            host_view(t.data(), DType::kF32, {b}),
+                            host_view(k.data(), DType::kI32, {b}),
+                            host_view(p.data(), DType::kF32, {b}),
+                            host_view(mp.data(), DType::kF32, {b}),
+                            host_view(seeds.data(), DType::kI64, {b}),
+                            host_view(pos.data(), DType::kI32, {b}),
+                            host_view(ref.data(), DType::kI32, {b})};
   kernels::cpu::sample(hb);
   DevVec<float> dl(logits), dt(t), dp(p), dmp(mp);
   DevVec<int32_t> dk(k), dpos(pos), dout(b);
   DevVec<int64_t> ds(seeds);
-  kernels::SamplingBatch db{dl.view(DType::F32, {b, kVocab}), dt.view(DType::F32, {b}),
-                            dk.view(DType::I32, {b}),         dp.view(DType::F32, {b}),
-                            dmp.view(DType::F32, {b}),        ds.view(DType::I64, {b}),
-                            dpos.view(DType::I32, {b}),       dout.view(DType::I32, {b})};
+  kernels::SamplingBatch db{dl.view(DType::kF32, {b, kVocab}), dt.view(DType::kF32, {b}),
+                            dk.view(DType::kI32, {b}),         dp.view(DType::kF32, {b}),
+                            dmp.view(DType::kF32, {b}),        ds.view(DType::kI64, {b}),
+                            dpos.view(DType::kI32, {b}),       dout.view(DType::kI32, {b})};
   kernels::cuda::sample(db, nullptr);
   const auto got = dout.host();
   for (int64_t i = 0; i < b; ++i)
@@ -81,9 +81,13 @@ TEST(SamplerCuda, UnfilteredGumbelMaxMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   std::mt19937 rng(2);
   Rows r;
-  for (int i = 0; i < 24; ++i) r.add(i % 3 == 0 ? 1.f : 0.6f + 0.1f * i, 0, 1.f, 0.f, 1000 + i, 5 * i);
+  for (int i = 0; i < 24; ++i)
+    r.add(i % 3 == 0 ? 1.f : 0.6f + 0.1f * i, 0, 1.f, 0.f, 1000 + i, 5 * i);
   r.add(1.f, kVocab, 1.f, 0.f, -1, 0);  // top_k == V is no filter; seed bit pattern 2^64-1
   r.add(0.f, 5, 0.5f, 0.1f, 3, 3);      // greedy ignores the filters
+  r.add(1e-38f, 0, 1.f, 0.f, 11, 2);    // raised to the minimum temperature, as on the CPU
+  r.add(1e-45f, 0, 1.f, 0.f, 12, 2);
+  r.add(0.01f, 0, 1.f, 0.f, 12, 2);  // the same draw as the row above
   check_same_tokens(r, random_logits(r.size(), rng));
 }
 
@@ -93,16 +97,17 @@ TEST(SamplerCuda, TopKTopPMinPMatchCpu) {
   Rows r;
   int64_t seed = 77;
   for (int pos : {0, 9}) {
-    r.add(1.f, 1, 1.f, 0.f, seed++, pos);       // top-1 == greedy on scaled logits
+    r.add(1.f, 1, 1.f, 0.f, seed++, pos);  // top-1 == greedy on scaled logits
     r.add(0.7f, 50, 1.f, 0.f, seed++, pos);
     r.add(1.f, 0, 0.9f, 0.f, seed++, pos);
     r.add(1.3f, 0, 0.3f, 0.f, seed++, pos);
     r.add(1.f, 0, 1.f, 0.05f, seed++, pos);
     r.add(0.8f, 20, 0.8f, 0.1f, seed++, pos);
     r.add(1.f, 1000, 0.95f, 0.f, seed++, pos);
-    r.add(2.f, 0, 1e-6f, 0.f, seed++, pos);    // top-p keeps only the best token
-    r.add(1.f, 0, 1.f, 0.f, seed++, pos);      // unfiltered row in a filtered batch
+    r.add(2.f, 0, 1e-6f, 0.f, seed++, pos);  // top-p keeps only the best token
+    r.add(1.f, 0, 1.f, 0.f, seed++, pos);    // unfiltered row in a filtered batch
   }
+  r.add(1e-38f, 20, 0.95f, 0.f, seed++, 4);  // tiny temperature on the filtered path
   // 40 filtered rows: more than one sort chunk.
   for (int i = 0; i < 22; ++i) r.add(1.f, 0, 0.9f, 0.02f, seed++, i);
   check_same_tokens(r, random_logits(r.size(), rng));

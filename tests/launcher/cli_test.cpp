@@ -3,7 +3,6 @@
 #include "launcher/cli.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <fstream>
@@ -62,7 +61,7 @@ TEST_F(LaunchCli, PositionalsAloneGiveTheDocumentedDefaultsAndCpuWithoutGpu) {
   EXPECT_EQ(o.prompts, prompts_);
   EXPECT_FALSE(o.output.has_value());
   EXPECT_EQ(o.tensor_parallel_size, 1);
-  EXPECT_EQ(o.device, Device::CPU);
+  EXPECT_EQ(o.device, Device::kCpu);
   EXPECT_NE(p.notice.find("no GPU"), std::string::npos);
   EXPECT_EQ(o.block_size, 256);
   EXPECT_DOUBLE_EQ(o.gpu_memory_utilization, 0.9);
@@ -78,24 +77,55 @@ TEST_F(LaunchCli, PositionalsAloneGiveTheDocumentedDefaultsAndCpuWithoutGpu) {
 TEST_F(LaunchCli, DeviceDefaultsToCudaWhenAGpuIsVisible) {
   const LaunchParse p = parse({model_, prompts_}, 2);
   ASSERT_TRUE(p.options);
-  EXPECT_EQ(p.options->device, Device::CUDA);
+  EXPECT_EQ(p.options->device, Device::kCuda);
   EXPECT_TRUE(p.notice.empty());
-  EXPECT_EQ(ok({model_, prompts_, "--device", "cpu"}, 2).device, Device::CPU);
+  EXPECT_EQ(ok({model_, prompts_, "--device", "cpu"}, 2).device, Device::kCpu);
 }
 
 TEST_F(LaunchCli, EveryFlagParsesIntoItsField) {
   const std::string out = (dir_ / "out.jsonl").string();
-  const LaunchOptions o = ok({model_, prompts_, "-o", out, "--tp", "2", "--device", "cpu",
-                              "--max-model-len", "2048", "--max-num-seqs", "8",
-                              "--max-num-batched-tokens", "1024", "--gpu-memory-utilization",
-                              "0.5", "--block-size", "32", "--num-gpu-blocks-override", "77",
-                              "--cpu-kv-cache-space", "1.5", "--enforce-eager", "--temperature",
-                              "0.7", "--top-p", "0.95", "--top-k", "20", "--min-p", "0.05",
-                              "--max-tokens", "99", "--seed", "18446744073709551615",
-                              "--ignore-eos", "--resume", "--log-level", "debug"});
+  const LaunchOptions o = ok({model_,
+                              prompts_,
+                              "-o",
+                              out,
+                              "--tp",
+                              "2",
+                              "--device",
+                              "cpu",
+                              "--max-model-len",
+                              "2048",
+                              "--max-num-seqs",
+                              "8",
+                              "--max-num-batched-tokens",
+                              "1024",
+                              "--gpu-memory-utilization",
+                              "0.5",
+                              "--block-size",
+                              "32",
+                              "--num-gpu-blocks-override",
+                              "77",
+                              "--cpu-kv-cache-space",
+                              "1.5",
+                              "--enforce-eager",
+                              "--temperature",
+                              "0.7",
+                              "--top-p",
+                              "0.95",
+                              "--top-k",
+                              "20",
+                              "--min-p",
+                              "0.05",
+                              "--max-tokens",
+                              "99",
+                              "--seed",
+                              "18446744073709551615",
+                              "--ignore-eos",
+                              "--resume",
+                              "--log-level",
+                              "debug"});
   EXPECT_EQ(o.output, fs::path(out));
   EXPECT_EQ(o.tensor_parallel_size, 2);
-  EXPECT_EQ(o.device, Device::CPU);
+  EXPECT_EQ(o.device, Device::kCpu);
   EXPECT_EQ(o.max_model_len, 2048);
   EXPECT_EQ(o.max_num_seqs, 8);
   EXPECT_EQ(o.max_num_batched_tokens, 1024);
@@ -116,8 +146,9 @@ TEST_F(LaunchCli, EveryFlagParsesIntoItsField) {
 }
 
 TEST_F(LaunchCli, LongTensorParallelNameAndTemperatureZeroAreAccepted) {
-  EXPECT_EQ(ok({model_, prompts_, "--tensor-parallel-size", "3", "--device", "cpu"})
-                .tensor_parallel_size, 3);
+  EXPECT_EQ(
+      ok({model_, prompts_, "--tensor-parallel-size", "3", "--device", "cpu"}).tensor_parallel_size,
+      3);
   EXPECT_EQ(ok({model_, prompts_, "--temperature", "0"}).sampling.temperature, 0.0f);
 }
 
@@ -142,11 +173,12 @@ TEST_F(LaunchCli, BadValuesGiveAClearErrorNamingTheFlag) {
 
 TEST_F(LaunchCli, OutputNamingThePromptsFileIsRefusedBeforeAnythingIsWritten) {
   const std::string before = read_file(prompts_);
-  const std::filesystem::path link = dir_ / "prompts-link.jsonl", hard = dir_ / "prompts-hard.jsonl";
+  const std::filesystem::path link = dir_ / "prompts-link.jsonl",
+                              hard = dir_ / "prompts-hard.jsonl";
   std::filesystem::create_symlink(prompts_, link);
   std::filesystem::create_hard_link(prompts_, hard);
-  for (const std::string& out : {prompts_, link.string(), hard.string(),
-                                 (dir_ / "." / "prompts.jsonl").string()}) {
+  for (const std::string& out :
+       {prompts_, link.string(), hard.string(), (dir_ / "." / "prompts.jsonl").string()}) {
     bad({model_, prompts_, "-o", out}, "is the prompts file");
     bad({model_, prompts_, "-o", out, "--resume"}, "would destroy the input");
   }
@@ -163,8 +195,8 @@ TEST_F(LaunchCli, ResumeIsRefusedWithoutAnOutputFile) {
 }
 
 TEST_F(LaunchCli, MissingModelFolderOrPromptsFileIsNamed) {
-  bad({(dir_ / "nope").string(), prompts_}, "model folder '" + (dir_ / "nope").string() +
-                                                "' does not exist");
+  bad({(dir_ / "nope").string(), prompts_},
+      "model folder '" + (dir_ / "nope").string() + "' does not exist");
   bad({prompts_, prompts_}, "is not a directory");
   bad({model_, (dir_ / "missing.jsonl").string()}, "prompts file");
   bad({model_, model_}, "is not a regular file");
@@ -174,6 +206,23 @@ TEST_F(LaunchCli, CudaWithTooFewGpusIsRefused) {
   bad({model_, prompts_, "--device", "cuda"}, "0 visible", 0);
   bad({model_, prompts_, "--tp", "4"}, "needs 4 GPUs; 2 visible", 2);
   EXPECT_EQ(ok({model_, prompts_, "--tp", "2"}, 2).tensor_parallel_size, 2);
+}
+
+TEST_F(LaunchCli, StallTimeoutDefaultsToFiveMinutesZeroIsOffAndTheLogIntervalIsHidden) {
+  const LaunchOptions d = ok({model_, prompts_});
+  EXPECT_EQ(d.stall_timeout_s, 300.0);
+  EXPECT_EQ(d.stall_log_interval_s, 60.0);
+  EXPECT_EQ(ok({model_, prompts_, "--stall-timeout", "2.5"}).stall_timeout_s, 2.5);
+  EXPECT_EQ(ok({model_, prompts_, "--stall-timeout", "0"}).stall_timeout_s, 0.0);
+  EXPECT_EQ(ok({model_, prompts_, "--stall-log-interval", "0.5"}).stall_log_interval_s, 0.5);
+  bad({model_, prompts_, "--stall-timeout", "-1"}, "--stall-timeout");
+  bad({model_, prompts_, "--stall-timeout", "soon"}, "--stall-timeout");
+  bad({model_, prompts_, "--stall-timeout", "1e12"}, "--stall-timeout");
+  bad({model_, prompts_, "--stall-timeout", "nan"}, "--stall-timeout");
+  bad({model_, prompts_, "--stall-log-interval", "0"}, "--stall-log-interval");
+  const LaunchParse help = parse({"--help"});
+  EXPECT_NE(help.message.find("--stall-timeout"), std::string::npos) << help.message;
+  EXPECT_EQ(help.message.find("--stall-log-interval"), std::string::npos) << help.message;
 }
 
 TEST_F(LaunchCli, HelpAndVersionExitZeroWithTheirText) {

@@ -1,7 +1,6 @@
 // nanovllm-launch end to end on the CPU backend with the real binary: --tp 1 against --tp 2,
 // decoded text and reasoning, bad input, configuration errors, --resume, the OpenAI batch shape.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "tests/launcher/launch_test_support.h"
 #include "engine/tokenizer.h"
+#include "tests/launcher/launch_test_support.h"
 
 namespace nanovllm::testing {
 namespace {
@@ -41,9 +40,11 @@ const TpRuns& tp_runs() {
   static const TpRuns runs = [] {
     TpRuns r;
     const fs::path prompts = write_file("mixed.jsonl", kMixedPrompts);
-    const Launch a = spawn(prompts, "mixed-tp1", {"--tp", "1", "-o", (work_dir() / "mixed-tp1.jsonl").string()});
+    const Launch a =
+        spawn(prompts, "mixed-tp1", {"--tp", "1", "-o", (work_dir() / "mixed-tp1.jsonl").string()});
     r.rc1 = finish(a);
-    const Launch b = spawn(prompts, "mixed-tp2", {"--tp", "2", "-o", (work_dir() / "mixed-tp2.jsonl").string()});
+    const Launch b =
+        spawn(prompts, "mixed-tp2", {"--tp", "2", "-o", (work_dir() / "mixed-tp2.jsonl").string()});
     r.rc2 = finish(b);
     r.err1 = read_text(a.err);
     r.err2 = read_text(b.err);
@@ -68,7 +69,8 @@ TEST(LaunchE2e, TpOneAndTpTwoGiveIdenticalGreedyTextTokenIdAndChatResults) {
   ASSERT_EQ(r.rc2, 0) << r.err2;
   ASSERT_EQ(r.tp1.size(), 6u);
   ASSERT_EQ(r.tp2.size(), 6u);
-  for (const char* id : {"text-greedy", "ids-greedy", "chat-greedy", "chat-plain"}) expect_same(r, id);
+  for (const char* id : {"text-greedy", "ids-greedy", "chat-greedy", "chat-plain"})
+    expect_same(r, id);
   EXPECT_EQ(r.tp1.at("ids-greedy")["prompt_tokens"], 5);
   EXPECT_EQ(r.tp1.at("text-greedy")["token_ids"].size(), 8u);
 }
@@ -104,8 +106,10 @@ TEST(LaunchE2e, DerivedSeedDoesNotDependOnBatchComposition) {
   REQUIRE_TOKENIZER();
   const fs::path alone = write_file(
       "alone.jsonl",
-      R"({"id": "sampled-derived", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 1.0})" "\n");
-  const Launch l = spawn(alone, "alone", {"--tp", "2", "-o", (work_dir() / "alone.jsonl.out").string()});
+      R"({"id": "sampled-derived", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 1.0})"
+      "\n");
+  const Launch l =
+      spawn(alone, "alone", {"--tp", "2", "-o", (work_dir() / "alone.jsonl.out").string()});
   ASSERT_EQ(finish(l), 0) << run_args(l);
   const auto lines = read_jsonl(work_dir() / "alone.jsonl.out");
   ASSERT_EQ(lines.size(), 1u);
@@ -114,13 +118,14 @@ TEST(LaunchE2e, DerivedSeedDoesNotDependOnBatchComposition) {
 
 // ---- failures and signals ---------------------------------------------------------------
 
-
 TEST(LaunchE2e, TwoConcurrentRunsDoNotInterfere) {
   REQUIRE_TOKENIZER();
   const std::string prefix = unique_prefix();  // shared: each run must leave the other's alone
   const fs::path prompts = write_file("mixed2.jsonl", kMixedPrompts);
-  const Launch a = spawn(prompts, "conc-a", {"--tp", "2", "-o", (work_dir() / "conc-a.out").string()}, prefix);
-  const Launch b = spawn(prompts, "conc-b", {"--tp", "2", "-o", (work_dir() / "conc-b.out").string()}, prefix);
+  const Launch a =
+      spawn(prompts, "conc-a", {"--tp", "2", "-o", (work_dir() / "conc-a.out").string()}, prefix);
+  const Launch b =
+      spawn(prompts, "conc-b", {"--tp", "2", "-o", (work_dir() / "conc-b.out").string()}, prefix);
   EXPECT_EQ(finish(a), 0) << run_args(a);
   EXPECT_EQ(finish(b), 0) << run_args(b);
   const auto ra = by_id(read_jsonl(work_dir() / "conc-a.out"));
@@ -147,9 +152,10 @@ TEST(LaunchE2e, EachBadLineGetsAnErrorNamingLineAndFieldWhileValidLinesRun) {
           R"({"id": "broken", "prompt": )" + "\n" +
           R"({"id": "neg-temp", "prompt": "Hi", "temperature": -1})" + "\n" +
           R"({"id": "big-token", "prompt_token_ids": [1, 999999]})" + "\n" +
-          R"({"id": "too-long", "prompt_token_ids": )" + ids_200 + R"(, "max_tokens": 100})" + "\n" +
-          R"({"id": "no-prompt", "max_tokens": 4})" + "\n" +
-          R"({"id": "ok2", "prompt_token_ids": [1, 2, 3], "max_tokens": 4, "temperature": 0})" + "\n");
+          R"({"id": "too-long", "prompt_token_ids": )" + ids_200 + R"(, "max_tokens": 100})" +
+          "\n" + R"({"id": "no-prompt", "max_tokens": 4})" + "\n" +
+          R"({"id": "ok2", "prompt_token_ids": [1, 2, 3], "max_tokens": 4, "temperature": 0})" +
+          "\n");
   const Launch l = spawn(prompts, "bad", {"--tp", "2", "-o", (work_dir() / "bad.out").string()});
   EXPECT_EQ(finish(l), 1) << run_args(l);
   const auto lines = read_jsonl(work_dir() / "bad.out");
@@ -157,8 +163,10 @@ TEST(LaunchE2e, EachBadLineGetsAnErrorNamingLineAndFieldWhileValidLinesRun) {
   std::map<int64_t, Json> errors;  // by line number
   std::map<std::string, Json> ok;
   for (const Json& j : lines) {
-    if (j.contains("error")) errors[j["error"]["line"].get<int64_t>()] = j;
-    else ok[j["id"]] = j;
+    if (j.contains("error"))
+      errors[j["error"]["line"].get<int64_t>()] = j;
+    else
+      ok[j["id"]] = j;
   }
   ASSERT_EQ(ok.size(), 2u);
   EXPECT_EQ(ok["ok1"]["token_ids"].size(), 4u);
@@ -178,7 +186,8 @@ TEST(LaunchE2e, EachBadLineGetsAnErrorNamingLineAndFieldWhileValidLinesRun) {
 TEST(LaunchE2e, KvCacheSmallerThanOneSequenceIsRefusedAtStartUpWithTheNumbers) {
   REQUIRE_TOKENIZER();
   const fs::path prompts = write_file(
-      "kv-small.jsonl", R"({"id": "fits", "prompt": "Hi", "max_tokens": 2, "temperature": 0})" "\n");
+      "kv-small.jsonl", R"({"id": "fits", "prompt": "Hi", "max_tokens": 2, "temperature": 0})"
+                        "\n");
   // 4 blocks of 16 tokens cannot hold one sequence of max_model_len 256 (the tests' limit):
   // before, every long request failed on its own line; now the run is refused before any
   // weight loads.
@@ -195,14 +204,15 @@ TEST(LaunchE2e, KvCacheSmallerThanOneSequenceIsRefusedAtStartUpWithTheNumbers) {
     EXPECT_EQ(err.find("model loaded"), std::string::npos) << err;
   }
   // The same cache is enough once max_model_len fits it.
-  const Launch ok = spawn(prompts, "kv-small-ok", {"--tp", "1", "--num-gpu-blocks-override", "4",
-                                                   "--max-model-len", "64"});
+  const Launch ok = spawn(prompts, "kv-small-ok",
+                          {"--tp", "1", "--num-gpu-blocks-override", "4", "--max-model-len", "64"});
   EXPECT_EQ(finish(ok), 0) << run_args(ok);
 }
 
 TEST(LaunchE2e, InvalidEngineLimitsExitTwoBeforeAnyRankStarts) {
   REQUIRE_TOKENIZER();
-  const fs::path prompts = write_file("cfg.jsonl", R"({"prompt": "Hi"})" "\n");
+  const fs::path prompts = write_file("cfg.jsonl", R"({"prompt": "Hi"})"
+                                                   "\n");
   const Launch l = spawn(prompts, "cfg", {"--tp", "2", "--max-num-batched-tokens", "128"});
   EXPECT_EQ(finish(l), 2);
   const std::string err = read_text(l.err);
@@ -215,15 +225,20 @@ TEST(LaunchE2e, ResumeAnswersOnlyWhatFailedOrIsMissingAndKeepsEarlierLines) {
   REQUIRE_TOKENIZER();
   const fs::path out = work_dir() / "resume.out";
   const std::string a = R"({"id": "a", "prompt": "Hello", "max_tokens": 4, "temperature": 0})";
-  const std::string c = R"({"id": "c", "prompt_token_ids": [5, 6, 7], "max_tokens": 4, "temperature": 0})";
-  const fs::path first = write_file("resume1.jsonl", a + "\n" + R"({"id": "b", "prompt": "Hi", "top_p": 7})" + "\n" + c + "\n");
+  const std::string c =
+      R"({"id": "c", "prompt_token_ids": [5, 6, 7], "max_tokens": 4, "temperature": 0})";
+  const fs::path first = write_file(
+      "resume1.jsonl", a + "\n" + R"({"id": "b", "prompt": "Hi", "top_p": 7})" + "\n" + c + "\n");
   const Launch l1 = spawn(first, "resume1", {"--tp", "1", "-o", out.string()});
   ASSERT_EQ(finish(l1), 1) << run_args(l1);
   const auto before = by_id(read_jsonl(out));
   ASSERT_EQ(before.size(), 3u);
   ASSERT_EQ(before.at("b")["finish_reason"], "error");
 
-  const fs::path second = write_file("resume2.jsonl", a + "\n" + R"({"id": "b", "prompt": "Hi", "max_tokens": 3, "temperature": 0})" + "\n" + c + "\n");
+  const fs::path second =
+      write_file("resume2.jsonl",
+                 a + "\n" + R"({"id": "b", "prompt": "Hi", "max_tokens": 3, "temperature": 0})" +
+                     "\n" + c + "\n");
   const Launch l2 = spawn(second, "resume2", {"--tp", "2", "--resume", "-o", out.string()});
   ASSERT_EQ(finish(l2), 0) << run_args(l2);
   const auto lines = read_jsonl(out);
@@ -233,16 +248,21 @@ TEST(LaunchE2e, ResumeAnswersOnlyWhatFailedOrIsMissingAndKeepsEarlierLines) {
   EXPECT_EQ(after.at("c"), before.at("c"));
   EXPECT_EQ(after.at("b")["finish_reason"], "length");
   EXPECT_EQ(after.at("b")["token_ids"].size(), 3u);
-  EXPECT_NE(read_text(l2.err).find("2 of 3 requests already answered"), std::string::npos) << run_args(l2);
+  EXPECT_NE(read_text(l2.err).find("2 of 3 requests already answered"), std::string::npos)
+      << run_args(l2);
 }
 
 TEST(LaunchE2e, OpenAiBatchFileIsAnsweredInTheBatchOutputShape) {
   REQUIRE_TOKENIZER();
   const fs::path prompts = write_file(
       "batch.jsonl",
-      std::string(R"({"custom_id": "chat-1", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 5, "temperature": 0, "chat_template_kwargs": {"enable_thinking": false}}})") + "\n" +
-          R"({"custom_id": "cmpl-1", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "The sky is", "max_tokens": 4, "temperature": 0}})" + "\n" +
-          R"({"custom_id": "bad-1", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "x", "n": 2}})" + "\n");
+      std::string(
+          R"({"custom_id": "chat-1", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 5, "temperature": 0, "chat_template_kwargs": {"enable_thinking": false}}})") +
+          "\n" +
+          R"({"custom_id": "cmpl-1", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "The sky is", "max_tokens": 4, "temperature": 0}})" +
+          "\n" +
+          R"({"custom_id": "bad-1", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "x", "n": 2}})" +
+          "\n");
   const Launch l = spawn(prompts, "batch", {"--tp", "2"});  // results on stdout
   EXPECT_EQ(finish(l), 1) << run_args(l);
   const auto r = by_id(read_jsonl(work_dir() / "batch.stdout"));
@@ -256,8 +276,7 @@ TEST(LaunchE2e, OpenAiBatchFileIsAnsweredInTheBatchOutputShape) {
   EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
   EXPECT_TRUE(body["choices"][0]["message"].contains("reasoning_content"));
   EXPECT_EQ(body["usage"]["completion_tokens"], 5);
-  EXPECT_EQ(body["usage"]["total_tokens"],
-            body["usage"]["prompt_tokens"].get<int>() + 5);
+  EXPECT_EQ(body["usage"]["total_tokens"], body["usage"]["prompt_tokens"].get<int>() + 5);
   const Json& cmpl = r.at("cmpl-1")["response"]["body"];
   EXPECT_EQ(cmpl["object"], "text_completion");
   EXPECT_TRUE(cmpl["choices"][0]["text"].is_string());
@@ -268,7 +287,6 @@ TEST(LaunchE2e, OpenAiBatchFileIsAnsweredInTheBatchOutputShape) {
   EXPECT_EQ(bad["error"]["line"], 3);
   EXPECT_EQ(bad["error"]["field"], "body.n");
 }
-
 
 }  // namespace
 }  // namespace nanovllm::testing

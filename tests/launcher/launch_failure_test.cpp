@@ -2,7 +2,6 @@
 // of the launcher, SIGINT, a stale segment, two concurrent runs; every process must be gone and
 // nothing of ours left in /dev/shm within 10 s.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,7 +22,8 @@ using namespace std::chrono_literals;
 
 void kill_rank_and_expect_teardown(int victim) {
   const Launch l = spawn(long_prompts("kill" + std::to_string(victim) + ".jsonl"),
-                         "kill" + std::to_string(victim), {"--tp", "2", "-o", (work_dir() / "kill.out").string()});
+                         "kill" + std::to_string(victim),
+                         {"--tp", "2", "-o", (work_dir() / "kill.out").string()});
   std::map<int, pid_t> pids = wait_ranks_loaded(l, 2);
   ASSERT_EQ(pids.size(), 2u);
   const auto t0 = Clock::now();
@@ -38,8 +38,10 @@ void kill_rank_and_expect_teardown(int victim) {
                      ") was killed by signal 9"),
             std::string::npos)
       << err;
-  std::printf("kill -9 rank %d: launcher exited after %lld ms\n", victim,
-              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()));
+  std::printf(
+      "kill -9 rank %d: launcher exited after %lld ms\n", victim,
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()));
 }
 
 TEST(LaunchFailure, KillNineOfAWorkerTearsDownTheGroupNamingTheRank) {
@@ -55,7 +57,8 @@ TEST(LaunchFailure, KillNineOfRankZeroTearsDownTheGroupNamingTheRank) {
 TEST(LaunchFailure, KillNineOfTheLauncherKillsRanksAndTheNextRunSweepsItsSegment) {
   REQUIRE_TOKENIZER();
   const std::string prefix = unique_prefix();
-  const Launch l = spawn(long_prompts("killl.jsonl"), "killl", {"--tp", "2", "-o", (work_dir() / "killl.out").string()}, prefix);
+  const Launch l = spawn(long_prompts("killl.jsonl"), "killl",
+                         {"--tp", "2", "-o", (work_dir() / "killl.out").string()}, prefix);
   const std::map<int, pid_t> pids = wait_ranks_loaded(l, 2);
   ASSERT_EQ(pids.size(), 2u);
   const auto t0 = Clock::now();
@@ -63,13 +66,18 @@ TEST(LaunchFailure, KillNineOfTheLauncherKillsRanksAndTheNextRunSweepsItsSegment
   ASSERT_EQ(wait_exit(l.pid, 10s), 128 + SIGKILL);
   // The ranks die by PDEATHSIG; nobody removes the segment.
   EXPECT_TRUE(all_gone_by(pids, prefix, t0 + 10s, /*expect_segment_removed=*/false));
-  std::printf("kill -9 launcher: ranks gone after %lld ms\n",
-              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()));
+  std::printf(
+      "kill -9 launcher: ranks gone after %lld ms\n",
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()));
   const std::vector<std::string> stale = segments(prefix);
   ASSERT_EQ(stale.size(), 1u);
   // The next run with this prefix sweeps it, and runs normally.
-  const fs::path prompts = write_file("after.jsonl", R"({"id": "a", "prompt": "Hi", "max_tokens": 3, "temperature": 0})" "\n");
-  const Launch next = spawn(prompts, "after", {"--tp", "2", "-o", (work_dir() / "after.out").string()}, prefix);
+  const fs::path prompts =
+      write_file("after.jsonl", R"({"id": "a", "prompt": "Hi", "max_tokens": 3, "temperature": 0})"
+                                "\n");
+  const Launch next =
+      spawn(prompts, "after", {"--tp", "2", "-o", (work_dir() / "after.out").string()}, prefix);
   EXPECT_EQ(finish(next), 0) << run_args(next);
   EXPECT_EQ(read_jsonl(work_dir() / "after.out").size(), 1u);
   EXPECT_FALSE(fs::exists("/dev/shm/" + stale[0]));
@@ -107,8 +115,11 @@ TEST(LaunchFailure, StaleSegmentOfADeadLauncherDoesNotDisturbANewRun) {
   ::waitpid(dead, nullptr, 0);
   const fs::path stale = "/dev/shm/" + prefix + "-" + std::to_string(dead) + "-0123456789abcdef";
   std::ofstream(stale) << std::string(4096, 'x');  // garbage where a ring would be
-  const fs::path prompts = write_file("stale.jsonl", R"({"id": "a", "prompt": "Hi", "max_tokens": 3, "temperature": 0})" "\n");
-  const Launch l = spawn(prompts, "stale", {"--tp", "2", "-o", (work_dir() / "stale.out").string()}, prefix);
+  const fs::path prompts =
+      write_file("stale.jsonl", R"({"id": "a", "prompt": "Hi", "max_tokens": 3, "temperature": 0})"
+                                "\n");
+  const Launch l =
+      spawn(prompts, "stale", {"--tp", "2", "-o", (work_dir() / "stale.out").string()}, prefix);
   EXPECT_EQ(finish(l), 0) << run_args(l);
   EXPECT_EQ(read_jsonl(work_dir() / "stale.out").size(), 1u);
   EXPECT_FALSE(fs::exists(stale));

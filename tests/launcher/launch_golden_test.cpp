@@ -34,16 +34,15 @@ std::map<std::string, Json> normalized(const std::vector<Json>& lines) {
 
 TEST(LaunchGolden, ExamplesGiveTheSameResultsAsBeforeTheRestructureAtTp1AndTp2) {
   REQUIRE_TOKENIZER();
-  const std::map<std::string, Json> expected =
-      normalized(read_jsonl(fs::path(NANOVLLM_SOURCE_DIR) / "tests/fixtures/launch/examples_results.jsonl"));
+  const std::map<std::string, Json> expected = normalized(
+      read_jsonl(fs::path(NANOVLLM_SOURCE_DIR) / "tests/fixtures/launch/examples_results.jsonl"));
   ASSERT_EQ(expected.size(), 16u);
   for (const char* tp : {"1", "2"}) {
     const fs::path out = work_dir() / (std::string("golden-tp") + tp + ".jsonl");
-    const Launch l = spawn(fs::path(NANOVLLM_SOURCE_DIR) / "examples/prompts.jsonl",
-                           std::string("golden-") + tp,
-                           {"--tp", tp, "--max-model-len", "1024", "--max-num-batched-tokens",
-                            "1024", "--block-size", "256", "--num-gpu-blocks-override", "96",
-                            "-o", out.string()});
+    const Launch l =
+        spawn(fs::path(NANOVLLM_SOURCE_DIR) / "examples/prompts.jsonl", std::string("golden-") + tp,
+              {"--tp", tp, "--max-model-len", "1024", "--max-num-batched-tokens", "1024",
+               "--block-size", "256", "--num-gpu-blocks-override", "96", "-o", out.string()});
     ASSERT_EQ(finish(l), 0) << run_args(l);
     const std::map<std::string, Json> got = normalized(read_jsonl(out));
     ASSERT_EQ(got.size(), expected.size()) << "--tp " << tp;

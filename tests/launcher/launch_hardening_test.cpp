@@ -15,7 +15,8 @@ TEST(LaunchHardening, EmptyOrBlankInputWarnsNoRequestsAndExitsZeroWithoutLoading
   for (const fs::path& prompts : {empty, blank})
     for (const char* tp : {"1", "2"}) {
       const std::string tag = prompts.stem().string() + "-tp" + tp;
-      const Launch l = spawn(prompts, tag, {"--tp", tp, "-o", (work_dir() / (tag + ".out")).string()});
+      const Launch l =
+          spawn(prompts, tag, {"--tp", tp, "-o", (work_dir() / (tag + ".out")).string()});
       EXPECT_EQ(finish(l), 0) << run_args(l);
       const std::string err = read_text(l.err);
       EXPECT_NE(err.find("no requests to run in"), std::string::npos) << err;
@@ -26,7 +27,8 @@ TEST(LaunchHardening, EmptyOrBlankInputWarnsNoRequestsAndExitsZeroWithoutLoading
 
 TEST(LaunchHardening, OnlyBadLinesWriteTheirErrorsAndDismissTheWorkersWithoutAModel) {
   REQUIRE_TOKENIZER();
-  const fs::path prompts = write_file("all-bad.jsonl", "{\"id\": \"x\", \"prompt\": \"Hi\", \"top_p\": 7}\nnot json\n");
+  const fs::path prompts =
+      write_file("all-bad.jsonl", "{\"id\": \"x\", \"prompt\": \"Hi\", \"top_p\": 7}\nnot json\n");
   const fs::path out = work_dir() / "all-bad.out";
   const Launch l = spawn(prompts, "all-bad", {"--tp", "2", "-o", out.string()});
   EXPECT_EQ(finish(l), 1) << run_args(l);

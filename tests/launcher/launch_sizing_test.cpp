@@ -50,8 +50,7 @@ TEST(StepRingSizing, LargestPrefillAndDecodeAtTheLimitsFitTheSlot) {
   const size_t slot = max_step_command_bytes(step_limits(c));
   // Prefill: the whole token budget in max_num_seqs sequences.
   const auto prefill = full_batch(8, 512 / 8, c);
-  const size_t prefill_bytes =
-      encode_step_command(build_prefill_command(raw(prefill), 16)).size();
+  const size_t prefill_bytes = encode_step_command(build_prefill_command(raw(prefill), 16)).size();
   EXPECT_LE(prefill_bytes, slot);
   // Decode: max_num_seqs sequences near max_model_len.
   const auto decode = full_batch(8, 500, c);
@@ -92,16 +91,16 @@ TEST(KvCacheSizing, OverrideWinsAndCpuPlanMatchesKvBlockBytes) {
   s.cpu_kv_cache_space_gib = 0.5;
   // Per rank: 2 (K, V) * 4 layers * 16 tokens * 1 head * 64 dims * 2 bytes = 16 KiB.
   EXPECT_EQ(ModelRunner::kv_block_bytes(m, 2, 16), 16384u);
-  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::CPU), (1 << 29) / 16384);
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCpu), (1 << 29) / 16384);
   s.num_blocks_override = 7;
-  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::CPU), 7);
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCpu), 7);
   s.num_blocks_override.reset();
   s.cpu_kv_cache_space_gib = 1e-9;
-  EXPECT_THROW(plan_kv_cache_blocks(s, m, Device::CPU), std::runtime_error);
+  EXPECT_THROW(plan_kv_cache_blocks(s, m, Device::kCpu), std::runtime_error);
   // CUDA: measured by the runner after its warm-up unless overridden.
-  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::CUDA), 0);
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCuda), 0);
   s.num_blocks_override = 9;
-  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::CUDA), 9);
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCuda), 9);
 }
 
 TEST(RequestSeed, DerivedSeedDependsOnBaseSeedAndIdOnly) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <regex>
@@ -98,8 +99,8 @@ std::map<std::string, Json> by_id(const std::vector<Json>& lines) {
 namespace {
 // Small limits keep every run to about a second on 2 cores.
 std::vector<std::string> common_flags() {
-  return {"--device", "cpu", "--max-model-len", "256", "--max-num-batched-tokens", "256",
-          "--block-size", "16", "--num-gpu-blocks-override", "96"};
+  return {"--device",       "cpu", "--max-model-len", "256", "--max-num-batched-tokens",  "256",
+          "--max-num-seqs", "64",  "--block-size",    "16",  "--num-gpu-blocks-override", "96"};
 }
 }  // namespace
 
@@ -111,7 +112,10 @@ Launch spawn(const fs::path& prompts, const std::string& tag, std::vector<std::s
 Launch spawn_with_model(const fs::path& model, const fs::path& prompts, const std::string& tag,
                         std::vector<std::string> extra, std::string prefix) {
   Launch l{-1, work_dir() / (tag + ".out.jsonl"), work_dir() / (tag + ".err"), prefix};
-  std::vector<std::string> args{NANOVLLM_LAUNCH_BIN, model.string(), prompts.string()};
+  // NANOVLLM_TEST_LAUNCH_BIN runs the suites against another build (e.g. the one before a fix).
+  const char* bin = std::getenv("NANOVLLM_TEST_LAUNCH_BIN");
+  std::vector<std::string> args{bin && *bin ? bin : NANOVLLM_LAUNCH_BIN, model.string(),
+                                prompts.string()};
   const std::vector<std::string> common = common_flags();  // "--flag value" pairs
   for (size_t i = 0; i + 1 < common.size(); i += 2)
     if (std::find(extra.begin(), extra.end(), common[i]) == extra.end())  // extra overrides
@@ -120,7 +124,8 @@ Launch spawn_with_model(const fs::path& model, const fs::path& prompts, const st
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int err = ::open(l.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int out = ::open((work_dir() / (tag + ".stdout")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int out =
+        ::open((work_dir() / (tag + ".stdout")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(out, 1);
     ::dup2(err, 2);
     ::setenv("NANOVLLM_SHM_PREFIX", prefix.c_str(), 1);
@@ -156,7 +161,9 @@ int finish(const Launch& l) {
   return *rc;
 }
 
-std::string run_args(const Launch& l) { return "stderr:\n" + read_text(l.err); }
+std::string run_args(const Launch& l) {
+  return "stderr:\n" + read_text(l.err);
+}
 
 std::map<int, pid_t> wait_ranks_loaded(const Launch& l, int tp) {
   const std::regex started(R"(rank (\d+) started \(pid (\d+)\))");
@@ -189,11 +196,40 @@ bool all_gone_by(const std::map<int, pid_t>& pids, const std::string& prefix,
 
 // Long enough (several seconds of decoding) that a kill lands mid-run.
 fs::path long_prompts(const std::string& name) {
-  std::string text = R"({"id": "short", "prompt": "Hi", "max_tokens": 2, "temperature": 0})" "\n";
+  std::string text = R"({"id": "short", "prompt": "Hi", "max_tokens": 2, "temperature": 0})"
+                     "\n";
   for (int i = 0; i < 4; ++i)
-    text += R"({"id": "long)" + std::to_string(i) +
-            R"(", "prompt": "Tell me a long story", "max_tokens": 220, "ignore_eos": true, "temperature": 0})" "\n";
+    text +=
+        R"({"id": "long)" + std::to_string(i) +
+        R"(", "prompt": "Tell me a long story", "max_tokens": 220, "ignore_eos": true, "temperature": 0})"
+        "\n";
   return write_file(name, text);
+}
+
+bool wait_for_text(const fs::path& p, const std::string& needle, std::chrono::milliseconds limit) {
+  const auto end = Clock::now() + limit;
+  while (read_text(p).find(needle) == std::string::npos) {
+    if (Clock::now() >= end) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+void expect_complete_long_prompt_results(const fs::path& out) {
+  std::vector<Json> lines;
+  ASSERT_NO_THROW(lines = read_jsonl(out)) << read_text(out);  // a partial line does not parse
+  for (const Json& line : lines) {
+    const size_t wanted = line.value("id", "") == "short" ? 2u : 220u;
+    EXPECT_EQ(line.value("finish_reason", ""), "length") << line.dump();
+    EXPECT_EQ(line["token_ids"].size(), wanted) << line.dump();
+    EXPECT_EQ(line.value("completion_tokens", -1), static_cast<int>(wanted)) << line.dump();
+  }
+}
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
 }
 
 // ---- --tp 1 and --tp 2 agree ----------------------------------------------------------

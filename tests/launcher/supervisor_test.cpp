@@ -1,10 +1,12 @@
-// Supervisor: a failing rank takes the run down within 10 s naming the rank; SIGINT is
-// forwarded and gives 130; a launcher killed with SIGKILL takes its ranks with it and its
-// segment is swept by the next run; two runs side by side do not interfere.
+// Supervisor: a failing rank takes the run down within 10 s naming the rank; SIGINT and every
+// other stop signal is forwarded and gives 128 + signal; a tick hook's failure tears the run
+// down; a closed stderr does not kill the launcher; a launcher killed with SIGKILL takes its
+// ranks with it and its segment is swept by the next run; two runs side by side do not
+// interfere.
 #include "launcher/supervisor.h"
 
 #include <gtest/gtest.h>
-
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 
 #include "ipc/broadcast_ring.h"
 #include "ipc/liveness.h"
+#include "launcher/logging.h"
 
 namespace nanovllm {
 namespace {
@@ -27,7 +30,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 bool exists_in_dev_shm(const std::string& name) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(("/dev/shm/" + name).c_str(), &st) == 0;
 }
 
@@ -55,7 +58,10 @@ TEST(Supervisor, RankExitingNonZeroStopsTheOthersRemovesSegmentAndNamesTheRank) 
   ASSERT_TRUE(exists_in_dev_shm(name));
   const auto t0 = Clock::now();
   const SupervisorResult r = sup.run({sleep_until_stopped,
-                                      [](int) { ::usleep(100 * 1000); return 3; },
+                                      [](int) {
+                                        ::usleep(100 * 1000);
+                                        return 3;
+                                      },
                                       sleep_until_stopped});
   const double ms = ms_since(t0);
   std::printf("[ figures  ] rank 1 exit 3 -> launcher returned after %.0f ms (teardown %lld ms)\n",
@@ -75,7 +81,11 @@ TEST(Supervisor, RankKilledBySigkillIsNamedWithItsSignal) {
   Supervisor sup(test_options());
   const std::string name = sup.segment().name();
   const auto t0 = Clock::now();
-  const SupervisorResult r = sup.run({[](int) { ::usleep(100 * 1000); ::raise(SIGKILL); return 0; },
+  const SupervisorResult r = sup.run({[](int) {
+                                        ::usleep(100 * 1000);
+                                        ::raise(SIGKILL);
+                                        return 0;
+                                      },
                                       sleep_until_stopped});
   const double ms = ms_since(t0);
   std::printf("[ figures  ] rank 0 SIGKILL -> launcher returned after %.0f ms (teardown %lld ms)\n",
@@ -95,8 +105,14 @@ TEST(Supervisor, RankIgnoringSigtermIsKilledAfterTheGrace) {
   o.kill_grace = 300ms;
   Supervisor sup(o);
   const auto t0 = Clock::now();
-  const SupervisorResult r = sup.run({[](int rank) { ::signal(SIGTERM, SIG_IGN); return sleep_until_stopped(rank); },
-                                      [](int) { ::usleep(100 * 1000); return 2; }});
+  const SupervisorResult r = sup.run({[](int rank) {
+                                        ::signal(SIGTERM, SIG_IGN);
+                                        return sleep_until_stopped(rank);
+                                      },
+                                      [](int) {
+                                        ::usleep(100 * 1000);
+                                        return 2;
+                                      }});
   EXPECT_EQ(r.failed_rank, std::optional<int>(1));
   EXPECT_TRUE(r.ranks[0].signaled && r.ranks[0].signal == SIGKILL);
   EXPECT_GE(r.teardown, 300ms);
@@ -111,8 +127,8 @@ TEST(Supervisor, AllRanksSucceedingGivesZeroAndAnExceptionBecomesExitCodeOne) {
   EXPECT_FALSE(ok.failed_rank.has_value());
 
   Supervisor bad_sup(test_options());
-  const SupervisorResult bad = bad_sup.run(
-      {[](int) -> int { throw std::runtime_error("boom"); }, [](int) { return 0; }});
+  const SupervisorResult bad =
+      bad_sup.run({[](int) -> int { throw std::runtime_error("boom"); }, [](int) { return 0; }});
   EXPECT_EQ(bad.failed_rank, std::optional<int>(0));
   EXPECT_NE(bad.message.find("exited with code 1"), std::string::npos) << bad.message;
 }
@@ -123,7 +139,11 @@ pid_t fork_launcher(const std::function<int()>& body) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     int rc = 99;
-    try { rc = body(); } catch (const std::exception& e) { std::fprintf(stderr, "%s\n", e.what()); }
+    try {
+      rc = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+    }
     std::fflush(nullptr);
     ::_exit(rc);
   }
@@ -174,6 +194,118 @@ TEST(Supervisor, SigintIsForwardedRanksFinishAndTheLauncherExits130) {
   std::sort(buf, buf + 2);
   EXPECT_EQ(std::string(buf, 2), "01");
   for (int fd : {ready[0], ready[1], report[0], report[1]}) ::close(fd);
+}
+
+std::atomic<int> g_stop_seen{0};
+
+// Every stop signal takes SIGINT's path (before: SIGHUP, SIGQUIT and SIGUSR1/2 killed the
+// launcher, which left the segment and the ranks to PDEATHSIG).
+TEST(Supervisor, EveryStopSignalIsForwardedRanksFinishAndTheLauncherExits128PlusIt) {
+  for (int sig : {SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+    SCOPED_TRACE(::sigabbrev_np(sig));
+    int ready[2], report[2], name_pipe[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    ASSERT_EQ(::pipe(report), 0);
+    ASSERT_EQ(::pipe(name_pipe), 0);
+    const pid_t launcher = fork_launcher([&] {
+      Supervisor sup(test_options());
+      char name[128] = {};
+      std::snprintf(name, sizeof(name), "%s", sup.segment().name().c_str());
+      ::write(name_pipe[1], name, sizeof(name));
+      auto rank_main = [&](int rank) -> int {
+        ::signal(sig, [](int got) { g_stop_seen = got; });
+        const char c = 'r';
+        ::write(ready[1], &c, 1);
+        for (int i = 0; i < 400 && g_stop_seen == 0; ++i) ::usleep(10 * 1000);
+        if (g_stop_seen == 0) return 5;
+        const char got = static_cast<char>('0' + rank);  // "finished": rank 0 would flush results
+        ::write(report[1], &got, 1);
+        return 0;
+      };
+      return sup.run({rank_main, rank_main}).exit_code;
+    });
+    // Only the children write: a read ends (false) once they are all gone.
+    for (int fd : {ready[1], report[1], name_pipe[1]}) ::close(fd);
+    char name[128];
+    char buf[2];
+    ASSERT_TRUE(read_exact(name_pipe[0], name, sizeof(name)));
+    ASSERT_TRUE(read_exact(ready[0], buf, 2));
+    ::kill(launcher, sig);
+    int status = 0;
+    ASSERT_EQ(::waitpid(launcher, &status, 0), launcher);
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
+    ASSERT_TRUE(read_exact(report[0], buf, 2));  // both ranks got it and finished
+    std::sort(buf, buf + 2);
+    EXPECT_EQ(std::string(buf, 2), "01");
+    EXPECT_FALSE(exists_in_dev_shm(name));
+    for (int fd : {ready[0], report[0], name_pipe[0]}) ::close(fd);
+  }
+}
+
+TEST(Supervisor, TickHookFailureStopsTheRanksRemovesTheSegmentAndNamesTheRank) {
+  Supervisor sup(test_options());
+  const std::string name = sup.segment().name();
+  int ticks = 0, ticks_after_failure = 0;
+  bool failed = false;
+  std::vector<RankState> seen;
+  const TickHook hook = [&](const std::vector<RankState>& ranks) -> std::optional<TickFailure> {
+    if (failed) ++ticks_after_failure;
+    seen = ranks;
+    if (++ticks < 10) return std::nullopt;
+    failed = true;
+    return TickFailure{1, "rank 1 is stuck"};
+  };
+  const auto t0 = Clock::now();
+  const SupervisorResult r = sup.run({sleep_until_stopped, sleep_until_stopped}, hook);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.failed_rank, std::optional<int>(1));
+  EXPECT_EQ(r.message, "rank 1 is stuck");
+  EXPECT_TRUE(r.ranks[0].signaled && r.ranks[0].signal == SIGTERM);
+  EXPECT_TRUE(r.ranks[1].signaled && r.ranks[1].signal == SIGTERM);
+  EXPECT_EQ(ticks_after_failure, 0);  // a stop under way: the hook is not asked again
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].rank, 1);
+  EXPECT_EQ(seen[1].pid, r.ranks[1].pid);
+  EXPECT_TRUE(seen[0].running && seen[1].running);
+  EXPECT_FALSE(exists_in_dev_shm(name));
+  EXPECT_LT(ms_since(t0), 5000.0);
+}
+
+// `nanovllm-launch ... 2>&1 | head`: once the reader is gone, the launcher's next log line
+// must not kill it with SIGPIPE, which would leave the segment behind (before: it did).
+TEST(Supervisor, ClosedStderrDoesNotKillTheLauncherWhichStillRemovesTheSegment) {
+  int name_pipe[2];
+  ASSERT_EQ(::pipe(name_pipe), 0);
+  const pid_t launcher = fork_launcher([&] {
+    int broken[2];
+    if (::pipe(broken) != 0) return 98;
+    ::close(broken[0]);
+    ::dup2(broken[1], STDERR_FILENO);
+    configure_logging(spdlog::level::info, "launcher");
+    Supervisor sup(test_options());
+    char name[128] = {};
+    std::snprintf(name, sizeof(name), "%s", sup.segment().name().c_str());
+    ::write(name_pipe[1], name, sizeof(name));
+    spdlog::info("segment {} created", name);  // as the launcher logs it, before the ranks
+    // The failure is logged (to the closed stderr) before the teardown.
+    return sup
+        .run({sleep_until_stopped,
+              [](int) {
+                ::usleep(100 * 1000);
+                return 3;
+              }})
+        .exit_code;
+  });
+  ::close(name_pipe[1]);
+  char name[128];
+  ASSERT_TRUE(read_exact(name_pipe[0], name, sizeof(name)));
+  ::close(name_pipe[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(launcher, &status, 0), launcher);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_FALSE(exists_in_dev_shm(name));
 }
 
 TEST(Supervisor, LauncherKilledBySigkillTakesItsRanksAndTheNextRunSweepsTheSegment) {

@@ -32,7 +32,7 @@ TEST(Checkpoint, OpensSingleFile) {
   TempDir dir;
   const auto a = iota(6, 1.0f);
   write_safetensors(dir.path() / "model.safetensors",
-                    {{{"a", DType::F32, {2, 3}}, std::as_bytes(std::span(a))}});
+                    {{{"a", DType::kF32, {2, 3}}, std::as_bytes(std::span(a))}});
   const Checkpoint ck = Checkpoint::open(dir.path());
   EXPECT_EQ(ck.names(), std::vector<std::string>{"a"});
   EXPECT_TRUE(ck.contains("a"));
@@ -45,7 +45,8 @@ TEST(Checkpoint, OpensSingleFile) {
 TEST(Checkpoint, MissingTensorNamesTensorAndFolder) {
   TempDir dir;
   const auto a = iota(1, 0.0f);
-  write_safetensors(dir.path() / "model.safetensors", {{{"a", DType::F32, {1}}, std::as_bytes(std::span(a))}});
+  write_safetensors(dir.path() / "model.safetensors",
+                    {{{"a", DType::kF32, {1}}, std::as_bytes(std::span(a))}});
   const Checkpoint ck = Checkpoint::open(dir.path());
   try {
     ck.tensor("lm_head.weight");
@@ -59,8 +60,10 @@ TEST(Checkpoint, MissingTensorNamesTensorAndFolder) {
 TEST(Checkpoint, OpensShardsThroughIndexAndSurvivesMove) {
   TempDir dir;
   const auto a = iota(4, 10.0f), b = iota(2, 20.0f);
-  write_safetensors(dir.path() / "s1.safetensors", {{{"a", DType::F32, {4}}, std::as_bytes(std::span(a))}});
-  write_safetensors(dir.path() / "s2.safetensors", {{{"b", DType::F32, {2}}, std::as_bytes(std::span(b))}});
+  write_safetensors(dir.path() / "s1.safetensors",
+                    {{{"a", DType::kF32, {4}}, std::as_bytes(std::span(a))}});
+  write_safetensors(dir.path() / "s2.safetensors",
+                    {{{"b", DType::kF32, {2}}, std::as_bytes(std::span(b))}});
   testing::write_json(dir.path() / "model.safetensors.index.json",
                       {{"metadata", {{"total_size", 24}}},
                        {"weight_map", {{"a", "s1.safetensors"}, {"b", "s2.safetensors"}}}});
@@ -75,7 +78,8 @@ TEST(Checkpoint, OpensShardsThroughIndexAndSurvivesMove) {
 TEST(Checkpoint, IndexErrorsNameTheFileAndTensor) {
   TempDir dir;
   const auto a = iota(4, 0.0f);
-  write_safetensors(dir.path() / "s1.safetensors", {{{"a", DType::F32, {4}}, std::as_bytes(std::span(a))}});
+  write_safetensors(dir.path() / "s1.safetensors",
+                    {{{"a", DType::kF32, {4}}, std::as_bytes(std::span(a))}});
   auto expect_error = [&](const json& index, const std::string& fragment) {
     testing::write_json(dir.path() / "model.safetensors.index.json", index);
     try {

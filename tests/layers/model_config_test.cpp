@@ -10,8 +10,8 @@ namespace nanovllm {
 namespace {
 
 using nlohmann::json;
-using testing::TempDir;
 using testing::qwen3_config_json;
+using testing::TempDir;
 using testing::write_json;
 
 // Parses `config` and expects a ModelFolderError whose message contains every fragment.
@@ -21,7 +21,8 @@ void expect_error(const json& config, std::initializer_list<std::string> fragmen
     FAIL() << "no error for " << config.dump();
   } catch (const ModelFolderError& e) {
     const std::string msg = e.what();
-    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg << " lacks " << f;
+    for (const auto& f : fragments)
+      EXPECT_NE(msg.find(f), std::string::npos) << msg << " lacks " << f;
   }
 }
 
@@ -41,7 +42,7 @@ TEST(ModelConfig, ReadsPublishedQwen3Config) {
   EXPECT_TRUE(c.tie_word_embeddings);
   EXPECT_TRUE(c.qk_norm);
   EXPECT_FALSE(c.attention_bias);
-  EXPECT_EQ(c.dtype, DType::BF16);
+  EXPECT_EQ(c.dtype, DType::kBf16);
   EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{151645});
   ASSERT_TRUE(c.bos_token_id.has_value());
   EXPECT_EQ(*c.bos_token_id, 151643);
@@ -55,7 +56,7 @@ TEST(ModelConfig, AcceptsTransformers5Spellings) {
   j["dtype"] = "float16";
   j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5000000}};
   const ModelConfig c = parse_model_config(j, "config.json", nullptr, "");
-  EXPECT_EQ(c.dtype, DType::F16);
+  EXPECT_EQ(c.dtype, DType::kF16);
   EXPECT_FLOAT_EQ(c.rope_theta, 5e6f);
 }
 
@@ -117,9 +118,9 @@ TEST(ModelConfig, BadGenerationEosNamesGenerationFile) {
 }
 
 TEST(ModelConfig, MissingFieldNamesFileAndField) {
-  for (const char* field : {"hidden_size", "intermediate_size", "num_hidden_layers",
-                            "num_attention_heads", "vocab_size", "rms_norm_eps",
-                            "max_position_embeddings", "architectures"}) {
+  for (const char* field :
+       {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "vocab_size", "rms_norm_eps", "max_position_embeddings", "architectures"}) {
     json j = qwen3_config_json();
     j.erase(field);
     expect_error(j, {"/m/config.json", std::string("'") + field + "'", "missing"});

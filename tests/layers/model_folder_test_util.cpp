@@ -42,7 +42,8 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
 std::string safetensors_bytes(const std::string& header_json, const std::string& data) {
   std::string out(8, '\0');
   const uint64_t n = header_json.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + header_json + data;
 }
 

@@ -45,11 +45,13 @@ class ThreadCommunicator final : public Communicator {
     std::vector<float> sum(static_cast<size_t>(n), 0.0f);  // [numel] f32
     for (const TensorView& t : group_.posted)
       for (int64_t i = 0; i < n; ++i)
-        sum[i] += t.dtype == DType::BF16 ? bf16_to_float(t.ptr<uint16_t>()[i]) : t.ptr<float>()[i];
+        sum[i] += t.dtype == DType::kBf16 ? bf16_to_float(t.ptr<uint16_t>()[i]) : t.ptr<float>()[i];
     group_.barrier.arrive_and_wait();  // everyone has read before anyone writes
     for (int64_t i = 0; i < n; ++i) {
-      if (inout.dtype == DType::BF16) inout.ptr<uint16_t>()[i] = float_to_bf16(sum[i]);
-      else inout.ptr<float>()[i] = sum[i];
+      if (inout.dtype == DType::kBf16)
+        inout.ptr<uint16_t>()[i] = float_to_bf16(sum[i]);
+      else
+        inout.ptr<float>()[i] = sum[i];
     }
     group_.barrier.arrive_and_wait();
   }

@@ -29,7 +29,7 @@ ModelConfig small_config(bool tied = true) {
 }
 
 std::vector<float> values(const CheckpointTensor& t) {
-  CHECK(t.dtype == DType::BF16);
+  CHECK(t.dtype == DType::kBf16);
   std::vector<float> out(t.nbytes / 2);
   for (size_t i = 0; i < out.size(); ++i) {
     uint16_t h;
@@ -172,7 +172,8 @@ TEST(ModelWriter, PresetParameterCountsMatchPublishedQwen3Sizes) {
   // Independent arithmetic: per layer q, k, v, o, gate, up, down, 2 layer norms, q/k norm.
   auto count = [](int64_t h, int64_t inter, int64_t layers, int64_t qh, int64_t kvh, bool tied) {
     const int64_t hd = 128, vocab = 151936;
-    const int64_t layer = h * qh * hd + 2 * h * kvh * hd + qh * hd * h + 3 * h * inter + 2 * h + 2 * hd;
+    const int64_t layer =
+        h * qh * hd + 2 * h * kvh * hd + qh * hd * h + 3 * h * inter + 2 * h + 2 * hd;
     return vocab * h * (tied ? 1 : 2) + layers * layer + h;
   };
   EXPECT_EQ(parameter_count(model_preset("qwen3-0.6b")), count(1024, 3072, 28, 16, 8, true));

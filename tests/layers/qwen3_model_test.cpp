@@ -45,13 +45,15 @@ class Reference {
           double mx = -INFINITY, sum = 0.0;
           for (int64_t j = 0; j <= i; ++j) {
             double dot = 0.0;
-            for (int64_t e = 0; e < d; ++e) dot += q[(i * hq + head) * d + e] * k[(j * hkv + g) * d + e];
+            for (int64_t e = 0; e < d; ++e)
+              dot += q[(i * hq + head) * d + e] * k[(j * hkv + g) * d + e];
             s[j] = dot / std::sqrt(static_cast<double>(d));
             mx = std::max(mx, s[j]);
           }
           for (double& z : s) sum += z = std::exp(z - mx);
           for (int64_t j = 0; j <= i; ++j)
-            for (int64_t e = 0; e < d; ++e) attn[(i * hq + head) * d + e] += s[j] / sum * v[(j * hkv + g) * d + e];
+            for (int64_t e = 0; e < d; ++e)
+              attn[(i * hq + head) * d + e] += s[j] / sum * v[(j * hkv + g) * d + e];
         }
       const Mat o = matmul(attn, t, hq * d, load(p + "self_attn.o_proj.weight"), h);
       for (int64_t i = 0; i < t * h; ++i) x[i] += o[i];
@@ -72,7 +74,8 @@ class Reference {
  private:
   Mat load(const std::string& name) const {
     const CheckpointTensor& t = ckpt_.tensor(name);
-    const int64_t n = std::accumulate(t.shape.begin(), t.shape.end(), int64_t{1}, std::multiplies<>());
+    const int64_t n =
+        std::accumulate(t.shape.begin(), t.shape.end(), int64_t{1}, std::multiplies<>());
     Mat out(n);
     for (int64_t i = 0; i < n; ++i) {
       uint16_t bits;
@@ -125,10 +128,12 @@ std::vector<float> model_last_logits(const test::TempModel& m, const std::vector
   const ModelConfig& c = m.config();
   const Checkpoint ckpt = Checkpoint::open(m.dir());
   SingleRankCommunicator comm;
-  Qwen3ForCausalLM model(c, ckpt, ShardInfo{0, 1, Device::CPU}, comm);
+  Qwen3ForCausalLM model(c, ckpt, ShardInfo{0, 1, Device::kCpu}, comm);
   const int64_t t = static_cast<int64_t>(ids.size()), bs = 16, nb = (t + bs - 1) / bs + 1;
-  DeviceBuffer cache(2 * c.num_hidden_layers * nb * bs * c.num_key_value_heads * c.head_dim * 2, Device::CPU);
-  model.bind_kv_cache(cache.view(DType::BF16, {2, c.num_hidden_layers, nb, bs, c.num_key_value_heads, c.head_dim}));
+  DeviceBuffer cache(2 * c.num_hidden_layers * nb * bs * c.num_key_value_heads * c.head_dim * 2,
+                     Device::kCpu);
+  model.bind_kv_cache(cache.view(
+      DType::kBf16, {2, c.num_hidden_layers, nb, bs, c.num_key_value_heads, c.head_dim}));
   std::vector<int32_t> input = ids, pos(t), slots(t), cu_q{0, static_cast<int32_t>(t)}, blocks;
   for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i);
   // Blocks in reverse order, so a paging mistake cannot pass by accident.
@@ -136,18 +141,19 @@ std::vector<float> model_last_logits(const test::TempModel& m, const std::vector
   for (int64_t i = 0; i < t; ++i) slots[i] = static_cast<int32_t>(blocks[i / bs] * bs + i % bs);
   AttentionMetadata meta;
   meta.is_prefill = true;
-  meta.slot_mapping = TensorView(slots.data(), DType::I32, {t});
-  meta.block_tables = TensorView(blocks.data(), DType::I32, {1, static_cast<int64_t>(blocks.size())});
-  meta.cu_seqlens_q = meta.cu_seqlens_k = TensorView(cu_q.data(), DType::I32, {2});
+  meta.slot_mapping = TensorView(slots.data(), DType::kI32, {t});
+  meta.block_tables =
+      TensorView(blocks.data(), DType::kI32, {1, static_cast<int64_t>(blocks.size())});
+  meta.cu_seqlens_q = meta.cu_seqlens_k = TensorView(cu_q.data(), DType::kI32, {2});
   meta.max_seqlen_q = meta.max_seqlen_k = static_cast<int>(t);
   ExecContext ctx;
   ctx.cpu_threads = 2;
-  const TensorView hidden = model.forward(TensorView(input.data(), DType::I32, {t}),
-                                          TensorView(pos.data(), DType::I32, {t}), meta, ctx);
+  const TensorView hidden = model.forward(TensorView(input.data(), DType::kI32, {t}),
+                                          TensorView(pos.data(), DType::kI32, {t}), meta, ctx);
   std::vector<float> logits(c.vocab_size);
   std::vector<int32_t> last{static_cast<int32_t>(t - 1)};
-  model.compute_logits(TensorView(logits.data(), DType::F32, {1, c.vocab_size}), hidden,
-                       TensorView(last.data(), DType::I32, {1}), ctx);
+  model.compute_logits(TensorView(logits.data(), DType::kF32, {1, c.vocab_size}), hidden,
+                       TensorView(last.data(), DType::kI32, {1}), ctx);
   return logits;
 }
 
@@ -171,8 +177,9 @@ void expect_close_logits(const std::vector<float>& got, const std::vector<double
 
 TEST(Qwen3Model, TiedTinyPrefillLogitsMatchDenseDoubleReference) {
   test::TempModel m("tiny");
-  const std::vector<int32_t> ids{9707, 11, 1879, 0, 151643, 42, 42, 42, 100, 7, 3, 25, 17, 99999,
-                                 5, 6, 77, 8};  // 18 tokens: crosses a 16-token block
+  const std::vector<int32_t> ids{
+      9707, 11, 1879, 0,  151643, 42, 42, 42, 100,
+      7,    3,  25,   17, 99999,  5,  6,  77, 8};  // 18 tokens: crosses a 16-token block
   const Checkpoint ckpt = Checkpoint::open(m.dir());
   expect_close_logits(model_last_logits(m, ids), Reference(m.config(), ckpt).last_logits(ids));
 }

@@ -17,11 +17,10 @@ namespace nanovllm {
 namespace {
 
 std::string valid_file() {
-  const std::string header =
-      R"({"__metadata__":{"format":"pt"},)"
-      R"("emb":{"dtype":"BF16","shape":[4,3],"data_offsets":[0,24]},)"
-      R"("norm":{"dtype":"F32","shape":[3],"data_offsets":[24,36]},)"
-      R"("half":{"dtype":"F16","shape":[2,1,2],"data_offsets":[36,44]}})";
+  const std::string header = R"({"__metadata__":{"format":"pt"},)"
+                             R"("emb":{"dtype":"BF16","shape":[4,3],"data_offsets":[0,24]},)"
+                             R"("norm":{"dtype":"F32","shape":[3],"data_offsets":[24,36]},)"
+                             R"("half":{"dtype":"F16","shape":[2,1,2],"data_offsets":[36,44]}})";
   std::string data(44, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
   return testing::safetensors_bytes(header, data);
@@ -51,7 +50,8 @@ void check_one(const std::string& bytes, Outcome& out) {
         numel *= static_cast<uint64_t>(d);
       }
       ASSERT_EQ(t.nbytes(), numel * dtype_size(t.dtype));
-      for (uint64_t i = t.begin; i < t.end; ++i) sum += static_cast<uint8_t>(buf[h.data_offset + i]);
+      for (uint64_t i = t.begin; i < t.end; ++i)
+        sum += static_cast<uint8_t>(buf[h.data_offset + i]);
     }
     (void)sum;
     ++out.accepted;
@@ -98,12 +98,14 @@ TEST(SafetensorsFuzz, HugeAndOffByOneLengthsAreRejected) {
   const uint64_t real = base.size() - 8 - 44;
   std::mt19937_64 rng(99);
   Outcome o;
-  std::vector<uint64_t> lengths = {0, 1, real - 1, real + 1, real + 44, real + 45, UINT64_MAX,
-                                   UINT64_MAX - 7, uint64_t{1} << 63, kMaxSafetensorsHeaderBytes + 1};
+  std::vector<uint64_t> lengths = {
+      0,         1,          real - 1,       real + 1,          real + 44,
+      real + 45, UINT64_MAX, UINT64_MAX - 7, uint64_t{1} << 63, kMaxSafetensorsHeaderBytes + 1};
   for (int i = 0; i < 500; ++i) lengths.push_back(rng());
   for (uint64_t n : lengths) {
     std::string m = base;
-    for (int b = 0; b < 8; ++b) m[static_cast<size_t>(b)] = static_cast<char>((n >> (8 * b)) & 0xff);
+    for (int b = 0; b < 8; ++b)
+      m[static_cast<size_t>(b)] = static_cast<char>((n >> (8 * b)) & 0xff);
     check_one(m, o);
   }
   EXPECT_EQ(o.accepted + o.rejected, static_cast<int>(lengths.size()));
@@ -112,10 +114,24 @@ TEST(SafetensorsFuzz, HugeAndOffByOneLengthsAreRejected) {
 TEST(SafetensorsFuzz, NumbersReplacedByHostileValues) {
   // Rebuild the header with each number replaced by a hostile one; the length prefix stays
   // consistent so the parser reaches the checks on shapes and offsets.
-  const std::vector<std::string> hostile = {
-      "-1", "0", "1", "44", "45", "9223372036854775807", "9223372036854775808",
-      "18446744073709551615", "18446744073709551616", "1e300", "-0", "2.5", "null", "\"7\"",
-      "[]", "{}", "4294967296", "-9223372036854775808"};
+  const std::vector<std::string> hostile = {"-1",
+                                            "0",
+                                            "1",
+                                            "44",
+                                            "45",
+                                            "9223372036854775807",
+                                            "9223372036854775808",
+                                            "18446744073709551615",
+                                            "18446744073709551616",
+                                            "1e300",
+                                            "-0",
+                                            "2.5",
+                                            "null",
+                                            "\"7\"",
+                                            "[]",
+                                            "{}",
+                                            "4294967296",
+                                            "-9223372036854775808"};
   const std::string base = valid_file();
   const std::string header = base.substr(8, base.size() - 8 - 44);
   const std::string data = base.substr(base.size() - 44);
@@ -131,7 +147,8 @@ TEST(SafetensorsFuzz, NumbersReplacedByHostileValues) {
     size_t end = start;
     while (end < header.size() && std::isdigit(static_cast<unsigned char>(header[end]))) ++end;
     for (const std::string& v : hostile)
-      check_one(testing::safetensors_bytes(header.substr(0, start) + v + header.substr(end), data), o);
+      check_one(testing::safetensors_bytes(header.substr(0, start) + v + header.substr(end), data),
+                o);
   }
   for (int i = 0; i < 2000; ++i) {  // several numbers at once
     std::string h = header;
@@ -152,12 +169,20 @@ TEST(SafetensorsFuzz, StructuralGarbageInHeader) {
   const std::string data(44, '\0');
   Outcome o;
   const std::vector<std::string> headers = {
-      "{", "}", "{}", "{\"a\":{}}", "{\"a\":null}", "{\"a\":[]}", std::string(100000, '[') ,
+      "{",
+      "}",
+      "{}",
+      "{\"a\":{}}",
+      "{\"a\":null}",
+      "{\"a\":[]}",
+      std::string(100000, '['),
       "{\"a\":" + std::string(50000, '[') + std::string(50000, ']') + "}",
       "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"dtype\":\"BF16\"}}",
       "{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
       "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} trailing",
-      std::string("{\"a\"\0:1}", 8), "\xff\xfe{}", "{\"a\":\"\xc3\x28\"}"};
+      std::string("{\"a\"\0:1}", 8),
+      "\xff\xfe{}",
+      "{\"a\":\"\xc3\x28\"}"};
   for (const std::string& h : headers) check_one(testing::safetensors_bytes(h, data), o);
   EXPECT_EQ(o.accepted + o.rejected, static_cast<int>(headers.size()));
 }
@@ -169,8 +194,10 @@ TEST(SafetensorsFuzz, MutatedFilesOnDiskThroughMmap) {
   int ok = 0, bad = 0;
   for (int iter = 0; iter < 200; ++iter) {
     std::string m = base;
-    if (iter % 2) m.resize(rng() % m.size());
-    else m[rng() % (m.size() - 44)] = static_cast<char>(rng() & 0xff);
+    if (iter % 2)
+      m.resize(rng() % m.size());
+    else
+      m[rng() % (m.size() - 44)] = static_cast<char>(rng() & 0xff);
     const auto path = dir.path() / "m.safetensors";
     testing::write_file(path, m);
     try {

@@ -43,10 +43,10 @@ TEST(Safetensors, ParsesHandWrittenFile) {
   EXPECT_EQ(h.data_offset, 8 + header.size());
   ASSERT_EQ(h.tensors.size(), 2u);
   EXPECT_EQ(h.tensors[0].name, "a");
-  EXPECT_EQ(h.tensors[0].dtype, DType::F32);
+  EXPECT_EQ(h.tensors[0].dtype, DType::kF32);
   EXPECT_EQ(h.tensors[0].shape, std::vector<int64_t>{2});
   EXPECT_EQ(h.tensors[1].name, "b");
-  EXPECT_EQ(h.tensors[1].dtype, DType::BF16);
+  EXPECT_EQ(h.tensors[1].dtype, DType::kBf16);
   EXPECT_EQ(h.tensors[1].shape, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(h.tensors[1].begin, 8u);
   EXPECT_EQ(h.tensors[1].nbytes(), 6u);
@@ -59,9 +59,9 @@ TEST(Safetensors, WriterRoundTripsValuesThroughMmap) {
   for (float v : {0.5f, -1.0f, 2.0f, 100.0f}) bf16.push_back(float_to_bf16(v));
   const std::vector<uint16_t> f16 = {0x3c00, 0xc000};  // 1.0, -2.0 in IEEE half
   write_safetensors(dir.path() / "t.safetensors",
-                    {{{"w.f32", DType::F32, {2, 3}}, std::as_bytes(std::span(f32))},
-                     {{"w.bf16", DType::BF16, {4}}, std::as_bytes(std::span(bf16))},
-                     {{"w.f16", DType::F16, {2}}, std::as_bytes(std::span(f16))}},
+                    {{{"w.f32", DType::kF32, {2, 3}}, std::as_bytes(std::span(f32))},
+                     {{"w.bf16", DType::kBf16, {4}}, std::as_bytes(std::span(bf16))},
+                     {{"w.f16", DType::kF16, {2}}, std::as_bytes(std::span(f16))}},
                     {{"format", "pt"}});
   const SafetensorsFile file = SafetensorsFile::open(dir.path() / "t.safetensors");
   ASSERT_EQ(file.tensors().size(), 3u);
@@ -122,7 +122,8 @@ TEST(Safetensors, RejectsOutOfBoundsAndInconsistentOffsets) {
   expect_rejected(one(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,8]})", 8), "bad dimension");
   expect_rejected(one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]})", 8),
                   "overflows");
-  expect_rejected(one(R"({"dtype":"F32","shape":[2],"data_offsets":[-8,0]})", 8), "bad 'data_offsets'");
+  expect_rejected(one(R"({"dtype":"F32","shape":[2],"data_offsets":[-8,0]})", 8),
+                  "bad 'data_offsets'");
   expect_rejected(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0]})", 8), "data_offsets");
   expect_rejected(one(R"({"dtype":"F32","shape":[2]})", 8), "data_offsets");
   expect_rejected(one(R"({"shape":[2],"data_offsets":[0,8]})", 8), "dtype");
@@ -133,7 +134,8 @@ TEST(Safetensors, RejectsOutOfBoundsAndInconsistentOffsets) {
 
 TEST(Safetensors, UnsupportedDtypeNamesTheTensor) {
   const std::string file = safetensors_bytes(
-      R"({"model.position_ids":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", std::string(8, '\0'));
+      R"({"model.position_ids":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
+      std::string(8, '\0'));
   expect_rejected(file, "tensor 'model.position_ids': dtype 'I64' is not supported");
 }
 

@@ -91,7 +91,7 @@ class QkvHeadLayout : public ::testing::Test {
     q_ = rows(q_heads, 0), k_ = rows(kv_heads, 100), v_ = rows(kv_heads, 200);
     auto blob = [](const std::string& proj, const std::vector<uint16_t>& d, int64_t heads) {
       return SafetensorsBlob{
-          {"model.layers.0.self_attn." + proj + ".weight", DType::BF16, {heads * kDim, kIn}},
+          {"model.layers.0.self_attn." + proj + ".weight", DType::kBf16, {heads * kDim, kIn}},
           std::as_bytes(std::span(d))};
     };
     write_safetensors(
@@ -110,7 +110,7 @@ class QkvHeadLayout : public ::testing::Test {
     std::multiset<int64_t> all_q;
     for (int rank = 0; rank < tp; ++rank) {
       const QKVParallelLinear qkv(ckpt, "model.layers.0.self_attn", q_heads, kv_heads, kDim, false,
-                                  ShardInfo{rank, tp, Device::CPU});
+                                  ShardInfo{rank, tp, Device::kCpu});
       const TensorView& w = qkv.weight();  // [(nq + 2 nkv) * kDim, kIn]
       const int64_t nq = qkv.num_heads(), nkv = qkv.num_kv_heads();
       ASSERT_EQ(w.size(0), (nq + 2 * nkv) * kDim);
@@ -154,7 +154,7 @@ TEST_F(QkvHeadLayout, TheLayerRefusesWhatTheShapeCheckRefuses) {
   for (int tp : {3, 32}) {
     EXPECT_NE(refusal(c, tp), "");
     EXPECT_THROW(QKVParallelLinear(ckpt, "model.layers.0.self_attn", 16, 8, kDim, false,
-                                   ShardInfo{0, tp, Device::CPU}),
+                                   ShardInfo{0, tp, Device::kCpu}),
                  CheckError)
         << "tp " << tp;
   }

@@ -40,8 +40,9 @@ struct RunResult {
 RunResult run_engine(const std::vector<Request>& requests, int num_blocks,
                      BlockHashFn hash_fn = compute_block_hash) {
   SingleRankCommunicator comm;
-  ModelRunner runner(tiny().dir(), tiny().config(), comm,
-                     ModelRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = num_blocks, .cpu_threads = 2});
+  ModelRunner runner(
+      tiny().dir(), tiny().config(), comm,
+      ModelRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = num_blocks, .cpu_threads = 2});
   EngineConfig config;
   config.kvcache_block_size = kBlockSize;
   config.num_kvcache_blocks = num_blocks;
@@ -85,8 +86,9 @@ BlockHashFn no_prefix_cache() {
 }
 
 TEST(EngineGeneration, GreedyTokensEqualArgmaxOfFreshPrefillOfEveryPrefix) {
-  const std::vector<Request> requests{{{9707, 11, 1879, 0, 42}, greedy(6)},
-                                      {{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 3}, greedy(6)}};
+  const std::vector<Request> requests{
+      {{9707, 11, 1879, 0, 42}, greedy(6)},
+      {{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 3}, greedy(6)}};
   const RunResult run = run_engine(requests, 64);
   // Independent path: every next token from a one-shot prefill of all tokens so far,
   // in a fresh engine (no decode kernel, no cache reuse across steps).

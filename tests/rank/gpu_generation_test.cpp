@@ -31,11 +31,11 @@ namespace nanovllm {
 namespace gpu_test {
 namespace {
 
-constexpr int kBlockSize = 16;        // small blocks: prefix-cache hits on short prefixes
-constexpr int kRoomyBlocks = 1536;    // 36 prompts x (256 + 128) tokens = 864 blocks, room to spare
-constexpr int kTinyBlocks = 48;       // two longest sequences: forces preemption
-constexpr int kMaxModelLen = 512;     // longest prompt 256 + 128 generated
-constexpr int kMaxNumSeqs = 64;       // 36 prompts run at once; graphs up to 64 rows
+constexpr int kBlockSize = 16;      // small blocks: prefix-cache hits on short prefixes
+constexpr int kRoomyBlocks = 1536;  // 36 prompts x (256 + 128) tokens = 864 blocks, room to spare
+constexpr int kTinyBlocks = 48;     // two longest sequences: forces preemption
+constexpr int kMaxModelLen = 512;   // longest prompt 256 + 128 generated
+constexpr int kMaxNumSeqs = 64;     // 36 prompts run at once; graphs up to 64 rows
 constexpr int kMaxBatchedTokens = 8192;  // all 36 prompts (~5k tokens) in one prefill
 // "Far more than the tolerance": the tolerance is already 1.5x transformers' own bf16-vs-fp32
 // noise on these random models (mean 8.6 / 12.7 nats on 0.6B / 1.7B), and the smallest shift
@@ -52,21 +52,23 @@ std::optional<Env> env() {
   if (!m || !r || cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return std::nullopt;
   return Env{m, r};
 }
-#define SKIP_WITHOUT_GPU_MODEL()                                                               \
-  do {                                                                                         \
-    if (!env()) GTEST_SKIP() << "needs a CUDA device, NANOVLLM_GPU_MODEL_DIR and NANOVLLM_GPU_REFERENCE"; \
+#define SKIP_WITHOUT_GPU_MODEL()                                                                \
+  do {                                                                                          \
+    if (!env())                                                                                 \
+      GTEST_SKIP() << "needs a CUDA device, NANOVLLM_GPU_MODEL_DIR and NANOVLLM_GPU_REFERENCE"; \
   } while (0)
 
 // A CUDA runner through the production start-up (warm-up, frozen workspace, decode CUDA
 // graphs unless eager) with an exact KV block count.
-std::unique_ptr<ModelRunner> make_runner(const ModelConfig& config, Communicator& comm, int blocks, bool eager) {
+std::unique_ptr<ModelRunner> make_runner(const ModelConfig& config, Communicator& comm, int blocks,
+                                         bool eager) {
   ModelRunnerOptions o;
   o.num_kv_blocks = blocks;
   o.enforce_eager = eager;
   o.max_num_batched_tokens = kMaxBatchedTokens;
   o.max_num_seqs = kMaxNumSeqs;
   o.max_model_len = kMaxModelLen;
-  o.device = Device::CUDA;
+  o.device = Device::kCuda;
   o.block_size = kBlockSize;
   return std::make_unique<ModelRunner>(env()->model_dir, config, comm, o);
 }
@@ -89,12 +91,13 @@ Fixture& fixture() {
     f->tol_max = 1.5 * f->ref.hf.dev_max + 0.25;
     f->tol_mean = 1.5 * f->ref.hf.dev_mean + 0.02;
     f->max_top1_disagreement = 1.5 * (1.0 - f->ref.hf.top1_agreement) + 0.005;
-    std::printf("[%s] tolerances: per-entry %.3f, mean %.3f nats, top-1 disagreement %.4f "
-                "(hf bf16 vs fp32: max %.3f mean %.4f p99 %.3f, top-1 %.4f, greedy close %d/%d, "
-                "mean agreed %.1f tokens)\n", f->ref.preset.c_str(), f->tol_max, f->tol_mean,
-                f->max_top1_disagreement, f->ref.hf.dev_max, f->ref.hf.dev_mean, f->ref.hf.dev_p99,
-                f->ref.hf.top1_agreement, f->ref.hf.greedy_close_ok, f->ref.hf.greedy_prompts,
-                f->ref.hf.greedy_mean_agreed);
+    std::printf(
+        "[%s] tolerances: per-entry %.3f, mean %.3f nats, top-1 disagreement %.4f "
+        "(hf bf16 vs fp32: max %.3f mean %.4f p99 %.3f, top-1 %.4f, greedy close %d/%d, "
+        "mean agreed %.1f tokens)\n",
+        f->ref.preset.c_str(), f->tol_max, f->tol_mean, f->max_top1_disagreement, f->ref.hf.dev_max,
+        f->ref.hf.dev_mean, f->ref.hf.dev_p99, f->ref.hf.top1_agreement, f->ref.hf.greedy_close_ok,
+        f->ref.hf.greedy_prompts, f->ref.hf.greedy_mean_agreed);
   }
   return *f;
 }
@@ -139,7 +142,9 @@ struct Deviation {
     }
   }
   double mean() const { return n ? sum / static_cast<double>(n) : 0.0; }
-  double top1_rate() const { return positions ? static_cast<double>(top1_agree) / static_cast<double>(positions) : 1.0; }
+  double top1_rate() const {
+    return positions ? static_cast<double>(top1_agree) / static_cast<double>(positions) : 1.0;
+  }
 };
 
 TEST(GpuGeneration, TeacherForcedLogprobsMatchTransformersWithinBf16Noise) {
@@ -157,10 +162,11 @@ TEST(GpuGeneration, TeacherForcedLogprobsMatchTransformersWithinBf16Noise) {
     }
     EXPECT_LE(one.max, f.tol_max) << p.name;
   }
-  std::printf("[%s] teacher forcing over %lld positions: vs fp32 top-1 %.4f, |dev| max %.3f mean %.4f; "
-              "vs bf16 top-1 %.4f, |dev| max %.3f mean %.4f\n", f.ref.preset.c_str(),
-              static_cast<long long>(vs_fp32.positions), vs_fp32.top1_rate(), vs_fp32.max, vs_fp32.mean(),
-              vs_bf16.top1_rate(), vs_bf16.max, vs_bf16.mean());
+  std::printf(
+      "[%s] teacher forcing over %lld positions: vs fp32 top-1 %.4f, |dev| max %.3f mean %.4f; "
+      "vs bf16 top-1 %.4f, |dev| max %.3f mean %.4f\n",
+      f.ref.preset.c_str(), static_cast<long long>(vs_fp32.positions), vs_fp32.top1_rate(),
+      vs_fp32.max, vs_fp32.mean(), vs_bf16.top1_rate(), vs_bf16.max, vs_bf16.mean());
   EXPECT_LE(vs_fp32.max, f.tol_max);
   EXPECT_LE(vs_fp32.mean(), f.tol_mean);
   EXPECT_LE(1.0 - vs_fp32.top1_rate(), f.max_top1_disagreement);
@@ -175,19 +181,23 @@ TEST(GpuGeneration, ChangingTokenOneMovesLastLogprobsFarBeyondTolerance) {
     const RefPrompt& base = f.ref.prompts.at(static_cast<size_t>(p.perturbed_of));
     const PrefillLogits base_lp = teacher_forced(*f.runner, base.ids);
     const PrefillLogits moved_lp = teacher_forced(*f.runner, p.ids);
-    const LogitRow ours_base = base_lp.row(base_lp.rows() - 1), ours_moved = moved_lp.row(moved_lp.rows() - 1);
+    const LogitRow ours_base = base_lp.row(base_lp.rows() - 1),
+                   ours_moved = moved_lp.row(moved_lp.rows() - 1);
     double ours = 0, theirs = 0;  // max |change| over the unperturbed fp32 last top-5
     const std::vector<TopEntry>& top = base.fp32.teacher_forced_top5.back();
     for (size_t k = 0; k < top.size(); ++k) {
-      ours = std::max(ours, std::abs(ours_moved.logprob(top[k].token) - ours_base.logprob(top[k].token)));
+      ours = std::max(ours,
+                      std::abs(ours_moved.logprob(top[k].token) - ours_base.logprob(top[k].token)));
       // The perturbed run's logprob of that token: from its own top-5 if there, else below its 5th.
       double moved = p.fp32.teacher_forced_top5.back().back().logprob;
       for (const TopEntry& e : p.fp32.teacher_forced_top5.back())
         if (e.token == top[k].token) moved = e.logprob;
       theirs = std::max(theirs, std::abs(moved - top[k].logprob));
     }
-    std::printf("[%s] %s: last-position logprobs move by %.3f (transformers fp32: >= %.3f); tolerance %.3f\n",
-                f.ref.preset.c_str(), p.name.c_str(), ours, theirs, f.tol_mean);
+    std::printf(
+        "[%s] %s: last-position logprobs move by %.3f (transformers fp32: >= %.3f); tolerance "
+        "%.3f\n",
+        f.ref.preset.c_str(), p.name.c_str(), ours, theirs, f.tol_mean);
     EXPECT_GE(ours, kPerturbationRatio * f.tol_mean) << p.name;
     ++checked;
   }
@@ -211,17 +221,22 @@ TEST(GpuGeneration, PrefixCachedTailLogprobsMatchAFreshPrefill) {
     params.temperature = 0.0f;
     params.seed = 1;
     Sequence seq(1, p.ids, params, kBlockSize);
-    for (int b = 0; b < seq.num_blocks(); ++b) seq.block_table.push_back(b < kCachedBlocks ? b : 1000 + b);
+    for (int b = 0; b < seq.num_blocks(); ++b)
+      seq.block_table.push_back(b < kCachedBlocks ? b : 1000 + b);
     seq.num_cached_tokens = kCached;
     Sequence* seqs[] = {&seq};
     StepCommand cmd = build_prefill_command(seqs, kBlockSize);
     ASSERT_EQ(cmd.num_tokens(), static_cast<int>(p.ids.size()) - kCached);
     const PrefillLogits tail = all_rows(*f.runner, cmd);
-    const PrefillLogits fresh = teacher_forced(*f.runner, p.ids);  // rewrites blocks 0.. (same prefix)
+    const PrefillLogits fresh =
+        teacher_forced(*f.runner, p.ids);  // rewrites blocks 0.. (same prefix)
     for (size_t r = 0; r < tail.rows(); ++r) dev.add(tail.row(r), fresh.row(kCached + r).top(5));
   }
-  std::printf("[%s] prefix-cached tails vs fresh prefill: %lld positions, top-1 %.4f, |dev| max %.3f mean %.4f\n",
-              f.ref.preset.c_str(), static_cast<long long>(dev.positions), dev.top1_rate(), dev.max, dev.mean());
+  std::printf(
+      "[%s] prefix-cached tails vs fresh prefill: %lld positions, top-1 %.4f, |dev| max %.3f mean "
+      "%.4f\n",
+      f.ref.preset.c_str(), static_cast<long long>(dev.positions), dev.top1_rate(), dev.max,
+      dev.mean());
   EXPECT_GT(dev.positions, 0);
   EXPECT_LE(dev.max, f.tol_max);
   EXPECT_LE(dev.mean(), f.tol_mean);
@@ -233,7 +248,8 @@ struct EngineRun {
   EngineStats stats;
   int argmax_mismatches = 0;
 };
-EngineRun generate(ModelRunner& runner, const Fixture& f, BlockHashFn hash_fn = compute_block_hash) {
+EngineRun generate(ModelRunner& runner, const Fixture& f,
+                   BlockHashFn hash_fn = compute_block_hash) {
   const auto start = std::chrono::steady_clock::now();
   RecordingStepExecutor recorder(runner);
   EngineConfig config;
@@ -270,11 +286,14 @@ EngineRun generate(ModelRunner& runner, const Fixture& f, BlockHashFn hash_fn = 
   EXPECT_TRUE(engine.is_finished());
   run.stats = engine.stats();
   run.argmax_mismatches = recorder.argmax_mismatches();
-  std::printf("[%s] generated %zu x %d tokens in %.1f s (%lld steps, %lld preemptions, %lld cached tokens)\n",
-              f.ref.preset.c_str(), run.steps.size(), f.ref.steps,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-              static_cast<long long>(run.stats.num_steps), static_cast<long long>(run.stats.num_preemptions),
-              static_cast<long long>(run.stats.num_cached_tokens));
+  std::printf(
+      "[%s] generated %zu x %d tokens in %.1f s (%lld steps, %lld preemptions, %lld cached "
+      "tokens)\n",
+      f.ref.preset.c_str(), run.steps.size(), f.ref.steps,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      static_cast<long long>(run.stats.num_steps),
+      static_cast<long long>(run.stats.num_preemptions),
+      static_cast<long long>(run.stats.num_cached_tokens));
   return run;
 }
 
@@ -288,8 +307,10 @@ struct RunComparison {
   double dev_mean() const { return dev_n ? dev_sum / static_cast<double>(dev_n) : 0.0; }
 };
 // min_close: how many prompts must pass vLLM's rule (every prompt unless said otherwise).
-RunComparison compare_runs(const Fixture& f, const char* what, const std::vector<std::vector<GreedyStep>>& ours,
-                           const std::vector<const std::vector<GreedyStep>*>& theirs, int min_close = -1) {
+RunComparison compare_runs(const Fixture& f, const char* what,
+                           const std::vector<std::vector<GreedyStep>>& ours,
+                           const std::vector<const std::vector<GreedyStep>*>& theirs,
+                           int min_close = -1) {
   RunComparison c;
   for (size_t i = 0; i < ours.size(); ++i) {
     const GreedyMatch m = greedy_close(ours[i], *theirs[i]);
@@ -298,9 +319,10 @@ RunComparison compare_runs(const Fixture& f, const char* what, const std::vector
     c.identical += m.agreed == static_cast<int>(theirs[i]->size());
     c.agreed_sum += m.agreed;
     if (!m.ok)
-      std::printf("[%s] %s: %s diverges at step %d without a near-tie\n", f.ref.preset.c_str(), what,
-                  f.ref.prompts[i].name.c_str(), m.agreed);
-    for (size_t s = 0; s <= static_cast<size_t>(m.agreed) && s < ours[i].size() && s < theirs[i]->size(); ++s)
+      std::printf("[%s] %s: %s diverges at step %d without a near-tie\n", f.ref.preset.c_str(),
+                  what, f.ref.prompts[i].name.c_str(), m.agreed);
+    for (size_t s = 0;
+         s <= static_cast<size_t>(m.agreed) && s < ours[i].size() && s < theirs[i]->size(); ++s)
       for (const TopEntry& a : ours[i][s].top)
         for (const TopEntry& b : (*theirs[i])[s].top)
           if (a.token == b.token) {
@@ -309,16 +331,19 @@ RunComparison compare_runs(const Fixture& f, const char* what, const std::vector
             ++c.dev_n;
           }
   }
-  std::printf("[%s] %s: greedy close %d/%d, identical %d, mean agreed %.1f tokens; step logprobs |dev| "
-              "max %.3f mean %.4f over %lld\n", f.ref.preset.c_str(), what, c.close, c.prompts, c.identical,
-              c.mean_agreed(), c.dev_max, c.dev_mean(), static_cast<long long>(c.dev_n));
+  std::printf(
+      "[%s] %s: greedy close %d/%d, identical %d, mean agreed %.1f tokens; step logprobs |dev| "
+      "max %.3f mean %.4f over %lld\n",
+      f.ref.preset.c_str(), what, c.close, c.prompts, c.identical, c.mean_agreed(), c.dev_max,
+      c.dev_mean(), static_cast<long long>(c.dev_n));
   EXPECT_GE(c.close, min_close < 0 ? c.prompts : min_close) << what;
   EXPECT_LE(c.dev_max, f.tol_max) << what;
   EXPECT_LE(c.dev_mean(), f.tol_mean) << what;
   return c;
 }
 
-std::vector<const std::vector<GreedyStep>*> pointers(const std::vector<std::vector<GreedyStep>>& runs) {
+std::vector<const std::vector<GreedyStep>*> pointers(
+    const std::vector<std::vector<GreedyStep>>& runs) {
   std::vector<const std::vector<GreedyStep>*> out;
   for (const auto& r : runs) out.push_back(&r);
   return out;
@@ -348,7 +373,8 @@ TEST(GpuGeneration, GreedyGenerationsAgreeWithTransformersUntilANearTie) {
   compare_runs(f, "ours vs transformers fp32", ours.steps, fp32, f.ref.hf.greedy_close_ok - 2);
   // BF16 transformers is no reference for us; its figures are printed for scale only.
   RunComparison hf;
-  for (size_t i = 0; i < f.ref.prompts.size(); ++i) hf.agreed_sum += greedy_close(*bf16[i], *fp32[i]).agreed;
+  for (size_t i = 0; i < f.ref.prompts.size(); ++i)
+    hf.agreed_sum += greedy_close(*bf16[i], *fp32[i]).agreed;
   std::printf("[%s] transformers bf16 vs fp32: mean agreed %.1f tokens\n", f.ref.preset.c_str(),
               hf.agreed_sum / static_cast<double>(f.ref.prompts.size()));
   EXPECT_EQ(ours.argmax_mismatches, 0) << "greedy sampler picked a token other than the argmax";
@@ -358,9 +384,9 @@ TEST(GpuGeneration, PrefixCachingOffGivesTheSameGenerationsAsOn) {
   SKIP_WITHOUT_GPU_MODEL();
   const Fixture& f = fixture();
   auto counter = std::make_shared<uint64_t>(0);  // a hash that never repeats: no cache hits
-  const EngineRun off = generate(*f.runner, f, [counter](std::optional<uint64_t>, std::span<const int32_t>) {
-    return ++*counter;
-  });
+  const EngineRun off =
+      generate(*f.runner, f,
+               [counter](std::optional<uint64_t>, std::span<const int32_t>) { return ++*counter; });
   EXPECT_GT(baseline().stats.num_cached_tokens, 0);
   EXPECT_EQ(off.stats.num_cached_tokens, 0);
   compare_runs(f, "prefix cache off vs on", off.steps, pointers(baseline().steps));

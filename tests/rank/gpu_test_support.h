@@ -12,11 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "ipc/step_executor.h"
 #include "kernels/check.h"
@@ -69,8 +68,10 @@ inline std::vector<TopEntry> parse_top(const nlohmann::json& row) {
 
 inline RefRun parse_run(const nlohmann::json& j) {
   RefRun r;
-  for (const auto& row : j.at("teacher_forced_top5")) r.teacher_forced_top5.push_back(parse_top(row));
-  for (const auto& s : j.at("greedy")) r.greedy.push_back({s.at("token").get<int32_t>(), parse_top(s.at("top5"))});
+  for (const auto& row : j.at("teacher_forced_top5"))
+    r.teacher_forced_top5.push_back(parse_top(row));
+  for (const auto& s : j.at("greedy"))
+    r.greedy.push_back({s.at("token").get<int32_t>(), parse_top(s.at("top5"))});
   if (j.contains("logprobs_at_fp32_top5"))
     r.logprobs_at_fp32_top5 = j.at("logprobs_at_fp32_top5").get<std::vector<std::vector<double>>>();
   return r;
@@ -101,7 +102,8 @@ inline Reference load_reference(const std::filesystem::path& path) {
       rp.fp32 = parse_run(p.at("fp32"));
       rp.bf16 = parse_run(p.at("bf16"));
       if (rp.fp32.teacher_forced_top5.size() != rp.ids.size())
-        throw std::runtime_error("prompt " + rp.name + ": teacher_forced_top5 length differs from ids");
+        throw std::runtime_error("prompt " + rp.name +
+                                 ": teacher_forced_top5 length differs from ids");
       ref.prompts.push_back(std::move(rp));
     }
     return ref;
@@ -118,11 +120,13 @@ inline std::vector<float> logits_to_host(const TensorView& logits) {
   const size_t pitch = static_cast<size_t>(logits.stride[0]) * sizeof(float);
   if (logits.on_cpu()) {
     for (int64_t r = 0; r < s; ++r)
-      std::copy_n(static_cast<const float*>(logits.data) + r * logits.stride[0], v, out.data() + r * v);
+      std::copy_n(static_cast<const float*>(logits.data) + r * logits.stride[0], v,
+                  out.data() + r * v);
   } else {
     // The runner's stream may be non-blocking: wait for everything before copying.
     CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaMemcpy2D(out.data(), row_bytes, logits.data, pitch, row_bytes, s, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy2D(out.data(), row_bytes, logits.data, pitch, row_bytes, s,
+                            cudaMemcpyDeviceToHost));
   }
   return out;
 }
@@ -145,7 +149,8 @@ struct LogitRow {
     std::vector<int32_t> best;  // [<= k] token ids, sorted by logit descending
     for (int64_t i = 0; i < v; ++i) {
       if (static_cast<int>(best.size()) == k && row[i] <= row[best.back()]) continue;
-      auto it = std::upper_bound(best.begin(), best.end(), row[i], [&](float x, int32_t t) { return x > row[t]; });
+      auto it = std::upper_bound(best.begin(), best.end(), row[i],
+                                 [&](float x, int32_t t) { return x > row[t]; });
       best.insert(it, static_cast<int32_t>(i));
       if (static_cast<int>(best.size()) > k) best.pop_back();
     }
@@ -165,11 +170,13 @@ struct GreedyMatch {
   bool ok = true;
   int agreed = 0;  // equal leading tokens
 };
-inline GreedyMatch greedy_close(const std::vector<GreedyStep>& a, const std::vector<GreedyStep>& b) {
+inline GreedyMatch greedy_close(const std::vector<GreedyStep>& a,
+                                const std::vector<GreedyStep>& b) {
   const size_t n = std::min(a.size(), b.size());
   for (size_t i = 0; i < n; ++i)
     if (a[i].token != b[i].token)
-      return {contains_token(b[i].top, a[i].token) && contains_token(a[i].top, b[i].token), static_cast<int>(i)};
+      return {contains_token(b[i].top, a[i].token) && contains_token(a[i].top, b[i].token),
+              static_cast<int>(i)};
   return {true, static_cast<int>(n)};
 }
 
@@ -183,8 +190,8 @@ class RecordingStepExecutor final : public StepExecutor {
   int num_kv_blocks() const override { return runner_.num_kv_blocks(); }
 
   StepResult execute(const StepCommand& cmd) override {
-    if (cmd.kind == StepKind::EXIT) return {};
-    const TensorView logits = runner_.run_model(cmd);  // [S, V] f32
+    if (cmd.kind == StepKind::kExit) return {};
+    const TensorView logits = runner_.run_model(cmd);        // [S, V] f32
     const std::vector<float> host = logits_to_host(logits);  // before sampling touches it
     std::vector<int32_t> tokens = runner_.sample(cmd, logits);
     CHECK_EQ(tokens.size(), cmd.seeds.size());

@@ -2,15 +2,15 @@
 // reproduce tp 1's logits within bf16 tolerance and its greedy tokens; decode agrees with a
 // fresh prefill of the same tokens.
 #include "rank/model_runner.h"
-#include "engine/step_builder.h"
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <barrier>
+#include <cmath>
 #include <map>
 #include <memory>
 
+#include "engine/step_builder.h"
 #include "tests/layers/model_test_util.h"
 
 namespace nanovllm {
@@ -38,16 +38,19 @@ Trace generate(const test::TempModel& m, int tp, const std::vector<std::vector<i
   Trace trace;
   std::barrier<> sync(tp);
   test::run_ranks(tp, [&](int rank, Communicator& comm) {
-    ModelRunner runner(m.dir(), m.config(), comm,
-                       ModelRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = kBlocks, .cpu_threads = 1});
+    ModelRunner runner(
+        m.dir(), m.config(), comm,
+        ModelRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = kBlocks, .cpu_threads = 1});
     std::vector<std::unique_ptr<Sequence>> owned;
     std::vector<Sequence*> seqs;
     for (size_t i = 0; i < prompts.size(); ++i) {
       SamplingParams p;
       p.temperature = 0.0f;
       p.seed = i;
-      owned.push_back(std::make_unique<Sequence>(static_cast<int64_t>(i), prompts[i], p, kBlockSize));
-      for (int b = 0; b < 8; ++b) owned.back()->block_table.push_back(static_cast<int32_t>(8 * i + b));
+      owned.push_back(
+          std::make_unique<Sequence>(static_cast<int64_t>(i), prompts[i], p, kBlockSize));
+      for (int b = 0; b < 8; ++b)
+        owned.back()->block_table.push_back(static_cast<int32_t>(8 * i + b));
       seqs.push_back(owned.back().get());
     }
     for (int step = 0; step <= decode_steps; ++step) {

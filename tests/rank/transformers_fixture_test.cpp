@@ -17,16 +17,15 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <set>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/llm_engine.h"
+#include "engine/step_builder.h"
 #include "layers/model_presets.h"
 #include "layers/model_writer.h"
-#include "engine/step_builder.h"
 #include "rank/model_runner.h"
 
 namespace nanovllm {
@@ -85,7 +84,8 @@ struct Fixture {
 };
 
 Fixture load_fixture(const std::string& preset) {
-  const std::string path = std::string(NANOVLLM_SOURCE_DIR) + "/tests/fixtures/model/" + preset + ".json";
+  const std::string path =
+      std::string(NANOVLLM_SOURCE_DIR) + "/tests/fixtures/model/" + preset + ".json";
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path);
   const nlohmann::json j = nlohmann::json::parse(in);
@@ -96,7 +96,8 @@ Fixture load_fixture(const std::string& preset) {
     FixturePrompt fp;
     fp.name = p.at("name").get<std::string>();
     fp.ids = p.at("prompt_token_ids").get<std::vector<int32_t>>();
-    for (const auto& row : p.at("teacher_forced_top5")) fp.teacher_forced_top5.push_back(top_entries(row));
+    for (const auto& row : p.at("teacher_forced_top5"))
+      fp.teacher_forced_top5.push_back(top_entries(row));
     for (const auto& s : p.at("greedy")) fp.greedy_tokens.push_back(s.at("token").get<int32_t>());
     if (p.contains("perturbed")) {
       const auto& q = p.at("perturbed");
@@ -125,7 +126,8 @@ class FixtureModel {
     write_model_folder(config_, dir_, options);
     runner_ = std::make_unique<ModelRunner>(
         dir_, config_, comm_,
-        ModelRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = kNumBlocks, .cpu_threads = kThreads});
+        ModelRunnerOptions{
+            .block_size = kBlockSize, .num_kv_blocks = kNumBlocks, .cpu_threads = kThreads});
   }
   ~FixtureModel() {
     runner_.reset();
@@ -241,13 +243,15 @@ TEST_P(TransformersFixture, TeacherForcedLogprobsMatchTransformers) {
         EXPECT_EQ(our_set, their_set) << p.name << " position " << pos;
       }
     }
-    EXPECT_LE(prompt_sum_dev / (5.0 * static_cast<double>(lp.size())), kMeanLogprobTolerance) << p.name;
+    EXPECT_LE(prompt_sum_dev / (5.0 * static_cast<double>(lp.size())), kMeanLogprobTolerance)
+        << p.name;
   }
-  std::printf("[%s] teacher forcing: %lld positions, top-1 agree %lld, logprob |dev| max %.4f "
-              "mean %.4f over %lld, top-5 sets equal at %lld (%lld with a 5th/6th gap > 2 tol)\n",
-              GetParam().c_str(), static_cast<long long>(positions), static_cast<long long>(top1_agree),
-              max_dev, sum_dev / num_dev, static_cast<long long>(num_dev),
-              static_cast<long long>(sets_agree), static_cast<long long>(sets_checked));
+  std::printf(
+      "[%s] teacher forcing: %lld positions, top-1 agree %lld, logprob |dev| max %.4f "
+      "mean %.4f over %lld, top-5 sets equal at %lld (%lld with a 5th/6th gap > 2 tol)\n",
+      GetParam().c_str(), static_cast<long long>(positions), static_cast<long long>(top1_agree),
+      max_dev, sum_dev / num_dev, static_cast<long long>(num_dev),
+      static_cast<long long>(sets_agree), static_cast<long long>(sets_checked));
   EXPECT_GE(sets_agree, positions / 2);
 }
 

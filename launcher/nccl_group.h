@@ -1,0 +1,42 @@
+// The CUDA backend's communicator under tensor parallelism, set up after fork (the launcher
+// itself never touches CUDA): each rank binds GPU r of those visible (CUDA_VISIBLE_DEVICES
+// respected), rank 0 creates the ncclUniqueId and publishes it through the run's segment
+// (ipc/rendezvous.h: no files, no sockets), every rank joins and runs one warm-up collective,
+// so NCCL's buffers exist before the model runner measures free memory for the KV cache.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <sys/types.h>
+
+#include <memory>
+
+#include "ipc/rendezvous.h"
+#include "rank/nccl_communicator.h"
+
+namespace nanovllm {
+
+// One rank's membership: the communicator and the stream its warm-up ran on.
+class NcclRank {
+ public:
+  NcclRank(int rank, int world_size, const ncclUniqueId& id, StopPredicate stop);
+  ~NcclRank();
+  NcclRank(const NcclRank&) = delete;
+  NcclRank& operator=(const NcclRank&) = delete;
+
+  NcclCommunicator& comm() { return *comm_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;  // the warm-up's; collectives later run on the runner's
+  std::unique_ptr<NcclCommunicator> comm_;
+};
+
+// Rank 0, once its requests validated: binds GPU 0, publishes a fresh id, joins. A dead
+// launcher ends any wait inside NCCL (the watchdog aborts the communicator).
+std::unique_ptr<NcclRank> start_nccl_rank0(RendezvousPublisher& publisher, int world_size,
+                                           pid_t launcher);
+
+// Rank r >= 1: waits for rank 0's id; nullptr when rank 0 abandoned the rendezvous (nothing
+// to run). Binds GPU r and joins; a dead rank 0 or launcher ends any wait inside NCCL.
+std::unique_ptr<NcclRank> join_nccl_rank(RendezvousWaiter& waiter, int rank, int world_size);
+
+}  // namespace nanovllm
