@@ -15,8 +15,8 @@ if [[ ! -f models/tiny/config.json ]]; then
   build/launcher/nanovllm-mkmodel --preset tiny --seed 1 --tokenizer-dir "$tokenizer_dir" models/tiny
 fi
 
-# CPU unless a GPU is visible. Tensor parallelism on CUDA needs the NCCL communicator, which
-# does not exist yet, so a GPU run uses one rank.
+# CPU unless a GPU is visible. A GPU run uses one rank: the demo must work on a one-GPU
+# machine (tensor parallelism over NCCL needs one GPU per rank).
 if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   device_flags=(--tp 1 --device cuda)
 else

@@ -30,7 +30,7 @@ The benchmark JSON (written by nanovllm-bench; bench/README.md is the reference)
     "batch": int, "context": int,
     "step_ms": float,              # wall time of the step
     "limit_ms": float | null,      # the limit model's time for it
-    "sampling_cost_pct": float,    # 100 * phases_ms.sampling / step_ms
+    "sampling_cost_pct": float,    # 100 * (step_ms - greedy_step_ms) / step_ms
     "host_share_pct": float,       # 100 * phases_ms.host / step_ms
     "phases_ms": {"attention", "gemm", "elementwise", "all_reduce", "sampling", "host": float}
   }
