@@ -9,6 +9,11 @@
 #   launch   nanovllm-launch --device cuda on examples/prompts.jsonl (tiny model with the real
 #            tokenizer, then the first preset's model): exit 0 and one result per request
 #            (run right after the first preset, so a slow second preset cannot starve it)
+#   tp       per preset (NANOVLLM_GPU_TP_PRESETS, default "qwen3-0.6b"), on >= 2 GPUs: greedy
+#            nanovllm-launch --tp 1 and --tp 2 on the examples (token ids compared per request,
+#            the first divergence reported), then nanovllm-bench --tp 1,2 (nano-vllm's
+#            workload and the decode step, whose all_reduce phase is the per-step figure);
+#            skipped, saying so, on one GPU
 # Logs go to $OUT (when set) or bundle/logs; a summary table is printed last (and kept in
 # summary.txt as it grows). A global budget (NANOVLLM_GPU_BUDGET seconds, default 540) caps
 # every step's timeout so the summary is printed before a 600 s device call ends.
@@ -109,6 +114,40 @@ EOF
     "$(tail -n 1 "$logs/launch_${name}_check.log")")"
 }
 
+# tp_checks PRESET: --tp 1 vs --tp 2 on the examples, greedy, then the benchmark's scaling.
+tp_checks() {
+  local preset=$1 dir="$work/$1" tok=()
+  [ -d "$bundle/tokenizer" ] && tok=(--tokenizer-dir "$bundle/tokenizer")
+  [ -f "$dir/config.json" ] || step "mkmodel $preset" 240 "$bundle/bin/nanovllm-mkmodel" \
+    --preset "$preset" --seed 1 --threads "$(nproc)" "${tok[@]}" "$dir" || return
+  local tp
+  for tp in 1 2; do
+    step "tp$tp launch $preset" 200 "$bundle/bin/nanovllm-launch" "$dir" examples/prompts.jsonl \
+      --device cuda --tp "$tp" --temperature 0 -o "$logs/tp${tp}_$preset.jsonl" || return
+  done
+  python3 - "$logs/tp1_$preset.jsonl" "$logs/tp2_$preset.jsonl" <<'EOF2' >"$logs/tp_${preset}_compare.log" 2>&1
+import json, sys
+def load(p):
+    out = {}
+    for line in open(p):
+        r = json.loads(line)
+        body = (r.get("response") or {}).get("body") or {}
+        ids = r.get("token_ids")
+        out[r.get("custom_id", r.get("id"))] = ids if ids is not None else body.get("choices")
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+same = sum(1 for k in a if a[k] == b.get(k))
+for k in a:
+    if a[k] != b.get(k) and isinstance(a[k], list) and isinstance(b.get(k), list):
+        d = next((i for i, (x, y) in enumerate(zip(a[k], b[k])) if x != y), min(len(a[k]), len(b[k])))
+        print(f"{k}: diverges at token {d}")
+print(f"tp1 vs tp2 greedy: {same}/{len(a)} identical")
+EOF2
+  row "$(printf '%-34s        %s' "tp1 vs tp2 $preset" "$(tail -n 1 "$logs/tp_${preset}_compare.log")")"
+  [ -x "$bundle/bin/nanovllm-bench" ] && step "tp bench $preset" 300 "$bundle/bin/nanovllm-bench" \
+    "$dir" --device cuda --tp 1,2 --workloads nanovllm,decode-step --json "$logs/tp_bench_$preset.json"
+}
+
 launch_checks() {
   if [ ! -x "$bundle/bin/nanovllm-launch" ]; then row "$(printf '%-34s  MISSING (not bundled)' nanovllm-launch)"; return; fi
   if [ ! -d "$bundle/tokenizer" ]; then row "$(printf '%-34s  SKIPPED (no tokenizer)' nanovllm-launch)"; return; fi
@@ -152,6 +191,14 @@ if has_phase model; then
   done
 fi
 if has_phase launch && [ $launched -eq 0 ]; then launch_checks; fi
+if has_phase tp; then
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  if [ "${gpus:-0}" -lt 2 ]; then
+    row "$(printf '%-34s  SKIPPED (%s GPU visible, needs 2)' "tp" "${gpus:-0}")"
+  else
+    for preset in ${NANOVLLM_GPU_TP_PRESETS:-qwen3-0.6b}; do tp_checks "$preset"; done
+  fi
+fi
 
 echo
 echo "=== figures ==="
