@@ -32,7 +32,8 @@ NcclRank::NcclRank(int rank, int world_size, const ncclUniqueId& id, StopPredica
   comm_ = std::make_unique<NcclCommunicator>(rank, world_size, id, stream_, std::move(stop));
   comm_->warm_up();
   spdlog::info("rank {}: joined NCCL ({} ranks, NCCL_NVLS_ENABLE={}) and warmed up in {:.2f} s",
-               rank, world_size, std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "",
+               rank, world_size,
+               std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "",
                seconds_since(t0));
 }
 

@@ -1,7 +1,7 @@
 // The run's shared-memory segment as the launcher lays it out (ipc/README.md: the launcher
 // decides the layout): RunReport | step counters (one per rank) | ring region | communicator
-// region | rendezvous region, each 64-byte aligned. The report and the counters are the launcher's own: what
-// rank 0 tells it at the end, and what the stall watchdog reads while the ranks run.
+// region | rendezvous region, each 64-byte aligned. The report and the counters are the launcher's
+// own: what rank 0 tells it at the end, and what the stall watchdog reads while the ranks run.
 #pragma once
 
 #include <atomic>

@@ -258,7 +258,8 @@ TEST(StallStepCounting, CountingExecutorCountsEveryPrefillAndDecodeButNotExit) {
   std::atomic<uint64_t> steps{0};
   CountingStepExecutor counted(std::make_unique<FakeExecutor>(), steps);
   StepCommand cmd;
-  for (StepKind kind : {StepKind::kPrefill, StepKind::kDecode, StepKind::kDecode, StepKind::kExit}) {
+  for (StepKind kind :
+       {StepKind::kPrefill, StepKind::kDecode, StepKind::kDecode, StepKind::kExit}) {
     cmd.kind = kind;
     counted.execute(cmd);
   }
