@@ -5,6 +5,7 @@
 #include <climits>
 #include <sstream>
 
+#include "launcher/cli_parse.h"
 #include "launcher/usage_error.h"
 
 #ifndef NANOVLLM_SOURCE_DIR
@@ -188,24 +189,18 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_option("--child-tp", o.child_tp)->group("");
 
   BenchParse result;
-  try {
-    app.parse(argc, argv);
-    o.workloads = workloads;
-    o.enable_prefix_caching = !no_prefix_caching;
-    o.sampling =
-        sampling == "model-defaults" ? SamplingMode::kModelDefaults : SamplingMode::kWorkload;
-    o.log_level = spdlog::level::from_str(log_level);
-    if (!child_json.empty()) o.child_json = child_json;
-    validate(o, device_flag, visible_gpus, result.notice);
-  } catch (const CLI::ParseError& e) {
-    std::ostringstream out, err;
-    result.exit_code = app.exit(e, out, err);
-    result.message = e.get_exit_code() == 0 ? out.str() : "nanovllm-bench: " + err.str();
-    if (result.exit_code != 0) result.exit_code = kExitUsage;
-    return result;
-  } catch (const UsageError& e) {
-    result.exit_code = kExitUsage;
-    result.message = std::string("nanovllm-bench: ") + e.what() + "\n";
+  if (const auto exit = run_cli_parse(app, "nanovllm-bench", [&] {
+        app.parse(argc, argv);
+        o.workloads = workloads;
+        o.enable_prefix_caching = !no_prefix_caching;
+        o.sampling =
+            sampling == "model-defaults" ? SamplingMode::kModelDefaults : SamplingMode::kWorkload;
+        o.log_level = spdlog::level::from_str(log_level);
+        if (!child_json.empty()) o.child_json = child_json;
+        validate(o, device_flag, visible_gpus, result.notice);
+      })) {
+    result.exit_code = exit->exit_code;
+    result.message = exit->message;
     return result;
   }
   result.options = std::move(o);

@@ -70,7 +70,6 @@ RunMeasure BenchRunner::run(const Workload& w) {
   const auto start = Clock::now();
   LLMEngine engine(engine_, executor_);
   add_all(engine, w);
-  int64_t prefill_seen = 0, decode_seen = 0;
   while (!engine.is_finished()) {
     if (interrupt_requested()) throw std::runtime_error("interrupted");
     const int64_t prefill_steps = engine.stats().num_prefill_steps;
@@ -92,11 +91,7 @@ RunMeasure BenchRunner::run(const Workload& w) {
       m.cached_tokens += out.num_cached_tokens;
       progress.request_finished(true);
     }
-    const EngineStats& stats = engine.stats();
-    progress.add_prefill_tokens(stats.num_prefill_tokens - prefill_seen);
-    progress.add_decode_tokens(stats.num_decode_tokens - decode_seen);
-    prefill_seen = stats.num_prefill_tokens;
-    decode_seen = stats.num_decode_tokens;
+    progress.set_tokens(engine.stats().num_prefill_tokens, engine.stats().num_decode_tokens);
     progress.update();
   }
   m.elapsed_s = seconds_since(start);

@@ -30,8 +30,11 @@ class Progress {
   // Starts the clock. `total_requests` counts every request that will get a result line.
   explicit Progress(int64_t total_requests, ProgressOptions options = {});
 
-  void add_prefill_tokens(int64_t n) { prefill_tokens_ += n; }
-  void add_decode_tokens(int64_t n) { decode_tokens_ += n; }
+  // The engine's running totals (EngineStats), so callers keep no "seen so far" copies.
+  void set_tokens(int64_t prefill_total, int64_t decode_total) {
+    prefill_tokens_ = prefill_total;
+    decode_tokens_ = decode_total;
+  }
   void request_finished(bool ok) { (ok ? num_ok_ : num_failed_) += 1; }
 
   // Redraws the bar or logs a line when one is due; call after every engine step.

@@ -4,6 +4,7 @@
 #include <climits>
 #include <sstream>
 
+#include "launcher/cli_parse.h"
 #include "launcher/gpu_probe.h"
 #include "launcher/usage_error.h"
 
@@ -138,21 +139,15 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
       ->capture_default_str();
 
   LaunchParse result;
-  try {
-    app.parse(argc, argv);
-    if (!output.empty()) o.output = output;
-    if (ignore_eos) o.sampling.ignore_eos = true;
-    o.log_level = spdlog::level::from_str(log_level);
-    validate(o, device_flag, visible_gpus, result.notice);
-  } catch (const CLI::ParseError& e) {
-    std::ostringstream out, err;
-    result.exit_code = app.exit(e, out, err);
-    result.message = e.get_exit_code() == 0 ? out.str() : "nanovllm-launch: " + err.str();
-    if (result.exit_code != 0) result.exit_code = kExitUsage;
-    return result;
-  } catch (const UsageError& e) {
-    result.exit_code = kExitUsage;
-    result.message = std::string("nanovllm-launch: ") + e.what() + "\n";
+  if (const auto exit = run_cli_parse(app, "nanovllm-launch", [&] {
+        app.parse(argc, argv);
+        if (!output.empty()) o.output = output;
+        if (ignore_eos) o.sampling.ignore_eos = true;
+        o.log_level = spdlog::level::from_str(log_level);
+        validate(o, device_flag, visible_gpus, result.notice);
+      })) {
+    result.exit_code = exit->exit_code;
+    result.message = exit->message;
     return result;
   }
   result.options = std::move(o);

@@ -116,17 +116,12 @@ int run_engine(const JobSettings& s, StepExecutor& executor, std::vector<Request
     progress.request_finished(false);
   }
 
-  int64_t prefill_seen = 0, decode_seen = 0;
   while (!engine.is_finished() && !interrupt_requested()) {
     for (const RequestOutput& out : engine.step()) {
       writer.write(requests[request_of.at(out.seq_id)], completion_of(out, tokenizer));
       progress.request_finished(true);
     }
-    const EngineStats& stats = engine.stats();
-    progress.add_prefill_tokens(stats.num_prefill_tokens - prefill_seen);
-    progress.add_decode_tokens(stats.num_decode_tokens - decode_seen);
-    prefill_seen = stats.num_prefill_tokens;
-    decode_seen = stats.num_decode_tokens;
+    progress.set_tokens(engine.stats().num_prefill_tokens, engine.stats().num_decode_tokens);
     progress.update();
   }
   engine.stop_workers();

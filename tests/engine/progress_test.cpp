@@ -34,8 +34,7 @@ TEST(Progress, StatusLineShowsCountsRatesAndEta) {
   Progress p(10, c.options(false));
   EXPECT_NE(p.status_line().find("ETA ?"), std::string::npos) << p.status_line();
   c.now += 4.0;
-  p.add_prefill_tokens(4000);
-  p.add_decode_tokens(800);
+  p.set_tokens(4000, 800);
   p.request_finished(true);
   p.request_finished(false);
   // 2 of 10 done in 4 s: 8 left at 2 s each = 16 s.
@@ -90,8 +89,7 @@ TEST(Progress, LogModeWritesALineEveryFiveSeconds) {
 TEST(Progress, SummaryTotalsRequestsTokensAndThroughput) {
   Capture c;
   Progress p(3, c.options(false));
-  p.add_prefill_tokens(300);
-  p.add_decode_tokens(150);
+  p.set_tokens(300, 150);
   p.request_finished(true);
   p.request_finished(true);
   p.request_finished(false);
