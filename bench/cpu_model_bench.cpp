@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampling_slots.h"
 #include "engine/step_builder.h"
 #include "kernels/communicator.h"
 #include "layers/model_config.h"
@@ -67,6 +68,7 @@ Row measure(const std::filesystem::path& dir, const ModelConfig& config, const O
   for (int rep = 0; rep < o.repeats; ++rep) {
     std::vector<std::unique_ptr<Sequence>> owned;
     std::vector<Sequence*> seqs;
+    SamplingSlots slots(batch);
     for (int i = 0; i < batch; ++i) {
       std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_len));
       for (auto& t : prompt) t = token(rng);
@@ -80,7 +82,7 @@ Row measure(const std::filesystem::path& dir, const ModelConfig& config, const O
     }
     auto t0 = std::chrono::steady_clock::now();
     std::vector<int32_t> next =
-        runner.execute(build_prefill_command(seqs, kBlockSize)).sampled_token_ids;
+        runner.execute(build_prefill_command(seqs, kBlockSize, slots)).sampled_token_ids;
     best_prefill = std::min(best_prefill, seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
     for (int step = 0; step < o.decode_steps; ++step) {

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -32,17 +33,21 @@ struct SimOptions {
 };
 
 // The "model": next token = hash(the row's seed, position); never eos (requests set
-// ignore_eos).
+// ignore_eos). Seeds are kept per sampling slot, as rank 0's device keeps them.
 class SimulatedExecutor : public StepExecutor {
  public:
-  SimulatedExecutor(int vocab_size, int num_blocks)
-      : vocab_size_(vocab_size), num_blocks_(num_blocks) {}
+  SimulatedExecutor(int vocab_size, int num_blocks, int max_num_seqs)
+      : vocab_size_(vocab_size),
+        num_blocks_(num_blocks),
+        slot_seeds_(static_cast<size_t>(std::max(max_num_seqs, 0))) {}
   int num_kv_blocks() const override { return num_blocks_; }
   StepResult execute(const StepCommand& cmd) override {
+    for (const SlotSamplingParams& p : cmd.new_slot_params) slot_seeds_.at(p.slot) = p.seed;
     StepResult out;
-    for (size_t row = 0; row < cmd.seeds.size(); ++row) {
-      uint64_t x =
-          cmd.seeds[row] * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(cmd.sample_positions[row]);
+    for (size_t row = 0; row < cmd.sample_slots.size(); ++row) {
+      // The sampled token's number: the row's position + 1.
+      const auto position = static_cast<uint64_t>(cmd.positions[cmd.logits_indices[row]] + 1);
+      uint64_t x = slot_seeds_.at(cmd.sample_slots[row]) * 0x9e3779b97f4a7c15ull + position;
       x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ull;
       out.sampled_token_ids.push_back(
           static_cast<int32_t>((x ^ (x >> 29)) % static_cast<uint64_t>(vocab_size_)));
@@ -52,6 +57,7 @@ class SimulatedExecutor : public StepExecutor {
 
  private:
   int vocab_size_, num_blocks_;
+  std::vector<uint64_t> slot_seeds_;  // [max_num_seqs] seed of each sampling slot
 };
 
 int run(const SimOptions& o) {
@@ -61,7 +67,7 @@ int run(const SimOptions& o) {
   config.max_num_seqs = o.max_num_seqs;
   config.max_num_batched_tokens = o.max_num_batched_tokens;
   config.max_model_len = o.max_model_len;
-  SimulatedExecutor runner(o.vocab_size, o.num_blocks);
+  SimulatedExecutor runner(o.vocab_size, o.num_blocks, o.max_num_seqs);
   LLMEngine engine(config, runner);  // throws std::invalid_argument on a bad setting
 
   std::mt19937_64 rng(o.seed);

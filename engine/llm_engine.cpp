@@ -32,7 +32,16 @@ LLMEngine::LLMEngine(const EngineConfig& config, StepExecutor& executor, BlockHa
       executor_(executor),
       block_manager_(config_.num_kvcache_blocks, config_.kvcache_block_size, std::move(hash_fn),
                      config_.enable_prefix_caching),
-      scheduler_(config_, block_manager_) {}
+      scheduler_(config_, block_manager_),
+      sampling_slots_(config_.max_num_seqs) {}
+
+// A sequence that stops running gives its slot back; its next prefill (a recompute after
+// preemption) takes one again and sends its parameters again.
+void LLMEngine::release_sampling_slot(Sequence& seq) {
+  CHECK_MSG(seq.sampling_slot >= 0, "seq " << seq.seq_id << " stops running without a slot");
+  sampling_slots_.release(seq.sampling_slot);
+  seq.sampling_slot = -1;
+}
 
 AddRequestResult LLMEngine::add_request(std::vector<int32_t> prompt_token_ids,
                                         SamplingParams params, std::string user_tag) {
@@ -72,8 +81,10 @@ std::vector<RequestOutput> LLMEngine::step() {
   CHECK_MSG(!batch.empty(), "scheduler produced an empty batch with "
                                 << scheduler_.waiting().size() << " waiting and "
                                 << scheduler_.running().size() << " running");
+  for (Sequence* seq : batch.preempted) release_sampling_slot(*seq);
 
-  StepCommand cmd = batch.is_prefill ? build_prefill_command(batch.seqs, config_.kvcache_block_size)
+  StepCommand cmd = batch.is_prefill ? build_prefill_command(batch.seqs, config_.kvcache_block_size,
+                                                             sampling_slots_)
                                      : build_decode_command(batch.seqs, config_.kvcache_block_size);
   cmd.step_id = next_step_id_++;
   stats_.scheduler_seconds += seconds_since(start);
@@ -96,6 +107,7 @@ std::vector<RequestOutput> LLMEngine::step() {
   }
   const std::vector<Sequence*> finished = scheduler_.postprocess(batch.seqs, tokens);
   for (Sequence* seq : finished) {
+    release_sampling_slot(*seq);
     RequestOutput out;
     out.seq_id = seq->seq_id;
     if (auto tag = user_tags_.find(seq->seq_id); tag != user_tags_.end()) {

@@ -12,6 +12,7 @@
 
 #include "engine/block_manager.h"
 #include "engine/engine_config.h"
+#include "engine/sampling_slots.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "ipc/step_executor.h"
@@ -73,15 +74,18 @@ class LLMEngine {
   // Read access for tests, invariant checks and the simulator.
   const BlockManager& block_manager() const { return block_manager_; }
   const Scheduler& scheduler() const { return scheduler_; }
+  const SamplingSlots& sampling_slots() const { return sampling_slots_; }
   int num_unfinished_requests() const { return static_cast<int>(sequences_.size()); }
 
  private:
   static const EngineConfig& validated(const EngineConfig& config);
+  void release_sampling_slot(Sequence& seq);
 
   EngineConfig config_;
   StepExecutor& executor_;
   BlockManager block_manager_;
   Scheduler scheduler_;
+  SamplingSlots sampling_slots_;  // one per sequence that can run at once (max_num_seqs)
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> sequences_;  // unfinished ones
   std::unordered_map<int64_t, std::string> user_tags_;
   int64_t next_seq_id_ = 0;

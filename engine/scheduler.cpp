@@ -94,8 +94,10 @@ void Scheduler::schedule_decode(ScheduledBatch& batch) {
         Sequence* victim = running_.back();
         running_.pop_back();
         preempt(victim);
+        batch.preempted.push_back(victim);
       } else {
         preempt(seq);
+        batch.preempted.push_back(seq);
         preempted_self = true;
         break;
       }

@@ -21,6 +21,9 @@ struct ScheduledBatch {
   // [seqs.size()] tokens each sequence computes this step: num_tokens - num_cached_tokens for
   // prefill, 1 for decode.
   std::vector<int> num_scheduled_tokens;
+  // Running sequences this schedule() call sent back to waiting (decode only): the engine
+  // gives back what they hold outside the block manager (their sampling slots).
+  std::vector<Sequence*> preempted;
 
   bool empty() const { return seqs.empty(); }
   int num_tokens() const;

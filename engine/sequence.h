@@ -41,6 +41,10 @@ class Sequence {
   FinishReason finish_reason = FinishReason::kNone;  // set by Scheduler::postprocess
   int num_preemptions = 0;               // times the scheduler evicted it (KV recomputed later)
   int first_prefill_cached_tokens = -1;  // num_cached_tokens of its first prefill; -1 before
+  // Its slot in rank 0's per-slot sampling state (engine/sampling_slots.h); -1 while it holds
+  // none. Taken at its prefill, given back when it finishes or is preempted, so a recompute
+  // prefill sends its parameters again.
+  int sampling_slot = -1;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_completion_tokens() const { return num_tokens() - num_prompt_tokens; }

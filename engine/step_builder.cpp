@@ -33,18 +33,14 @@ void fill_block_tables(StepCommand& cmd, std::span<Sequence* const> seqs) {
               cmd.block_tables.begin() + static_cast<std::ptrdiff_t>(b * width));
 }
 
-// One sampled row per sequence: it produces token number num_tokens().
-void fill_sampling(StepCommand& cmd, std::span<Sequence* const> seqs) {
-  for (const Sequence* s : seqs) {
-    const SamplingParams& p = s->sampling_params;
-    cmd.temperatures.push_back(p.temperature);
-    cmd.top_k.push_back(p.top_k);
-    cmd.top_p.push_back(p.top_p);
-    cmd.min_p.push_back(p.min_p);
-    CHECK_MSG(p.seed.has_value(), "seq " << s->seq_id << " has no resolved seed");
-    cmd.seeds.push_back(*p.seed);
-    cmd.sample_positions.push_back(s->num_tokens());
-  }
+// A sequence new to a slot: take the lowest free one and send its parameters once (rank 0's
+// sampler keeps them until the slot is refilled).
+void assign_sampling_slot(StepCommand& cmd, Sequence& seq, SamplingSlots& slots) {
+  const SamplingParams& p = seq.sampling_params;
+  CHECK_MSG(p.seed.has_value(), "seq " << seq.seq_id << " has no resolved seed");
+  seq.sampling_slot = slots.acquire();
+  cmd.new_slot_params.push_back(
+      SlotSamplingParams{seq.sampling_slot, p.temperature, p.top_k, p.top_p, p.min_p, *p.seed});
 }
 
 }  // namespace
@@ -58,12 +54,13 @@ StepLimits step_limits(const EngineConfig& config) {
                     config.kvcache_block_size};
 }
 
-StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size) {
+StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size,
+                                  SamplingSlots& slots) {
   StepCommand cmd;
   cmd.kind = StepKind::kPrefill;
   cmd.cu_seqlens_q.push_back(0);
   cmd.cu_seqlens_k.push_back(0);
-  for (const Sequence* s : seqs) {
+  for (Sequence* s : seqs) {
     const int start = s->num_cached_tokens, len = s->num_tokens();
     CHECK_MSG(start < len, "seq " << s->seq_id << " has nothing to prefill");
     for (int t = start; t < len; ++t) {
@@ -76,9 +73,10 @@ StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_siz
     cmd.max_seqlen_q = std::max(cmd.max_seqlen_q, len - start);
     cmd.max_seqlen_k = std::max(cmd.max_seqlen_k, len);
     cmd.logits_indices.push_back(cmd.cu_seqlens_q.back() - 1);
+    if (s->sampling_slot < 0) assign_sampling_slot(cmd, *s, slots);
+    cmd.sample_slots.push_back(s->sampling_slot);
   }
   fill_block_tables(cmd, seqs);
-  fill_sampling(cmd, seqs);
   return cmd;
 }
 
@@ -93,9 +91,10 @@ StepCommand build_decode_command(std::span<Sequence* const> seqs, int block_size
     cmd.slot_mapping.push_back(slot_of(s, last, block_size));
     cmd.context_lens.push_back(s.num_tokens());
     cmd.logits_indices.push_back(static_cast<int32_t>(b));
+    CHECK_MSG(s.sampling_slot >= 0, "decoding seq " << s.seq_id << " holds no sampling slot");
+    cmd.sample_slots.push_back(s.sampling_slot);
   }
   fill_block_tables(cmd, seqs);
-  fill_sampling(cmd, seqs);
   return cmd;
 }
 

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "engine/engine_config.h"
+#include "engine/sampling_slots.h"
 #include "engine/sequence.h"
 #include "ipc/step_command.h"
 #include "ipc/step_ring_sizing.h"
@@ -14,9 +15,12 @@
 namespace nanovllm {
 
 // Prefill: the tokens [num_cached_tokens, num_tokens) of each sequence; one sampled row per
-// sequence (its last token).
-StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size);
-// Decode: the last token of each sequence.
+// sequence (its last token). A sequence without a sampling slot takes the lowest free one from
+// `slots` and its parameters go into new_slot_params (its seed must be resolved: CHECK).
+StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size,
+                                  SamplingSlots& slots);
+// Decode: the last token of each sequence. Each one holds a sampling slot since its prefill
+// (CHECK); no parameters travel.
 StepCommand build_decode_command(std::span<Sequence* const> seqs, int block_size);
 
 // The seed of a sequence whose request named none and whose caller derived none: a fixed mix

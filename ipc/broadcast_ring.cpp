@@ -32,6 +32,7 @@ constexpr size_t round_up(size_t n, size_t a) {
 struct alignas(64) RingControl {
   uint32_t magic;
   uint32_t version;
+  uint32_t payload_schema;  // RingConfig::payload_schema, checked by every attach
   uint32_t num_readers;
   uint32_t slot_count;
   uint64_t slot_bytes;
@@ -70,13 +71,19 @@ Layout layout_of(void* region) {
   return l;
 }
 
-Layout checked_layout(void* region, size_t bytes) {
+Layout checked_layout(void* region, size_t bytes, uint32_t payload_schema) {
   CHECK(region != nullptr);
   CHECK_GE(bytes, sizeof(RingControl));
   const auto* ctl = static_cast<const RingControl*>(region);
-  CHECK_MSG(ctl->magic == kRingMagic && ctl->version == kRingVersion,
+  CHECK_MSG(ctl->magic == kRingMagic,
             "shared memory holds no initialised ring (magic " << std::hex << ctl->magic << ")");
-  const RingConfig config{ctl->num_readers, ctl->slot_count, ctl->slot_bytes};
+  CHECK_MSG(ctl->version == kRingVersion,
+            "ring layout version " << ctl->version << ", this build speaks " << kRingVersion);
+  CHECK_MSG(ctl->payload_schema == payload_schema,
+            "the ring carries payload schema " << ctl->payload_schema << ", this process reads "
+                                               << "schema " << payload_schema
+                                               << ": its ranks come from different builds");
+  const RingConfig config{ctl->num_readers, ctl->slot_count, ctl->slot_bytes, payload_schema};
   CHECK_LE(ring_region_bytes(config), bytes);
   return layout_of(region);
 }
@@ -108,6 +115,7 @@ void ring_init(void* region, size_t bytes, const RingConfig& config) {
   CHECK_LE(config.slot_bytes, uint64_t{UINT32_MAX});  // MessageHeader::length is 32-bit
   CHECK_LE(ring_region_bytes(config), bytes);
   auto* ctl = new (region) RingControl{};
+  ctl->payload_schema = config.payload_schema;
   ctl->num_readers = config.num_readers;
   ctl->slot_count = config.slot_count;
   ctl->slot_bytes = config.slot_bytes;
@@ -139,9 +147,9 @@ uint8_t* ring_slot_bytes(void* region, uint32_t slot) {
 
 // ---------------------------------------------------------------------------------------------
 
-RingWriter::RingWriter(void* region, size_t bytes, WaitPolicy policy)
+RingWriter::RingWriter(void* region, size_t bytes, uint32_t payload_schema, WaitPolicy policy)
     : region_(region), policy_(policy) {
-  const Layout l = checked_layout(region, bytes);
+  const Layout l = checked_layout(region, bytes, payload_schema);
   int32_t expected = 0;
   CHECK_MSG(l.ctl->writer_pid.compare_exchange_strong(expected, ::getpid()),
             "the ring already has a writer (pid " << expected << ")");
@@ -149,6 +157,10 @@ RingWriter::RingWriter(void* region, size_t bytes, WaitPolicy policy)
 
 uint64_t RingWriter::slot_bytes() const {
   return layout_of(region_).ctl->slot_bytes;
+}
+
+uint32_t RingWriter::payload_schema() const {
+  return layout_of(region_).ctl->payload_schema;
 }
 
 void RingWriter::check_peers() const {
@@ -195,9 +207,10 @@ void RingWriter::write(std::span<const uint8_t> payload) {
 
 // ---------------------------------------------------------------------------------------------
 
-RingReader::RingReader(void* region, size_t bytes, uint32_t reader_index, WaitPolicy policy)
+RingReader::RingReader(void* region, size_t bytes, uint32_t payload_schema, uint32_t reader_index,
+                       WaitPolicy policy)
     : region_(region), index_(reader_index), policy_(policy) {
-  const Layout l = checked_layout(region, bytes);
+  const Layout l = checked_layout(region, bytes, payload_schema);
   CHECK_LT(reader_index, l.ctl->num_readers);
   int32_t expected = 0;
   CHECK_MSG(l.readers[reader_index].pid.compare_exchange_strong(expected, ::getpid()),

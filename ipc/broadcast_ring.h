@@ -19,6 +19,10 @@ struct RingConfig {
   uint32_t num_readers = 1;       // >= 1 (tp 1 runs without a ring)
   uint32_t slot_count = 8;        // >= 1
   uint64_t slot_bytes = 1 << 20;  // payload capacity of one slot (largest message)
+  // What the payloads are, in the creator's numbering (step commands:
+  // kStepCommandSchemaVersion). The ring never reads payloads; it only refuses an attach that
+  // expects another schema, so two builds never misread each other's messages.
+  uint32_t payload_schema = 0;
 };
 
 // Written at the start of every slot; the payload follows. 32 bytes.
@@ -35,7 +39,7 @@ static_assert(sizeof(MessageHeader) == 32);
 
 inline constexpr uint32_t kRingMagic = 0x4752564e;     // "NVRG" little-endian
 inline constexpr uint32_t kMessageMagic = 0x534d564e;  // "NVMS" little-endian
-inline constexpr uint16_t kRingVersion = 1;
+inline constexpr uint16_t kRingVersion = 2;            // 2: RingControl carries payload_schema
 inline constexpr uint32_t kMaxRingReaders = 255;
 
 // Bytes the ring needs for `config` (a multiple of 64).
@@ -49,10 +53,12 @@ void ring_abort(void* region);
 // Raw bytes of slot `slot` (MessageHeader, then payload): for tests and debugging.
 uint8_t* ring_slot_bytes(void* region, uint32_t slot);
 
+// Both ends attach with the payload schema they speak; a ring created with another one is
+// refused (CHECK failure naming both numbers) before anything is registered.
 class RingWriter {
  public:
   // Registers the calling process as the writer (readers watch its pid).
-  RingWriter(void* region, size_t bytes, WaitPolicy policy = {});
+  RingWriter(void* region, size_t bytes, uint32_t payload_schema, WaitPolicy policy = {});
 
   // Copies `payload` into the next slot and publishes it to every reader; waits while the
   // ring is full. A payload larger than slot_bytes is a sizing bug: CHECK failure.
@@ -61,6 +67,7 @@ class RingWriter {
 
   uint64_t messages_written() const { return next_sequence_; }
   uint64_t slot_bytes() const;
+  uint32_t payload_schema() const;
 
  private:
   void check_peers() const;
@@ -72,7 +79,8 @@ class RingWriter {
 class RingReader {
  public:
   // Registers the calling process as reader `reader_index` (0-based, < num_readers).
-  RingReader(void* region, size_t bytes, uint32_t reader_index, WaitPolicy policy = {});
+  RingReader(void* region, size_t bytes, uint32_t payload_schema, uint32_t reader_index,
+             WaitPolicy policy = {});
 
   // Waits for the next message and copies it into `out`; always returns true (the stream has
   // no end marker of its own: ranks stop on an EXIT step command). Throws IpcError when the

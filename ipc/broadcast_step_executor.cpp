@@ -5,6 +5,15 @@
 
 namespace nanovllm {
 
+BroadcastStepExecutor::BroadcastStepExecutor(std::unique_ptr<StepExecutor> local, RingWriter& ring)
+    : local_(std::move(local)), ring_(ring) {
+  // Commands are only ever written to a ring made for them (its readers decode this schema).
+  CHECK_MSG(ring_.payload_schema() == kStepCommandSchemaVersion,
+            "the ring carries payload schema " << ring_.payload_schema()
+                                               << ", step commands are schema "
+                                               << kStepCommandSchemaVersion);
+}
+
 StepResult BroadcastStepExecutor::execute(const StepCommand& cmd) {
   const std::vector<uint8_t> bytes = encode_step_command(cmd);
   // The slots were sized for the largest step the limits allow (step_ring_sizing.h).

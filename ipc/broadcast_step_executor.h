@@ -13,9 +13,8 @@ namespace nanovllm {
 class BroadcastStepExecutor final : public StepExecutor {
  public:
   // `ring` is rank 0's writer and outlives this object; its slots hold any command the
-  // engine limits allow (ipc/step_ring_sizing.h).
-  BroadcastStepExecutor(std::unique_ptr<StepExecutor> local, RingWriter& ring)
-      : local_(std::move(local)), ring_(ring) {}
+  // engine limits allow and it carries kStepCommandSchemaVersion (ipc/step_ring_sizing.h).
+  BroadcastStepExecutor(std::unique_ptr<StepExecutor> local, RingWriter& ring);
 
   StepResult execute(const StepCommand& cmd) override;
   int num_kv_blocks() const override { return local_->num_kv_blocks(); }

@@ -10,6 +10,22 @@ namespace nanovllm {
 
 enum class StepKind : uint8_t { kPrefill, kDecode, kExit };
 
+// Bumped whenever StepCommand's fields or their meaning change; the ring's header carries it,
+// so a worker of another build refuses the ring instead of misreading commands.
+inline constexpr uint32_t kStepCommandSchemaVersion = 2;
+
+// A sampling slot's parameters (rank 0's sampler keeps them on the device until the slot is
+// refilled). temperature 0 = greedy; top_k <= 0 or >= vocab, top_p >= 1, min_p <= 0 = no
+// filter; seed keys the slot's Philox draws.
+struct SlotSamplingParams {
+  int32_t slot = -1;
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  uint64_t seed = 0;
+};
+
 struct StepCommand {
   StepKind kind = StepKind::kExit;
   uint64_t step_id = 0;
@@ -34,15 +50,14 @@ struct StepCommand {
   int32_t block_table_width = 0;
 
   // Which rows of the hidden states get logits and a sampled token: one per sequence
-  // that produces a token this step.
+  // that produces a token this step. Row i samples token number positions[logits_indices[i]]
+  // + 1 of its sequence (the Philox counter of its draw).
   std::vector<int32_t> logits_indices;  // [S] row index into [T]
-  // Sampling, per sampled sequence (read by rank 0 only; small, so everyone gets it):
-  std::vector<float> temperatures;        // [S]
-  std::vector<int32_t> top_k;             // [S]
-  std::vector<float> top_p;               // [S]
-  std::vector<float> min_p;               // [S]
-  std::vector<uint64_t> seeds;            // [S]
-  std::vector<int32_t> sample_positions;  // [S] index of the token being sampled
+  // Sampling state lives on rank 0's device, one slot per running sequence (vLLM's persistent
+  // batch): each sampled row names its slot, and a slot's parameters travel once, in the step
+  // where a sequence starts using it. Workers other than rank 0 ignore both.
+  std::vector<int32_t> sample_slots;                // [S] slot of each sampled row
+  std::vector<SlotSamplingParams> new_slot_params;  // [N] slots (re)filled this step
 
   int num_seqs() const {
     return kind == StepKind::kPrefill ? static_cast<int>(cu_seqlens_q.size()) - 1

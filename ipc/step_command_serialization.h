@@ -3,6 +3,8 @@
 // An EXIT is a StepCommand with kind EXIT (its vectors empty).
 #pragma once
 
+#include <boost/serialization/level.hpp>
+#include <boost/serialization/tracking.hpp>
 #include <boost/serialization/vector.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +14,11 @@
 #include "ipc/step_command.h"
 
 namespace nanovllm {
+
+template <class Archive>
+void serialize(Archive& ar, SlotSamplingParams& p, const unsigned int /*version*/) {
+  ar& p.slot& p.temperature& p.top_k& p.top_p& p.min_p& p.seed;
+}
 
 template <class Archive>
 void serialize(Archive& ar, StepCommand& c, const unsigned int /*version*/) {
@@ -24,10 +31,20 @@ void serialize(Archive& ar, StepCommand& c, const unsigned int /*version*/) {
   ar& c.context_lens;
   ar& c.block_tables& c.block_table_width;
   ar& c.logits_indices;
-  ar& c.temperatures& c.top_k& c.top_p& c.min_p& c.seeds& c.sample_positions;
+  ar& c.sample_slots& c.new_slot_params;
 }
 
-// Serialized bytes of `command` (binary archive, no archive header: both ends are one build).
+}  // namespace nanovllm
+
+// SlotSamplingParams is plain data: its fields only, no per-archive class version or object
+// tracking (kStepCommandSchemaVersion versions the whole command instead).
+BOOST_CLASS_IMPLEMENTATION(nanovllm::SlotSamplingParams, boost::serialization::object_serializable)
+BOOST_CLASS_TRACKING(nanovllm::SlotSamplingParams, boost::serialization::track_never)
+
+namespace nanovllm {
+
+// Serialized bytes of `command` (binary archive, no archive header: the ring's payload schema,
+// kStepCommandSchemaVersion, stands in for one).
 std::vector<uint8_t> encode_step_command(const StepCommand& command);
 // Inverse of encode_step_command. Bytes that do not decode (truncated, not a command, an
 // unknown kind) are a bug on the ring's other side: CHECK failure.

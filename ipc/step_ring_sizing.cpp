@@ -28,12 +28,9 @@ StepCommand worst_case_step_command(const StepLimits& limits) {
   c.block_tables.assign(b * static_cast<size_t>(width), 0);
   c.block_table_width = width;
   c.logits_indices.assign(b, 0);
-  c.temperatures.assign(b, 0.0f);
-  c.top_k.assign(b, 0);
-  c.top_p.assign(b, 0.0f);
-  c.min_p.assign(b, 0.0f);
-  c.seeds.assign(b, 0);
-  c.sample_positions.assign(b, 0);
+  c.sample_slots.assign(b, 0);
+  // Every running sequence new to its slot at once (a prefill of max_num_seqs sequences).
+  c.new_slot_params.assign(b, SlotSamplingParams{});
   return c;
 }
 
@@ -46,6 +43,7 @@ RingConfig step_ring_config(const StepLimits& limits, uint32_t num_readers, uint
   ring.num_readers = num_readers;
   ring.slot_count = slot_count;
   ring.slot_bytes = max_step_command_bytes(limits);
+  ring.payload_schema = kStepCommandSchemaVersion;
   return ring;
 }
 

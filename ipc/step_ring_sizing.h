@@ -20,15 +20,16 @@ struct StepLimits {
 };
 
 // Every vector at the longest length the limits allow, the prefill and decode fields together:
-// T = max(max_num_batched_tokens, max_num_seqs) tokens, B = max_num_seqs sequences (all sampled),
-// block tables [B, ceil(max_model_len / block_size)].
+// T = max(max_num_batched_tokens, max_num_seqs) tokens, B = max_num_seqs sequences (all sampled,
+// all new to their sampling slots), block tables [B, ceil(max_model_len / block_size)].
 StepCommand worst_case_step_command(const StepLimits& limits);
 
 // encode_step_command(worst_case_step_command(config)).size(): the binary archive's length
 // depends on the vectors' lengths only, never on their values.
 size_t max_step_command_bytes(const StepLimits& limits);
 
-// The ring of a run with `num_readers` worker ranks: slots of max_step_command_bytes.
+// The ring of a run with `num_readers` worker ranks: slots of max_step_command_bytes, payload
+// schema kStepCommandSchemaVersion (its writer and readers attach with the same number).
 RingConfig step_ring_config(const StepLimits& limits, uint32_t num_readers,
                             uint32_t slot_count = 4);
 

@@ -1,3 +1,23 @@
+// The sampler: one token per row of logits, with per-slot parameters that stay on the device
+// (the step command names each row's slot; kernels/sampler_math.h holds the arithmetic both
+// backends share, so they agree token for token).
+//
+// Row b, slot s = slots[b] (< 0: a padding row, out_tokens[b] = 0 and nothing else written):
+//   temperature[s] == 0: greedy argmax over the raw logits (lowest id wins ties).
+//   otherwise l = logits / effective_temperature(temperature[s]) (-0 counts as +0), ordered by
+//   (l descending, id ascending): the candidates are
+//     1. the first top_k[s] of that order (no cut when top_k <= 0 or >= V);
+//     2. of those, the shortest prefix whose mass reaches top_p_target(top_p[s], total), where
+//        a token's mass is sampler_mass(l - l_max) and total sums the masses of step 1's
+//        candidates (no cut when top_p >= 1);
+//     3. of those, the ones with sampler_exp(l - l_max) >= min_p[s], plus the first (no cut
+//        when min_p <= 0);
+//   then Gumbel-max over the candidates: argmax of l[v] + g(v), lowest id on ties, where
+//   g(v) = gumbel_from_bits(sampler_random_bits(seeds[s], v, positions[b] + 1)).
+//   The draw depends only on (seed, position, v), never on the batch or the slot.
+// last_tokens[s] (when given) receives row b's token: the per-slot buffer a later decode step
+// can read its input from (two live rows naming one slot: either row's token lands there).
+// slots[b] must be < N: the CUDA kernel traps otherwise (rank 0's allocator is broken).
 #pragma once
 
 #include "kernels/exec_context.h"
@@ -12,32 +32,33 @@ __host__ __device__ constexpr float effective_temperature(float t) {
   return t > 0.0f && t < kMinTemperature ? kMinTemperature : t;
 }
 
-// One token per row of logits. Row b:
-//   temperature[b] == 0: greedy argmax (lowest index wins ties).
-//   otherwise: l = logits / effective_temperature(temperature[b]); keep the top_k largest (top_k <=
-//   0: all); keep the smallest prefix of the descending-sorted rest whose softmax mass reaches
-//   top_p; drop tokens whose probability < min_p * max probability; then Gumbel-max: argmax over
-//   kept v of l[v] + g(v), g(v) = -log(-log(u(v))), where u(v) = uniform in (0,1) from
-//   Philox4x32-10 with key = seeds[b] (lo, hi 32 bits) and counter = (v, positions[b], 0, 0), first
-//   output word x mapped as (x + 0.5) / 2^32. The draw depends only on (seed, position, v), never
-//   on the batch.
+// Sampling parameters per slot, [N] each (N = the runner's max_num_seqs).
+struct SamplingSlotParams {
+  TensorView temperatures;  // [N] f32
+  TensorView top_k;         // [N] i32
+  TensorView top_p;         // [N] f32
+  TensorView min_p;         // [N] f32
+  TensorView seeds;         // [N] i64 (bit pattern of a u64)
+};
+
 struct SamplingBatch {
-  TensorView logits;        // [B, V] f32 (full vocabulary, gathered on rank 0)
-  TensorView temperatures;  // [B] f32
-  TensorView top_k;         // [B] i32
-  TensorView top_p;         // [B] f32
-  TensorView min_p;         // [B] f32
-  TensorView seeds;         // [B] i64 (bit pattern of a u64)
-  TensorView positions;     // [B] i32, index of the token being sampled in its sequence
-  TensorView out_tokens;    // [B] i32
+  TensorView logits;     // [B, V] f32 (full vocabulary, gathered on rank 0); rows may be strided
+  TensorView slots;      // [B] i32, row b's slot; < 0 = padding
+  TensorView positions;  // [B] i32, position of the token whose logits row b holds
+  SamplingSlotParams params;
+  TensorView out_tokens;   // [B] i32
+  TensorView last_tokens;  // [N] i32, written at each live row's slot; may be empty
+  // Benchmark instrumentation, may be empty: [B] i32, full reads of row b's logits.
+  TensorView row_passes;
 };
 
 namespace cpu {
 void sample(const SamplingBatch& b);
 }
 namespace cuda {
+// No allocation, no host synchronisation, no readback: capturable in a CUDA graph.
 void sample(const SamplingBatch& b, cudaStream_t stream);
-}
+}  // namespace cuda
 
 inline void sample(const SamplingBatch& b, const ExecContext& ctx) {
   if (b.logits.on_cpu())

@@ -150,7 +150,7 @@ int run_rank_processes(const RunSettings& s, spdlog::level::level_enum level,
     if (!cuda) shm = std::make_unique<ShmCommunicator>(segment.comm, layout.comm_bytes, rank);
     RendezvousPublisher publisher(segment.rendezvous, layout.rendezvous_bytes);
     std::unique_ptr<NcclRank> nccl;
-    RingWriter writer(segment.ring, layout.ring_bytes);
+    RingWriter writer(segment.ring, layout.ring_bytes, kStepCommandSchemaVersion);
     spdlog::info("rank {} started (pid {})", rank, ::getpid());
     bool loaded = false;
     int rc = kExitOk;
@@ -185,7 +185,8 @@ int run_rank_processes(const RunSettings& s, spdlog::level::level_enum level,
       // for SIGQUIT). Then it ignores them: rank 0 stops after its current step, which needs
       // this rank in every collective, and ends the loop with EXIT.
       install_interrupt_handler(nullptr);
-      RingReader reader(segment.ring, layout.ring_bytes, static_cast<uint32_t>(rank - 1));
+      RingReader reader(segment.ring, layout.ring_bytes, kStepCommandSchemaVersion,
+                        static_cast<uint32_t>(rank - 1));
       spdlog::info("rank {} started (pid {})", rank, ::getpid());
       std::unique_ptr<ShmCommunicator> shm;
       RendezvousWaiter waiter(segment.rendezvous, layout.rendezvous_bytes);

@@ -34,6 +34,8 @@ CudaGraphRunner::CudaGraphRunner(std::vector<int> batch_sizes, int max_blocks_pe
   context_lens_ = DeviceBuffer(row, Device::kCuda);
   block_tables_ = DeviceBuffer(row * static_cast<size_t>(width_), Device::kCuda);
   row_ids_ = DeviceBuffer(row, Device::kCuda);
+  sample_slots_ = DeviceBuffer(row, Device::kCuda);
+  out_tokens_ = DeviceBuffer(row, Device::kCuda);
   std::vector<int32_t> ids(max_bs);
   std::iota(ids.begin(), ids.end(), 0);
   row_ids_.copy_from_host(ids.data(), row);
@@ -56,6 +58,8 @@ DecodeGraphInputs CudaGraphRunner::inputs(int b) const {
   in.meta.max_context_len = max_model_len_;
   in.row_ids = row_ids_.view(DType::kI32, {b});
   in.logits = logits_.slice_rows(0, b);
+  in.sample_slots = sample_slots_.view(DType::kI32, {b});
+  in.out_tokens = out_tokens_.view(DType::kI32, {b});
   return in;
 }
 
@@ -71,6 +75,7 @@ void CudaGraphRunner::upload(int b, cudaStream_t stream) {
   put(slot_mapping_, h_slots_);
   put(context_lens_, h_ctx_);
   put(block_tables_, h_bt_);
+  put(sample_slots_, h_sample_slots_);
 }
 
 void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream) {
@@ -85,6 +90,7 @@ void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream) {
     h_slots_.assign(b, -1);
     h_ctx_.assign(b, 0);
     h_bt_.assign(static_cast<size_t>(b) * width_, -1);
+    h_sample_slots_.assign(b, -1);
     upload(b, stream);
     const DecodeGraphInputs in = inputs(b);
     forward(in);  // eager: lazy initialisation (cuBLAS heuristics, occupancy queries)
@@ -106,13 +112,14 @@ void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream) {
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-TensorView CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t stream) {
+DecodeGraphOutputs CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t stream) {
   CHECK(cmd.kind == StepKind::kDecode);
   const int64_t n = cmd.num_seqs();
   CHECK(can_run(n));
   CHECK_EQ(cmd.num_tokens(), n);
   CHECK_EQ(static_cast<int64_t>(cmd.context_lens.size()), n);
   CHECK_EQ(static_cast<int64_t>(cmd.logits_indices.size()), n);
+  CHECK(cmd.sample_slots.empty() || static_cast<int64_t>(cmd.sample_slots.size()) == n);
   for (int64_t r = 0; r < n; ++r) CHECK_EQ(cmd.logits_indices[r], r);  // the graph's row_ids
   const int w = cmd.block_table_width;
   CHECK_MSG(w <= width_, "block table width " << w << " exceeds the graphs' " << width_
@@ -130,12 +137,14 @@ TensorView CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t stream) 
   h_slots_.resize(b, -1);
   h_ctx_.assign(cmd.context_lens.begin(), cmd.context_lens.end());
   h_ctx_.resize(b, 0);
+  h_sample_slots_.assign(cmd.sample_slots.begin(), cmd.sample_slots.end());
+  h_sample_slots_.resize(b, -1);
   h_bt_.assign(static_cast<size_t>(b) * width_, -1);
   for (int64_t r = 0; r < n; ++r)
     std::copy_n(cmd.block_tables.begin() + r * w, w, h_bt_.begin() + r * width_);
   upload(b, stream);
   CUDA_CHECK(cudaGraphLaunch(execs_[i], stream));
-  return logits_.slice_rows(0, n);
+  return {logits_.slice_rows(0, n), out_tokens_.view(DType::kI32, {n})};
 }
 
 }  // namespace nanovllm

@@ -1,7 +1,7 @@
 // Decode through CUDA graphs (nano-vllm's capture_cudagraph and its replay in run_model).
 // One graph per batch size in graph_batch_sizes(), captured largest first. A graph covers
-// embedding -> final norm -> LM-head logits for its padded batch; sampling runs afterwards,
-// outside the graph, on the live rows.
+// embedding -> final norm -> LM-head logits for its padded batch and, on rank 0, the sampler
+// (its per-slot parameters are device state; padded rows carry slot -1 and sample nothing).
 //
 // Memory: every intermediate comes from the model's workspace (sized for the largest step at
 // warm-up and frozen before capture) and every input from the persistent buffers below, so
@@ -21,11 +21,19 @@ namespace nanovllm {
 
 // Views of the persistent inputs for one batch size b (what a captured forward reads).
 struct DecodeGraphInputs {
-  TensorView input_ids;    // [b] i32
-  TensorView positions;    // [b] i32
-  AttentionMetadata meta;  // decode: slot_mapping [b], context_lens [b], block_tables [b, W]
-  TensorView row_ids;      // [b] i32, 0..b-1: every row's logits
-  TensorView logits;       // [b, V] f32 (rank 0's gathered logits; ignored on other ranks)
+  TensorView input_ids;     // [b] i32
+  TensorView positions;     // [b] i32
+  AttentionMetadata meta;   // decode: slot_mapping [b], context_lens [b], block_tables [b, W]
+  TensorView row_ids;       // [b] i32, 0..b-1: every row's logits
+  TensorView logits;        // [b, V] f32 (rank 0's gathered logits; ignored on other ranks)
+  TensorView sample_slots;  // [b] i32, each row's sampling slot, -1 on padded rows
+  TensorView out_tokens;    // [b] i32, the sampled tokens (rank 0)
+};
+
+// What a replay leaves on the device for the live rows, valid until the next replay.
+struct DecodeGraphOutputs {
+  TensorView logits;      // [B, V] f32
+  TensorView out_tokens;  // [B] i32 (meaningful where the graph samples: rank 0)
 };
 
 class CudaGraphRunner {
@@ -54,8 +62,8 @@ class CudaGraphRunner {
   bool can_run(int64_t num_seqs) const { return num_seqs >= 1 && num_seqs <= max_batch(); }
 
   // Decode cmd on the smallest graph that holds its batch: fills the live rows, resets the
-  // padded ones, replays. Returns the live logits [B, V] f32 (valid until the next call).
-  TensorView replay(const StepCommand& cmd, cudaStream_t stream);
+  // padded ones, replays.
+  DecodeGraphOutputs replay(const StepCommand& cmd, cudaStream_t stream);
 
  private:
   DecodeGraphInputs inputs(int b) const;
@@ -72,8 +80,10 @@ class CudaGraphRunner {
   DeviceBuffer context_lens_;  // [max_bs] i32, padding 0 (no keys read)
   DeviceBuffer block_tables_;  // [max_bs, width_] i32, padding -1
   DeviceBuffer row_ids_;       // [max_bs] i32, 0..max_bs-1
+  DeviceBuffer sample_slots_;  // [max_bs] i32, padding -1 (no draw)
+  DeviceBuffer out_tokens_;    // [max_bs] i32
   // Host staging, one vector per input above, [b] / [b, width_] for the current replay.
-  std::vector<int32_t> h_ids_, h_pos_, h_slots_, h_ctx_, h_bt_;
+  std::vector<int32_t> h_ids_, h_pos_, h_slots_, h_ctx_, h_bt_, h_sample_slots_;
 };
 
 }  // namespace nanovllm

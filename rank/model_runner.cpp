@@ -15,6 +15,7 @@
 #include "rank/cuda_exec_resources.h"
 #include "rank/cuda_graph_runner.h"
 #include "rank/gpu_memory_budget.h"
+#include "rank/slot_sampling_state.h"
 
 namespace nanovllm {
 
@@ -29,11 +30,7 @@ enum InputSlot : size_t {
   kContextLens,
   kBlockTables,
   kLogitsIndices,
-  kTemperatures,
-  kTopK,
-  kTopP,
-  kMinP,
-  kSeeds,
+  kSampleSlots,
   kSamplePositions,
   kOutTokens,
   kLogits
@@ -95,6 +92,7 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
     cuda_->fill(ctx_);
     before = gpu_mem_info();
   }
+  if (tp_rank == 0) sampling_ = std::make_unique<SlotSamplingState>(options.max_num_seqs, device);
   {
     const Checkpoint ckpt = Checkpoint::open(model_dir);
     validate_checkpoint(config_, ckpt);
@@ -170,16 +168,22 @@ TensorView ModelRunner::upload(size_t slot, const void* data, DType dtype,
 }
 
 TensorView ModelRunner::run_model(const StepCommand& cmd) {
+  return forward_step(cmd).logits;
+}
+
+ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
   CHECK(cmd.kind == StepKind::kPrefill || cmd.kind == StepKind::kDecode);
   const int64_t t = cmd.num_tokens(), b = cmd.num_seqs(), s = len(cmd.logits_indices);
   CHECK_GT(t, 0);
   CHECK_EQ(len(cmd.positions), t);
   CHECK_EQ(len(cmd.slot_mapping), t);
   CHECK_EQ(len(cmd.block_tables), b * cmd.block_table_width);
+  if (sampling_) sampling_->apply(cmd.new_slot_params, ctx_.stream);
   // A phase timer needs the eager path: its event records cannot live in a graph.
   if (graphs_ && !ctx_.phase_timer && cmd.kind == StepKind::kDecode && graphs_->can_run(b)) {
-    const TensorView logits = graphs_->replay(cmd, ctx_.stream);
-    return comm_->rank() == 0 ? logits : TensorView();
+    const DecodeGraphOutputs out = graphs_->replay(cmd, ctx_.stream);
+    if (comm_->rank() != 0) return {};
+    return {out.logits, out.out_tokens};
   }
   const TensorView input_ids = upload(kInputIds, cmd.input_ids.data(), DType::kI32, {t});
   const TensorView positions = upload(kPositions, cmd.positions.data(), DType::kI32, {t});
@@ -199,52 +203,64 @@ TensorView ModelRunner::run_model(const StepCommand& cmd) {
     meta.max_context_len = *std::max_element(cmd.context_lens.begin(), cmd.context_lens.end());
   }
   const TensorView hidden = model_->forward(input_ids, positions, meta, ctx_);
-  if (s == 0) return TensorView();
+  if (s == 0) return {};
   const TensorView indices = upload(kLogitsIndices, cmd.logits_indices.data(), DType::kI32, {s});
   // Every rank computes its logits shard; only rank 0's view receives the full rows.
   const TensorView logits = logits_rows(s);
   model_->compute_logits(logits, hidden, indices, ctx_);
-  return comm_->rank() == 0 ? logits : TensorView();
+  if (comm_->rank() != 0) return {};
+  return {logits, TensorView()};
 }
 
 std::vector<int32_t> ModelRunner::sample(const StepCommand& cmd, const TensorView& logits) {
+  CHECK(sampling_ != nullptr);  // rank 0 only
   const int64_t s = logits.size(0);
-  CHECK_EQ(len(cmd.temperatures), s);
-  CHECK(len(cmd.top_k) == s && len(cmd.top_p) == s && len(cmd.min_p) == s);
-  CHECK(len(cmd.seeds) == s && len(cmd.sample_positions) == s);
+  CHECK_EQ(len(cmd.sample_slots), s);
+  CHECK_EQ(len(cmd.logits_indices), s);
   std::optional<PhaseScope> phase(std::in_place, ctx_, Phase::kSampling);
+  // Each row's input position: the sampler draws for the token after it.
+  std::vector<int32_t> row_positions(static_cast<size_t>(s));  // [S]
+  for (int64_t i = 0; i < s; ++i) {
+    const int32_t row = cmd.logits_indices[static_cast<size_t>(i)];
+    CHECK(row >= 0 && row < cmd.num_tokens());
+    row_positions[static_cast<size_t>(i)] = cmd.positions[static_cast<size_t>(row)];
+  }
   const kernels::SamplingBatch batch{
       logits,
-      upload(kTemperatures, cmd.temperatures.data(), DType::kF32, {s}),
-      upload(kTopK, cmd.top_k.data(), DType::kI32, {s}),
-      upload(kTopP, cmd.top_p.data(), DType::kF32, {s}),
-      upload(kMinP, cmd.min_p.data(), DType::kF32, {s}),
-      upload(kSeeds, cmd.seeds.data(), DType::kI64, {s}),
-      upload(kSamplePositions, cmd.sample_positions.data(), DType::kI32, {s}),
-      inputs_.get(kOutTokens, DType::kI32, {s})};
+      upload(kSampleSlots, cmd.sample_slots.data(), DType::kI32, {s}),
+      upload(kSamplePositions, row_positions.data(), DType::kI32, {s}),
+      sampling_->params(),
+      inputs_.get(kOutTokens, DType::kI32, {s}),
+      sampling_->last_tokens(),
+      TensorView()};
   kernels::sample(batch, ctx_);
   phase.reset();
-  std::vector<int32_t> tokens(static_cast<size_t>(s));
+  return read_tokens(batch.out_tokens);
+}
+
+std::vector<int32_t> ModelRunner::read_tokens(const TensorView& tokens) {
+  std::vector<int32_t> host(static_cast<size_t>(tokens.size(0)));
   if (device_ == Device::kCpu) {
-    std::memcpy(tokens.data(), batch.out_tokens.data, tokens.size() * sizeof(int32_t));
+    std::memcpy(host.data(), tokens.data, host.size() * sizeof(int32_t));
   } else {
-    CUDA_CHECK(cudaMemcpyAsync(tokens.data(), batch.out_tokens.data,
-                               tokens.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                               ctx_.stream));
+    CUDA_CHECK(cudaMemcpyAsync(host.data(), tokens.data, host.size() * sizeof(int32_t),
+                               cudaMemcpyDeviceToHost, ctx_.stream));
     comm_->synchronize(ctx_.stream);  // under NCCL: watched, so a dead peer cannot hang it
   }
-  return tokens;
+  return host;
 }
 
 StepResult ModelRunner::execute(const StepCommand& cmd) {
   if (cmd.kind == StepKind::kExit) return {};
   if (step_events_) CUDA_CHECK(cudaEventRecord(step_events_->start, ctx_.stream));
-  const TensorView logits = run_model(cmd);
+  const Forward out = forward_step(cmd);
   StepResult result;
-  if (comm_->rank() == 0 && !cmd.logits_indices.empty())
-    result.sampled_token_ids = sample(cmd, logits);
+  if (comm_->rank() == 0 && !cmd.logits_indices.empty()) {
+    result.sampled_token_ids =
+        out.out_tokens.data ? read_tokens(out.out_tokens) : sample(cmd, out.logits);
+  }
   if (step_events_) {
-    // After sample()'s synchronisation on rank 0, so the end is when the tokens reached the
+    // After the tokens' readback on rank 0, so the end is when the tokens reached the
     // host; the gap to the next start is then the host's time between steps.
     StepEvents& e = *step_events_;
     CUDA_CHECK(cudaEventRecord(e.end, ctx_.stream));

@@ -23,6 +23,7 @@ namespace nanovllm {
 
 class CudaExecResources;
 class CudaGraphRunner;
+class SlotSamplingState;
 struct GpuMemoryBudget;
 
 struct ModelRunnerOptions {
@@ -56,11 +57,13 @@ class ModelRunner final : public StepExecutor {
   // The forward pass; on rank 0 also samples one token per logits row (other ranks return
   // none). Every rank must execute every command; EXIT is a no-op here.
   StepResult execute(const StepCommand& cmd) override;
-  // The forward pass only: logits [S, V] f32 on rank 0 (a workspace view valid until the
-  // next call); an empty view on other ranks.
+  // The forward pass: logits [S, V] f32 on rank 0 (a workspace view valid until the next
+  // call); an empty view on other ranks. Rank 0 takes the command's new slot parameters
+  // first (a decode graph samples too, as part of its replay).
   TensorView run_model(const StepCommand& cmd);
 
-  // Rank 0: one token per row of logits (from run_model), with the command's sampling fields.
+  // Rank 0: one token per row of logits (from run_model of the same command), with the
+  // parameters of each row's sampling slot.
   std::vector<int32_t> sample(const StepCommand& cmd, const TensorView& logits);
 
   // Bytes of KV cache per block on this rank (both K and V, every layer).
@@ -84,6 +87,15 @@ class ModelRunner final : public StepExecutor {
  private:
   TensorView upload(size_t slot, const void* data, DType dtype,
                     std::initializer_list<int64_t> dims);
+  // The forward pass; on the decode-graph path also the graph's sampled tokens (rank 0),
+  // else an empty view.
+  struct Forward {
+    TensorView logits;      // [S, V] f32 (rank 0)
+    TensorView out_tokens;  // [S] i32, device (graph replays only)
+  };
+  Forward forward_step(const StepCommand& cmd);
+  // Device tokens [S] -> host, the step's one synchronisation.
+  std::vector<int32_t> read_tokens(const TensorView& tokens);
   // (Re)allocates the cache for num_blocks and binds it to the layers.
   void allocate_kv_cache(int num_blocks);
   // Logits [s, V] f32: the persistent buffer when the start-up sized one, else a slot.
@@ -105,7 +117,8 @@ class ModelRunner final : public StepExecutor {
   DeviceBuffer kv_cache_;  // [2, layers, num_kv_blocks, block_size, kv_heads / tp, head_dim] bf16
   Workspace inputs_;       // step inputs copied to the device, one slot each
   DeviceBuffer logits_;    // [max logits rows, V] f32 (options start-up on CUDA), else empty
-  std::unique_ptr<CudaGraphRunner> graphs_;  // decode graphs; destroyed first
+  std::unique_ptr<SlotSamplingState> sampling_;  // rank 0: per-slot parameters
+  std::unique_ptr<CudaGraphRunner> graphs_;      // decode graphs; destroyed first
   // Step timing (CUDA events, model_runner.cpp); null while off.
   struct StepEvents;
   std::unique_ptr<StepEvents> step_events_;

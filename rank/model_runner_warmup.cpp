@@ -9,10 +9,12 @@
 #include <limits>
 #include <stdexcept>
 
+#include "kernels/sampler.h"
 #include "rank/cuda_exec_resources.h"
 #include "rank/cuda_graph_runner.h"
 #include "rank/gpu_memory_budget.h"
 #include "rank/model_runner.h"
+#include "rank/slot_sampling_state.h"
 
 namespace nanovllm {
 
@@ -22,7 +24,8 @@ namespace {
 // unlike nano-vllm's floor, so the workspace fits any step up to max_num_batched_tokens),
 // with `rows` logits rows. Nothing is stored (slot -1) and every block-table entry is 0, so a
 // one-block placeholder cache serves every read.
-StepCommand warmup_command(int64_t tokens, int64_t max_model_len, int64_t rows, int width) {
+StepCommand warmup_command(int64_t tokens, int64_t max_model_len, int64_t rows, int width,
+                           int num_slots) {
   StepCommand cmd;
   cmd.kind = StepKind::kPrefill;
   cmd.cu_seqlens_q.push_back(0);
@@ -41,15 +44,14 @@ StepCommand warmup_command(int64_t tokens, int64_t max_model_len, int64_t rows, 
   const int64_t nseq = static_cast<int64_t>(cmd.cu_seqlens_q.size()) - 1;
   cmd.block_table_width = width;
   cmd.block_tables.assign(static_cast<size_t>(nseq * width), 0);
+  // Filtered sampling on every row (the sampler's longest path), slots reused past num_slots.
   for (int64_t r = 0; r < rows; ++r) {
     cmd.logits_indices.push_back(cmd.cu_seqlens_q[static_cast<size_t>(r % nseq) + 1] - 1);
-    cmd.temperatures.push_back(1.0f);
-    cmd.top_k.push_back(50);  // the sorting path: the sampler's largest scratch
-    cmd.top_p.push_back(1.0f);
-    cmd.min_p.push_back(0.0f);
-    cmd.seeds.push_back(static_cast<uint64_t>(r));
-    cmd.sample_positions.push_back(0);
+    cmd.sample_slots.push_back(static_cast<int32_t>(r % num_slots));
   }
+  for (int s = 0; s < std::min<int64_t>(rows, num_slots); ++s)
+    cmd.new_slot_params.push_back(
+        SlotSamplingParams{s, 1.0f, 50, 0.9f, 0.0f, static_cast<uint64_t>(s)});
   return cmd;
 }
 
@@ -84,14 +86,14 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
   const int rank = comm_->rank();
 
   const GpuMemInfo before = gpu_mem_info();
-  cudaMemPool_t pool = default_pool();  // the sampler's stream-ordered scratch comes from here
+  cudaMemPool_t pool = default_pool();  // any stream-ordered scratch comes from here
   uint64_t zero = 0;
   CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
   allocate_kv_cache(1);  // placeholder, see warmup_command
   model_->reserve_decode_scratch(o.max_num_seqs);
   logits_ = DeviceBuffer(static_cast<size_t>(rows * config_.vocab_size) * sizeof(float), device_);
   const auto t0 = std::chrono::steady_clock::now();
-  const StepCommand cmd = warmup_command(tokens, len, rows, width);
+  const StepCommand cmd = warmup_command(tokens, len, rows, width, o.max_num_seqs);
   const TensorView logits = run_model(cmd);
   if (rank == 0) sample(cmd, logits);
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
@@ -156,6 +158,12 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
       [this](const DecodeGraphInputs& in) {
         const TensorView hidden = model_->forward(in.input_ids, in.positions, in.meta, ctx_);
         model_->compute_logits(in.logits, hidden, in.row_ids, ctx_);
+        if (!sampling_) return;  // only rank 0 samples
+        // The decode row's input position: the sampler draws for the token after it.
+        kernels::sample(
+            kernels::SamplingBatch{in.logits, in.sample_slots, in.positions, sampling_->params(),
+                                   in.out_tokens, sampling_->last_tokens(), TensorView()},
+            ctx_);
       },
       ctx_.stream);
   const GpuMemInfo after = gpu_mem_info();

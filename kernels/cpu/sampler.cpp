@@ -1,3 +1,5 @@
+// The CPU reference sampler: kernels/sampler.h's rules written as plainly as possible (a full
+// sort of the candidates, sequential sums), for the CUDA sampler to be checked against.
 #include "kernels/sampler.h"
 
 #include <algorithm>
@@ -7,10 +9,19 @@
 
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/philox.h"
+#include "kernels/sampler_math.h"
 
 namespace nanovllm::kernels::cpu {
 
 namespace {
+
+struct RowParams {
+  float temperature;
+  int32_t top_k;
+  float top_p, min_p;
+  uint64_t seed;
+  int32_t position;  // of the token being sampled
+};
 
 int32_t argmax(const float* logits, int64_t vocab) {
   int64_t best = 0;
@@ -19,64 +30,59 @@ int32_t argmax(const float* logits, int64_t vocab) {
   return static_cast<int32_t>(best);
 }
 
-// The candidates left after top-k, top-p and min-p, in (scaled logit desc, id asc) order;
-// empty when no filter is active (every token is a candidate).
-std::vector<int32_t> filter_candidates(const std::vector<float>& l, int32_t top_k, float top_p,
-                                       float min_p) {
+// The candidates after top-k, top-p and min-p, in (l desc, id asc) order.
+std::vector<int32_t> candidates(const std::vector<float>& l, const RowParams& p) {
   const int64_t vocab = static_cast<int64_t>(l.size());
-  const bool use_k = top_k > 0 && top_k < vocab;
-  const bool use_p = top_p < 1.0f;
-  const bool use_min_p = min_p > 0.0f;
-  if (!use_k && !use_p && !use_min_p) return {};
   std::vector<int32_t> ids(static_cast<size_t>(vocab));  // [V]
   std::iota(ids.begin(), ids.end(), 0);
-  auto before = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
-  const int64_t keep = use_k ? top_k : vocab;
-  std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), before);
-  ids.resize(static_cast<size_t>(keep));
+  // (l desc, id asc) as one key: a strict total order even with NaN logits.
+  std::sort(ids.begin(), ids.end(),
+            [&](int32_t a, int32_t b) { return candidate_key(l[a], a) > candidate_key(l[b], b); });
+  if (p.top_k > 0 && p.top_k < vocab) ids.resize(static_cast<size_t>(p.top_k));
   const float l_max = l[ids[0]];
-  if (use_p) {
-    // Softmax over the top-k survivors; keep the shortest prefix whose mass reaches top_p.
-    double total = 0.0;
-    for (int32_t v : ids) total += std::exp(l[v] - l_max);
-    double mass = 0.0;
+  if (p.top_p < 1.0f) {
+    uint64_t total = 0;
+    for (int32_t v : ids) total += sampler_mass(l[v] - l_max);
+    const uint64_t target = top_p_target(p.top_p, total);
+    uint64_t mass = 0;
     size_t n = 0;
     while (n < ids.size()) {
-      mass += std::exp(l[ids[n]] - l_max);
+      mass += sampler_mass(l[ids[n]] - l_max);
       ++n;
-      if (mass >= static_cast<double>(top_p) * total) break;
+      if (mass >= target) break;
     }
     ids.resize(n);
   }
-  if (use_min_p) {
-    // p(v) / p_max = exp(l[v] - l_max); the first candidate always survives.
-    size_t n = 1;
-    while (n < ids.size() && std::exp(l[ids[n]] - l_max) >= min_p) ++n;
-    ids.resize(n);
+  if (p.min_p > 0.0f) {
+    std::vector<int32_t> kept{ids[0]};
+    for (size_t i = 1; i < ids.size(); ++i)
+      if (sampler_exp(l[ids[i]] - l_max) >= p.min_p) kept.push_back(ids[i]);
+    ids = std::move(kept);
   }
   return ids;
 }
 
-int32_t sample_row(const float* logits, int64_t vocab, float temperature, int32_t top_k,
-                   float top_p, float min_p, uint64_t seed, int32_t position) {
-  if (temperature == 0.0f) return argmax(logits, vocab);
-  temperature = effective_temperature(temperature);
-  std::vector<float> l(logits, logits + vocab);  // [V] logits / temperature
-  for (float& x : l) x /= temperature;
-  const std::vector<int32_t> kept = filter_candidates(l, top_k, top_p, min_p);
+int32_t sample_row(const float* logits, int64_t vocab, const RowParams& p) {
+  if (p.temperature == 0.0f) return argmax(logits, vocab);
+  const float t = effective_temperature(p.temperature);
+  std::vector<float> l(static_cast<size_t>(vocab));  // [V] scaled logits
+  for (int64_t v = 0; v < vocab; ++v) l[v] = scaled_logit(logits[v], t);
+  const bool filtered = (p.top_k > 0 && p.top_k < vocab) || p.top_p < 1.0f || p.min_p > 0.0f;
+  std::vector<int32_t> kept;
+  if (filtered) {
+    kept = candidates(l, p);
+  } else {
+    kept.resize(static_cast<size_t>(vocab));
+    std::iota(kept.begin(), kept.end(), 0);
+  }
   int32_t best = -1;
   float best_score = -INFINITY;
-  auto consider = [&](int32_t v) {
-    const float score = l[v] + gumbel_from_bits(sampler_random_bits(seed, v, position));
+  for (int32_t v : kept) {
+    const float score = l[v] + gumbel_from_bits(sampler_random_bits(p.seed, v, p.position));
     if (best < 0 || score > best_score || (score == best_score && v < best)) {
       best = v;
       best_score = score;
     }
-  };
-  if (kept.empty()) {
-    for (int32_t v = 0; v < static_cast<int32_t>(vocab); ++v) consider(v);
-  } else {
-    for (int32_t v : kept) consider(v);
   }
   return best;
 }
@@ -85,17 +91,31 @@ int32_t sample_row(const float* logits, int64_t vocab, float temperature, int32_
 
 void sample(const SamplingBatch& b) {
   CHECK(b.logits.dtype == DType::kF32 && b.logits.ndim == 2 && b.logits.stride[1] == 1);
-  CHECK(b.temperatures.dtype == DType::kF32 && b.top_k.dtype == DType::kI32);
-  CHECK(b.top_p.dtype == DType::kF32 && b.min_p.dtype == DType::kF32);
-  CHECK(b.seeds.dtype == DType::kI64 && b.positions.dtype == DType::kI32);
-  CHECK(b.out_tokens.dtype == DType::kI32);
+  CHECK(b.slots.dtype == DType::kI32 && b.positions.dtype == DType::kI32);
+  CHECK(b.params.temperatures.dtype == DType::kF32 && b.params.top_k.dtype == DType::kI32);
+  CHECK(b.params.top_p.dtype == DType::kF32 && b.params.min_p.dtype == DType::kF32);
+  CHECK(b.params.seeds.dtype == DType::kI64 && b.out_tokens.dtype == DType::kI32);
   const int64_t rows = b.logits.size(0), vocab = b.logits.size(1);
+  const int64_t num_slots = b.params.temperatures.size(0);
   CHECK_GT(vocab, 0);
+  CHECK_EQ(b.slots.size(0), rows);
+  CHECK_EQ(b.positions.size(0), rows);
   for (int64_t r = 0; r < rows; ++r) {
-    *elem<int32_t>(b.out_tokens, r) = sample_row(
-        elem<float>(b.logits, r), vocab, *elem<float>(b.temperatures, r),
-        *elem<int32_t>(b.top_k, r), *elem<float>(b.top_p, r), *elem<float>(b.min_p, r),
-        static_cast<uint64_t>(*elem<int64_t>(b.seeds, r)), *elem<int32_t>(b.positions, r));
+    const int32_t s = *elem<int32_t>(b.slots, r);
+    int32_t token = 0;
+    if (s >= 0) {
+      CHECK_LT(s, num_slots);
+      const RowParams p{*elem<float>(b.params.temperatures, s),
+                        *elem<int32_t>(b.params.top_k, s),
+                        *elem<float>(b.params.top_p, s),
+                        *elem<float>(b.params.min_p, s),
+                        static_cast<uint64_t>(*elem<int64_t>(b.params.seeds, s)),
+                        *elem<int32_t>(b.positions, r) + 1};
+      token = sample_row(elem<float>(b.logits, r), vocab, p);
+      if (b.last_tokens.data != nullptr) *elem<int32_t>(b.last_tokens, s) = token;
+    }
+    *elem<int32_t>(b.out_tokens, r) = token;
+    if (b.row_passes.data != nullptr) *elem<int32_t>(b.row_passes, r) = s >= 0 ? 1 : 0;
   }
 }
 

@@ -1,41 +1,79 @@
-// Sampler: greedy argmax, or temperature + top-k/top-p/min-p + Gumbel-max with the same
-// Philox draws as the CPU reference (kernels/philox.h), so identical logits give identical
-// tokens (up to 1-ulp differences between CUDA's and glibc's expf/logf, which can only matter
-// when two candidates tie to within an ulp; philox.h says the same of the Gumbel noise).
+// The CUDA sampler (rules in kernels/sampler.h): no sort of the vocabulary, no allocation, no
+// host round trip, so it is captured in the decode graphs.
 //
-// Rows with no filter (and greedy rows) are reduced in place, one block per row. Rows with a
-// filter need the (scaled logit desc, id asc) order: they are sorted by CUB's segmented radix
-// sort (stable, so equal logits stay in id order, as the CPU's comparator wants), in chunks
-// of kChunkRows rows to bound the scratch, which is taken from the stream-ordered pool.
-// The launcher reads the small per-row parameters back to the host to pick those rows, so
-// it synchronises the stream and cannot be captured in a CUDA graph.
+// One thread-block cluster per row (Hopper): its C blocks each read a contiguous 1/C of the
+// row and meet in cluster barriers; they add their histograms into the leader block's
+// (rank 0) through distributed shared memory, and the leader decides what the next pass over
+// the row does.
+//   greedy / unfiltered rows: one pass, argmax of the logit (+ Gumbel noise; a token whose
+//     logit plus the largest possible noise cannot beat the best so far draws no noise).
+//   filtered rows: pass 1 finds the row max. Then histogram passes narrow the candidates:
+//     the first counts (top-k) or sums the fixed-point mass (top-p) of tokens in 2048 bins of
+//     1/64 logit below the max (a token further than 32 below has zero mass); the bin where
+//     the cumulative count / mass reaches top_k / the top-p target bounds the candidates.
+//     - At most kMaxCandidates tokens at or above that bin: one pass copies them into the
+//       leader's shared memory, which sorts them (bitonic) and applies top-k, top-p, min-p
+//       and Gumbel-max exactly as the CPU reference does.
+//     - More, but at most kMaxCandidates in the crossing bin itself: one pass copies that bin,
+//       the leader sorts it and finds the exact cut token; a last pass draws over the tokens
+//       at or above it (top-k then goes on to top-p's window the same way).
+//     - Otherwise (flat rows, a cut further than 32 logits down) radix-select passes over
+//       11-bit digits of the 64-bit candidate key narrow the range until one of the above
+//       applies.
+// Typical Qwen3 defaults (top_k 20, top_p 0.95): three passes over the row.
+#include <cooperative_groups.h>
+
+#include <climits>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
-#include <cub/device/device_segmented_radix_sort.cuh>
-#include <vector>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/philox.h"
 #include "kernels/sampler.h"
+#include "kernels/sampler_math.h"
+
+namespace cg = cooperative_groups;
 
 namespace nanovllm::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 1024;
-constexpr int kChunkRows = 32;
+using u64 = unsigned long long;
 
-struct RowParams {
-  const float* temperatures;  // [B]
-  const int32_t* top_k;       // [B]
-  const float* top_p;         // [B]
-  const float* min_p;         // [B]
-  const int64_t* seeds;       // [B]
-  const int32_t* positions;   // [B]
-  int32_t* out_tokens;        // [B]
+constexpr int kThreads = 512;
+constexpr int kMaxCluster = 8;  // the portable cluster size
+constexpr int kBins = 2048;     // 11-bit digits
+constexpr int kDigitBits = 11;
+constexpr int kKeyLevels = 6;  // 64-bit keys: five 11-bit digits and a 9-bit one
+static_assert(kDigitBits * kKeyLevels >= 64 && kDigitBits * (kKeyLevels - 1) < 64);
+constexpr int kPerThread = kBins / kThreads;
+constexpr int kMaxCandidates = kPerThread * kThreads;  // sorted in the leader's shared memory
+constexpr float kWindowBinsPerLogit = 64.0f;           // window: kBins / 64 = 32 logits
+constexpr int kWindowLevel = -1;
+constexpr int kUnroll = 4;  // float4 loads in flight per thread
+// No Gumbel draw exceeds this: u <= 1 - 2^-24 (philox.h) gives g <= 16.6355.
+constexpr float kMaxGumbel = 16.75f;
+
+enum class Pass : int { kHistCount, kHistMass, kCompact, kCutInBin, kGumbel };
+
+// What the next pass over the row does; the leader's copy is authoritative.
+struct Decision {
+  Pass pass;
+  int level;         // kWindowLevel, or the key digit 0..kKeyLevels-1
+  u64 prefix;        // key digits chosen at earlier levels
+  u64 floor;         // tokens with a smaller key take no part (an exact cut made earlier)
+  u64 need;          // count / mass still to reach within this level's range
+  u64 above_count;   // tokens above this level's range (chosen at earlier levels)
+  u64 total;         // top-p's total mass, when total_known
+  u64 max_key;       // the row's largest candidate key
+  u64 compact_key;   // kCompact at a key level: keys >= this are the candidates
+  int compact_bin;   // kCompact at the window level: bins <= this are the candidates;
+                     // kCutInBin: the bin whose tokens are copied
+  bool total_known;  // total holds the mass of every token >= floor
+  bool k_applied;    // floor holds the top-k cut (or the row has none)
+  bool mass_cut;     // kCutInBin: the cut reaches top-p's mass, else top-k's count
 };
 
-// (score, id) pairs: higher score wins, the lower id breaks ties (the CPU's order).
-struct Best {
+struct Best {  // higher score wins, the lower id breaks ties (the CPU's order)
   float score;
   int32_t id;
 };
@@ -47,284 +85,586 @@ struct BestOp {
     return b;
   }
 };
-struct MinOp {
-  __device__ int operator()(int a, int b) const { return a < b ? a : b; }
+struct MaxOp {
+  __device__ u64 operator()(u64 a, u64 b) const { return a > b ? a : b; }
 };
-__device__ __forceinline__ void consider(Best& best, float score, int32_t id) {
-  best = BestOp()(best, Best{score, id});
+struct CountMass {
+  u64 count, mass;
+};
+struct CountMassSum {
+  __device__ CountMass operator()(const CountMass& a, const CountMass& b) const {
+    return {a.count + b.count, a.mass + b.mass};
+  }
+};
+
+// Warp-based variants: their scratch is a few words per warp, not one per thread.
+using ReduceMax = cub::BlockReduce<u64, kThreads, cub::BLOCK_REDUCE_WARP_REDUCTIONS>;
+using ReduceBest = cub::BlockReduce<Best, kThreads, cub::BLOCK_REDUCE_WARP_REDUCTIONS>;
+using ScanPair = cub::BlockScan<CountMass, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+
+struct Shared {
+  // This block's histogram of the current pass; the leader's also receives the others'.
+  unsigned count[kBins];         // [kBins]
+  u64 mass[kBins];               // [kBins] fixed-point mass (top-p passes)
+  u64 cand[kMaxCandidates];      // leader: compacted candidate keys
+  unsigned num_cand;             // leader: entries of cand
+  u64 block_max[kMaxCluster];    // leader: each block's largest key
+  Best block_best[kMaxCluster];  // leader: each block's draw
+  Decision decision;             // leader: the next pass
+  Decision local;                // every block: its copy of the leader's decision
+  int cross;                     // leader: order index of the crossing bin
+  CountMass cross_before;        // leader: count / mass before the crossing bin
+  u64 cross_count;               // leader: tokens in the crossing bin
+  union {
+    ReduceMax::TempStorage reduce_max;
+    ReduceBest::TempStorage reduce_best;
+    ScanPair::TempStorage scan_pair;
+  } tmp;
+};
+
+struct SlotParams {
+  const float* temperatures;
+  const int32_t* top_k;
+  const float* top_p;
+  const float* min_p;
+  const int64_t* seeds;
+};
+
+struct Args {
+  const float* logits;
+  int64_t ld;  // row stride
+  int vocab;
+  const int32_t* slots;      // [B]
+  const int32_t* positions;  // [B]
+  SlotParams params;
+  int num_slots;         // N
+  int32_t* out_tokens;   // [B]
+  int32_t* last_tokens;  // [N] or null
+  int32_t* row_passes;   // [B] or null
+};
+
+// This block's share of a row and the row's parameters.
+struct Row {
+  const float* logits;
+  int begin, end;  // [begin, end) of the vocabulary
+  int vocab;
+  float temperature;  // effective
+  int32_t top_k;
+  float top_p, min_p;
+  uint64_t seed;
+  int32_t position;  // of the token being sampled
+  bool use_k, use_p, use_min_p;
+};
+
+// f(v, logit) for every v of this block's share: kUnroll 4-wide loads in flight per thread
+// when the row allows (one at a time leaves an SM far from its share of the bandwidth).
+template <typename F>
+__device__ __forceinline__ void for_each_logit(const Row& r, F&& f) {
+  const bool vec = (reinterpret_cast<uintptr_t>(r.logits) & 15) == 0 && (r.begin & 3) == 0;
+  int v = r.begin;
+  if (vec) {
+    const int first = r.begin >> 2, last = (r.begin + ((r.end - r.begin) & ~3)) >> 2;
+    const float4* p = reinterpret_cast<const float4*>(r.logits);
+    for (int i = first + static_cast<int>(threadIdx.x); i < last; i += kThreads * kUnroll) {
+      float4 x[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * kThreads < last) x[u] = __ldg(p + i + u * kThreads);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int j = i + u * kThreads;
+        if (j >= last) break;
+        f(4 * j, x[u].x);
+        f(4 * j + 1, x[u].y);
+        f(4 * j + 2, x[u].z);
+        f(4 * j + 3, x[u].w);
+      }
+    }
+    v = 4 * last;
+  }
+  for (int i = v + static_cast<int>(threadIdx.x); i < r.end; i += kThreads) f(i, r.logits[i]);
 }
 
 __device__ __forceinline__ float gumbel(uint64_t seed, int32_t id, int32_t position) {
   return gumbel_from_bits(sampler_random_bits(seed, id, position));
 }
 
-// One block per row of logits [B, V] (row stride ld). Greedy rows and unfiltered sampled
-// rows finish here; filtered rows are skipped (filtered[b] != 0).
-__global__ void __launch_bounds__(kThreads)
-    plain_sample_kernel(const float* __restrict__ logits, int64_t ld, int vocab, RowParams p,
-                        const uint8_t* __restrict__ filtered) {
-  using Reduce = cub::BlockReduce<Best, kThreads>;
-  __shared__ typename Reduce::TempStorage tmp;
-  const int b = blockIdx.x;
-  if (filtered[b]) return;
-  const float* row = logits + b * ld;
-  const float t = effective_temperature(p.temperatures[b]);
+__device__ __forceinline__ int level_lo(int level) {
+  return max(0, 64 - kDigitBits * (level + 1));
+}
+__device__ __forceinline__ int level_hi(int level) {
+  return 64 - kDigitBits * level;
+}
+// The window bin of a scaled logit (0 = at the max), or -1 beyond the window.
+__device__ __forceinline__ int window_bin(float l, float l_max) {
+  const float d = l_max - l;
+  if (!(d < kBins / kWindowBinsPerLogit)) return -1;
+  return min(kBins - 1, static_cast<int>(d * kWindowBinsPerLogit));
+}
+// The bin of key at a level, or -1 when the key is outside the level's range.
+__device__ __forceinline__ int bin_of(const Decision& d, u64 key, float l, float l_max) {
+  if (key < d.floor) return -1;
+  if (d.level == kWindowLevel) return window_bin(l, l_max);
+  const int hi = level_hi(d.level), lo = level_lo(d.level);
+  if (hi < 64 && (key >> hi) != (d.prefix >> hi)) return -1;
+  return static_cast<int>((key >> lo) & ((u64{1} << (hi - lo)) - 1));
+}
+// Order index (0 = the largest tokens) <-> bin: window bins grow downwards, digits upwards.
+__device__ __forceinline__ int bin_at(int level, int j) {
+  return level == kWindowLevel ? j : kBins - 1 - j;
+}
+
+// Every block: its best (l + noise, id) over the tokens keep(v, l) accepts, l = logit_of(x),
+// merged in the leader; returns the row's best in the leader's thread 0 (others:
+// unspecified). Without noise it is the argmax of l.
+template <typename LogitOf, typename Keep>
+__device__ Best draw(Shared& sh, const cg::cluster_group& cluster, const Row& r, bool noise,
+                     LogitOf logit_of, Keep keep) {
   Best best{0.f, -1};
-  if (t == 0.f) {
-    for (int v = threadIdx.x; v < vocab; v += kThreads) consider(best, row[v], v);
-  } else {
-    const uint64_t seed = static_cast<uint64_t>(p.seeds[b]);
-    const int32_t pos = p.positions[b];
-    for (int v = threadIdx.x; v < vocab; v += kThreads)
-      consider(best, row[v] / t + gumbel(seed, v, pos), v);
-  }
-  best = Reduce(tmp).Reduce(best, BestOp());
-  if (threadIdx.x == 0) p.out_tokens[b] = best.id;
-}
-
-// keys: [n, V] = logits[rows[i]] / temperature, ids: [n, V] = 0..V-1.
-__global__ void scale_kernel(const float* __restrict__ logits, int64_t ld, int vocab,
-                             const float* __restrict__ temperatures,
-                             const int32_t* __restrict__ rows, float* keys, int32_t* ids) {
-  const int i = blockIdx.y, b = rows[i];
-  const float t = effective_temperature(temperatures[b]);
-  for (int v = blockIdx.x * blockDim.x + threadIdx.x; v < vocab; v += gridDim.x * blockDim.x) {
-    keys[static_cast<int64_t>(i) * vocab + v] = logits[b * ld + v] / t;
-    ids[static_cast<int64_t>(i) * vocab + v] = v;
-  }
-}
-
-// One block per filtered row over its sorted keys/ids [V]: top-k, top-p, min-p cut a prefix
-// of the sorted order; Gumbel-max picks within that prefix.
-__global__ void __launch_bounds__(kThreads)
-    filtered_sample_kernel(const float* __restrict__ keys, const int32_t* __restrict__ ids,
-                           int vocab, const int32_t* __restrict__ rows, RowParams p) {
-  using ReduceD = cub::BlockReduce<double, kThreads>;
-  using ReduceI = cub::BlockReduce<int, kThreads>;
-  using ReduceB = cub::BlockReduce<Best, kThreads>;
-  using ScanD = cub::BlockScan<double, kThreads>;
-  __shared__ union {
-    typename ReduceD::TempStorage rd;
-    typename ReduceI::TempStorage ri;
-    typename ReduceB::TempStorage rb;
-    typename ScanD::TempStorage sd;
-  } tmp;
-  __shared__ double s_total;
-  __shared__ int s_n;
-  const int i = blockIdx.x, b = rows[i];
-  const float* k = keys + static_cast<int64_t>(i) * vocab;  // sorted descending
-  const int32_t* id = ids + static_cast<int64_t>(i) * vocab;
-  const int32_t top_k = p.top_k[b];
-  const float top_p = p.top_p[b], min_p = p.min_p[b];
-  const float l_max = k[0];
-  int n = top_k > 0 && top_k < vocab ? top_k : vocab;
-
-  if (top_p < 1.0f) {
-    double part = 0.0;
-    for (int j = threadIdx.x; j < n; j += kThreads) part += expf(k[j] - l_max);
-    const double total = ReduceD(tmp.rd).Sum(part);
-    if (threadIdx.x == 0) s_total = total;
-    __syncthreads();
-    const double target = static_cast<double>(top_p) * s_total;
-    double carry = 0.0;
-    int cut = n;  // the CPU keeps everything when the mass never reaches the target
-    for (int base = 0; base < n; base += kThreads) {
-      const int j = base + threadIdx.x;
-      const double e = j < n ? static_cast<double>(expf(k[j] - l_max)) : 0.0;
-      double incl, chunk;
-      __syncthreads();
-      ScanD(tmp.sd).InclusiveSum(e, incl, chunk);
-      const int hit = (j < n && carry + incl >= target) ? j + 1 : INT_MAX;
-      __syncthreads();
-      const int first = ReduceI(tmp.ri).Reduce(hit, MinOp());
-      if (threadIdx.x == 0) s_n = first;
-      __syncthreads();
-      if (s_n != INT_MAX) {
-        cut = s_n;
-        break;
-      }
-      carry += chunk;
+  for_each_logit(r, [&](int v, float x) {
+    const float l = logit_of(x);
+    if (!keep(v, l)) return;
+    if (noise) {
+      // Exact: l + g <= l + kMaxGumbel (rounding is monotone) < best.score.
+      if (best.id >= 0 && l + kMaxGumbel < best.score) return;
+      best = BestOp()(best, Best{l + gumbel(r.seed, v, r.position), v});
+    } else {
+      best = BestOp()(best, Best{l, v});
     }
-    n = cut;
-  }
-  if (min_p > 0.0f) {
-    int fail = INT_MAX;  // first index >= 1 whose probability ratio is below min_p
-    for (int j = 1 + threadIdx.x; j < n; j += kThreads)
-      if (!(expf(k[j] - l_max) >= min_p)) fail = min(fail, j);
-    __syncthreads();
-    fail = ReduceI(tmp.ri).Reduce(fail, MinOp());
-    if (threadIdx.x == 0) s_n = fail;
-    __syncthreads();
-    n = min(n, s_n);
-  }
-  const uint64_t seed = static_cast<uint64_t>(p.seeds[b]);
-  const int32_t pos = p.positions[b];
-  Best best{0.f, -1};
-  for (int j = threadIdx.x; j < n; j += kThreads)
-    consider(best, k[j] + gumbel(seed, id[j], pos), id[j]);
-  __syncthreads();
-  best = ReduceB(tmp.rb).Reduce(best, BestOp());
-  if (threadIdx.x == 0) p.out_tokens[b] = best.id;
+  });
+  best = ReduceBest(sh.tmp.reduce_best).Reduce(best, BestOp());
+  if (threadIdx.x == 0) cluster.map_shared_rank(&sh, 0)->block_best[cluster.block_rank()] = best;
+  cluster.sync();
+  Best row{0.f, -1};
+  if (cluster.block_rank() == 0 && threadIdx.x == 0)
+    for (unsigned b = 0; b < cluster.num_blocks(); ++b) row = BestOp()(row, sh.block_best[b]);
+  return row;
 }
 
-template <typename T>
-std::vector<T> to_host(const TensorView& t, int64_t n, cudaStream_t stream) {
-  std::vector<T> h(static_cast<size_t>(n));
-  CHECK_EQ(t.stride[0], 1);
-  CUDA_CHECK(cudaMemcpyAsync(h.data(), t.data, n * sizeof(T), cudaMemcpyDeviceToHost, stream));
-  return h;
+// The decision after an exact cut: tokens with keys >= cut_key are the survivors of the
+// current phase's filter.
+__device__ void take_exact_cut(Decision& d, u64 cut_key, bool mass, const Row& r) {
+  d.floor = cut_key;
+  if (!mass && r.use_p) {  // top-p over the top-k tokens, from the window again
+    d.k_applied = true;
+    d.pass = Pass::kHistMass;
+    d.level = kWindowLevel;
+    d.prefix = 0;
+    d.above_count = 0;
+    d.total_known = false;
+  } else {
+    d.k_applied = d.k_applied || !mass;
+    d.pass = Pass::kGumbel;
+  }
+}
+
+__device__ void zero_histogram(Shared& sh) {
+  for (int i = threadIdx.x; i < kBins; i += kThreads) {
+    sh.count[i] = 0;
+    sh.mass[i] = 0;
+  }
+}
+
+// Leader, every thread: sorts cand[0, n) descending ((l desc, id asc)), bitonic.
+__device__ void sort_candidates(Shared& sh, int n) {
+  int size = 1;
+  while (size < n) size <<= 1;
+  for (int i = n + static_cast<int>(threadIdx.x); i < size; i += kThreads) sh.cand[i] = 0;
+  __syncthreads();
+  for (int span = 2; span <= size; span <<= 1) {
+    for (int stride = span / 2; stride > 0; stride >>= 1) {
+      for (int i = static_cast<int>(threadIdx.x); i < size / 2; i += kThreads) {
+        const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+        const bool descending = (lo & span) == 0;
+        const u64 a = sh.cand[lo], b = sh.cand[hi];
+        if ((a < b) == descending) {
+          sh.cand[lo] = b;
+          sh.cand[hi] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// What the cumulative mass must reach: a fixed amount, or top_p's target of a total (the
+// given one, or the mass of the n candidates themselves).
+struct MassNeed {
+  u64 amount;          // the fixed amount, or the known total
+  float top_p;         // < 0: amount is the fixed need
+  bool total_is_ours;  // the total is the candidates' own mass
+};
+
+// Leader, every thread, over the sorted cand[0, n): the first index whose cumulative mass
+// (from index 0) reaches the need, or n when none does.
+__device__ int first_reaching_mass(Shared& sh, int n, float l_max, MassNeed need) {
+  const int first = static_cast<int>(threadIdx.x) * kPerThread;
+  u64 w[kPerThread];
+  CountMass mine{0, 0};
+  for (int i = 0; i < kPerThread; ++i) {
+    w[i] = first + i < n ? sampler_mass(key_logit(sh.cand[first + i]) - l_max) : 0;
+    mine.mass += w[i];
+  }
+  CountMass before, all;
+  ScanPair(sh.tmp.scan_pair).ExclusiveScan(mine, before, CountMass{0, 0}, CountMassSum(), all);
+  if (threadIdx.x == 0) sh.cross = INT_MAX;
+  __syncthreads();
+  const u64 target = need.top_p < 0.0f
+                         ? need.amount
+                         : top_p_target(need.top_p, need.total_is_ours ? all.mass : need.amount);
+  u64 run = before.mass;
+  for (int i = 0; i < kPerThread && first + i < n; ++i) {
+    run += w[i];
+    if (run >= target) {
+      atomicMin(&sh.cross, first + i);
+      break;
+    }
+  }
+  __syncthreads();
+  const int cut = sh.cross;
+  __syncthreads();  // sh.cross and tmp are reused by the caller
+  return cut == INT_MAX ? n : cut;
+}
+
+// Leader, every thread: read the merged histogram, find the crossing bin, write the next
+// decision into sh.decision; leaves the histogram zeroed for the next pass.
+__device__ __noinline__ void decide(Shared& sh, const Row& r) {
+  Decision d = sh.decision;
+  const bool mass = d.pass == Pass::kHistMass;
+  u64 c[kPerThread], w[kPerThread];
+  CountMass mine{0, 0};
+  for (int i = 0; i < kPerThread; ++i) {
+    const int bin = bin_at(d.level, static_cast<int>(threadIdx.x) * kPerThread + i);
+    c[i] = sh.count[bin];
+    w[i] = mass ? sh.mass[bin] : c[i];
+    mine.count += c[i];
+    mine.mass += w[i];
+  }
+  CountMass before, all;
+  ScanPair(sh.tmp.scan_pair).ExclusiveScan(mine, before, CountMass{0, 0}, CountMassSum(), all);
+  if (threadIdx.x == 0) sh.cross = INT_MAX;
+  __syncthreads();
+  zero_histogram(sh);            // every thread holds its bins in c / w now
+  if (mass && !d.total_known) {  // the first mass pass sees every token >= floor
+    d.total = all.mass;
+    d.total_known = true;
+    d.need = top_p_target(r.top_p, d.total);
+  }
+  CountMass run = before;
+  for (int i = 0; i < kPerThread; ++i) {
+    if (c[i] > 0 && run.mass + w[i] >= d.need) {
+      atomicMin(&sh.cross, static_cast<int>(threadIdx.x) * kPerThread + i);
+      break;
+    }
+    run.count += c[i];
+    run.mass += w[i];
+  }
+  __syncthreads();
+  const int j = sh.cross;
+  if (j != INT_MAX && j / kPerThread == static_cast<int>(threadIdx.x)) {
+    CountMass at = before;
+    for (int i = 0; i < j % kPerThread; ++i) {
+      at.count += c[i];
+      at.mass += w[i];
+    }
+    sh.cross_before = at;
+    sh.cross_count = c[j % kPerThread];
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  const auto restart = [&] {  // radix levels over the full key
+    d.level = 0;
+    d.prefix = 0;
+    d.above_count = 0;
+    d.need = mass ? top_p_target(r.top_p, d.total) : static_cast<u64>(r.top_k);
+  };
+  if (j == INT_MAX) {
+    // Only the window can miss (the k-th token lies beyond it); a key level never does,
+    // since its range holds the tokens still needed.
+    restart();
+    sh.decision = d;
+    return;
+  }
+  const int bin = bin_at(d.level, j);
+  const u64 count_ge = d.above_count + sh.cross_before.count + sh.cross_count;
+  u64 cut_key = 0;
+  if (d.level != kWindowLevel) cut_key = d.prefix | (static_cast<u64>(bin) << level_lo(d.level));
+  if (count_ge <= static_cast<u64>(kMaxCandidates)) {
+    d.pass = Pass::kCompact;
+    d.compact_bin = bin;
+    d.compact_key = cut_key;
+  } else if (sh.cross_count <= static_cast<u64>(kMaxCandidates)) {
+    d.pass = Pass::kCutInBin;
+    d.mass_cut = mass;
+    d.compact_bin = bin;
+    d.need -= sh.cross_before.mass;  // what the bin's tokens must still add
+  } else if (d.level == kWindowLevel) {
+    restart();
+  } else {  // a key level short of the last (there, a bin holds one token)
+    d.prefix = cut_key;
+    d.level += 1;
+    d.need -= sh.cross_before.mass;
+    d.above_count += sh.cross_before.count;
+  }
+  if (d.pass == Pass::kCompact || d.pass == Pass::kCutInBin) sh.num_cand = 0;
+  sh.decision = d;
+}
+
+// Leader, every thread, after a kCutInBin pass: the exact cut within the copied bin.
+__device__ __noinline__ void cut_in_bin(Shared& sh, const Row& r) {
+  Decision d = sh.decision;
+  const bool mass = d.mass_cut;
+  const int n = static_cast<int>(sh.num_cand);
+  sort_candidates(sh, n);
+  // The bin's tokens in order; the cut is the one where the count / mass reaches the need.
+  const int at =
+      mass ? first_reaching_mass(sh, n, key_logit(d.max_key), MassNeed{d.need, -1.f, false})
+           : static_cast<int>(d.need) - 1;
+  if (threadIdx.x == 0) {
+    take_exact_cut(d, sh.cand[min(max(at, 0), n - 1)], mass, r);
+    sh.decision = d;
+  }
+  __syncthreads();
+}
+
+// Leader, every thread: exact top-k / top-p / min-p and the draw over the sorted candidates.
+__device__ __noinline__ int32_t finish_candidates(Shared& sh, const Row& r, const Decision& d) {
+  const int n = static_cast<int>(sh.num_cand);
+  sort_candidates(sh, n);
+  const float l_max = key_logit(d.max_key);
+  int keep = (r.use_k && !d.k_applied) ? min(r.top_k, n) : n;
+  if (r.use_p) {
+    const int cut =
+        first_reaching_mass(sh, keep, l_max, MassNeed{d.total, r.top_p, !d.total_known});
+    keep = min(keep, cut + 1);
+  }
+  Best best{0.f, -1};
+  for (int i = static_cast<int>(threadIdx.x); i < keep; i += kThreads) {
+    const u64 key = sh.cand[i];
+    const float l = key_logit(key);
+    if (r.use_min_p && i > 0 && !(sampler_exp(l - l_max) >= r.min_p)) continue;
+    const int32_t id = key_id(key);
+    best = BestOp()(best, Best{l + gumbel(r.seed, id, r.position), id});
+  }
+  __syncthreads();  // tmp was the scan's
+  best = ReduceBest(sh.tmp.reduce_best).Reduce(best, BestOp());
+  return best.id;
+}
+
+__global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
+  __shared__ Shared sh;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int row = blockIdx.y;
+  const unsigned rank = cluster.block_rank(), blocks = cluster.num_blocks();
+  const bool leader = rank == 0;
+  const int32_t slot = a.slots[row];
+  if (slot < 0) {  // padding: the whole cluster leaves before any barrier
+    if (leader && threadIdx.x == 0) {
+      a.out_tokens[row] = 0;
+      if (a.row_passes) a.row_passes[row] = 0;
+    }
+    return;
+  }
+  if (slot >= a.num_slots) __trap();  // rank 0's slot allocator is broken: fail the step
+  Row r;
+  const int chunk =
+      (((a.vocab + static_cast<int>(blocks) - 1) / static_cast<int>(blocks)) + 3) & ~3;
+  r.logits = a.logits + row * a.ld;
+  r.begin = min(a.vocab, static_cast<int>(rank) * chunk);
+  r.end = min(a.vocab, r.begin + chunk);
+  r.vocab = a.vocab;
+  const float t_raw = a.params.temperatures[slot];
+  r.temperature = effective_temperature(t_raw);
+  r.top_k = a.params.top_k[slot];
+  r.top_p = a.params.top_p[slot];
+  r.min_p = a.params.min_p[slot];
+  r.seed = static_cast<uint64_t>(a.params.seeds[slot]);
+  r.position = a.positions[row] + 1;
+  r.use_k = r.top_k > 0 && r.top_k < a.vocab;
+  r.use_p = r.top_p < 1.0f;
+  r.use_min_p = r.min_p > 0.0f;
+  const bool greedy = t_raw == 0.0f;
+  const float t = r.temperature;
+  int passes = 1;
+  int32_t token = -1;
+  const auto scaled = [t](float x) { return scaled_logit(x, t); };
+  const auto everything = [](int, float) { return true; };
+
+  if (greedy) {
+    token = draw(
+                sh, cluster, r, false, [](float x) { return x; }, everything)
+                .id;
+  } else if (!(r.use_k || r.use_p || r.use_min_p)) {
+    token = draw(sh, cluster, r, true, scaled, everything).id;
+  } else {
+    // Pass 1: the row's largest key; the leader sets up the first narrowing pass.
+    if (leader) zero_histogram(sh);  // the others add into it from the next pass on
+    u64 mx = 0;
+    for_each_logit(r, [&](int v, float x) {
+      const u64 k = candidate_key(scaled_logit(x, t), v);
+      mx = k > mx ? k : mx;
+    });
+    mx = ReduceMax(sh.tmp.reduce_max).Reduce(mx, MaxOp());
+    Shared* lead = cluster.map_shared_rank(&sh, 0);
+    if (threadIdx.x == 0) lead->block_max[rank] = mx;
+    cluster.sync();
+    if (leader && threadIdx.x == 0) {
+      Decision d{};
+      for (unsigned b = 0; b < blocks; ++b) d.max_key = max(d.max_key, sh.block_max[b]);
+      d.level = kWindowLevel;
+      d.k_applied = !r.use_k;
+      d.need = static_cast<u64>(r.top_k);
+      d.pass = r.use_k ? Pass::kHistCount : r.use_p ? Pass::kHistMass : Pass::kGumbel;
+      sh.decision = d;
+    }
+    cluster.sync();
+    while (true) {
+      if (threadIdx.x == 0) sh.local = lead->decision;
+      __syncthreads();
+      const Decision d = sh.local;
+      const float l_max = key_logit(d.max_key);
+      ++passes;
+      if (d.pass == Pass::kHistCount || d.pass == Pass::kHistMass) {
+        const bool mass = d.pass == Pass::kHistMass;
+        if (!leader) zero_histogram(sh);  // the leader's was zeroed when it decided
+        __syncthreads();
+        for_each_logit(r, [&](int v, float x) {
+          const float l = scaled_logit(x, t);
+          const int bin = bin_of(d, candidate_key(l, v), l, l_max);
+          if (bin < 0) return;
+          atomicAdd(&sh.count[bin], 1u);
+          if (mass) atomicAdd(&sh.mass[bin], static_cast<u64>(sampler_mass(l - l_max)));
+        });
+        if (!leader) {  // add this block's histogram into the leader's
+          __syncthreads();
+          for (int i = threadIdx.x; i < kBins; i += kThreads) {
+            if (sh.count[i] == 0) continue;
+            atomicAdd(&lead->count[i], sh.count[i]);
+            if (mass) atomicAdd(&lead->mass[i], sh.mass[i]);
+          }
+        }
+        cluster.sync();  // the leader's histogram complete
+        if (leader) decide(sh, r);
+        cluster.sync();  // the decision published
+        continue;
+      }
+      if (d.pass == Pass::kCompact || d.pass == Pass::kCutInBin) {
+        const bool whole_bin = d.pass == Pass::kCutInBin;
+        for_each_logit(r, [&](int v, float x) {
+          const float l = scaled_logit(x, t);
+          const u64 key = candidate_key(l, v);
+          bool in;
+          if (whole_bin) {
+            in = bin_of(d, key, l, l_max) == d.compact_bin;
+          } else if (key < d.floor) {
+            in = false;
+          } else if (d.level == kWindowLevel) {
+            const int bin = window_bin(l, l_max);
+            in = bin >= 0 && bin <= d.compact_bin;
+          } else {
+            in = key >= d.compact_key;
+          }
+          if (in) lead->cand[atomicAdd(&lead->num_cand, 1u)] = key;
+        });
+        cluster.sync();  // every candidate copied
+        if (!whole_bin) {
+          if (leader) token = finish_candidates(sh, r, d);
+          break;
+        }
+        if (leader) cut_in_bin(sh, r);
+        cluster.sync();  // the decision published
+        continue;
+      }
+      // Pass::kGumbel: the draw over every token at or above the exact cut.
+      token = draw(sh, cluster, r, true, scaled, [&](int v, float l) {
+                return candidate_key(l, v) >= d.floor &&
+                       (!r.use_min_p || candidate_key(l, v) == d.max_key ||
+                        sampler_exp(l - l_max) >= r.min_p);
+              }).id;
+      break;
+    }
+  }
+  if (leader && threadIdx.x == 0) {
+    a.out_tokens[row] = token;
+    if (a.last_tokens) a.last_tokens[slot] = token;
+    if (a.row_passes) a.row_passes[row] = passes;
+  }
+}
+
+// Blocks per row: enough to spread small batches over the GPU (two blocks fit an SM).
+int cluster_size(int64_t batch, int num_sms) {
+  int c = kMaxCluster;
+  while (c > 1 && batch * c > 2 * num_sms) c /= 2;
+  return c;
+}
+
+int device_sm_count() {
+  static const int n = [] {
+    int device = 0, sms = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return n;
 }
 
 void check_batch(const SamplingBatch& s) {
   check_cuda_tensor(s.logits, DType::kF32, "sampler logits");
-  check_cuda_tensor(s.temperatures, DType::kF32, "sampler temperatures");
-  check_cuda_tensor(s.top_k, DType::kI32, "sampler top_k");
-  check_cuda_tensor(s.top_p, DType::kF32, "sampler top_p");
-  check_cuda_tensor(s.min_p, DType::kF32, "sampler min_p");
-  check_cuda_tensor(s.seeds, DType::kI64, "sampler seeds");
+  check_cuda_tensor(s.slots, DType::kI32, "sampler slots");
   check_cuda_tensor(s.positions, DType::kI32, "sampler positions");
+  check_cuda_tensor(s.params.temperatures, DType::kF32, "sampler temperatures");
+  check_cuda_tensor(s.params.top_k, DType::kI32, "sampler top_k");
+  check_cuda_tensor(s.params.top_p, DType::kF32, "sampler top_p");
+  check_cuda_tensor(s.params.min_p, DType::kF32, "sampler min_p");
+  check_cuda_tensor(s.params.seeds, DType::kI64, "sampler seeds");
   check_cuda_tensor(s.out_tokens, DType::kI32, "sampler out_tokens");
+  if (s.last_tokens.data) check_cuda_tensor(s.last_tokens, DType::kI32, "sampler last_tokens");
+  if (s.row_passes.data) check_cuda_tensor(s.row_passes, DType::kI32, "sampler row_passes");
   CHECK_EQ(s.logits.ndim, 2);
+  CHECK_EQ(s.logits.stride[1], 1);
   CHECK_GT(s.logits.size(1), 0);
   CHECK_LT(s.logits.size(1), int64_t{1} << 30);
-}
-
-// Which rows take the sort path. Host vectors: they are copied to the device asynchronously
-// and must live until the stream is synchronised at the end of sample().
-struct SortPlan {
-  std::vector<uint8_t> filtered;  // [B] 1: the row is sorted, the plain kernel skips it
-  std::vector<int32_t> rows;      // the sorted rows, ascending
-  int chunk = 0;                  // rows sorted per pass (<= kChunkRows)
-  std::vector<int32_t> offsets;   // [chunk + 1] segment starts of one pass's keys
-};
-
-// Reads the per-row settings back (synchronising the stream) and picks the rows that need
-// the sorted order: the same rule as the CPU's filter_candidates.
-SortPlan plan_sort(const SamplingBatch& s, int64_t batch, int64_t vocab, cudaStream_t stream) {
-  const auto temps = to_host<float>(s.temperatures, batch, stream);
-  const auto ks = to_host<int32_t>(s.top_k, batch, stream);
-  const auto ps = to_host<float>(s.top_p, batch, stream);
-  const auto mps = to_host<float>(s.min_p, batch, stream);
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  SortPlan plan;
-  plan.filtered.assign(static_cast<size_t>(batch), 0);
-  for (int64_t b = 0; b < batch; ++b) {
-    const bool use =
-        temps[b] != 0.f && ((ks[b] > 0 && ks[b] < vocab) || ps[b] < 1.f || mps[b] > 0.f);
-    plan.filtered[b] = use;
-    if (use) plan.rows.push_back(static_cast<int32_t>(b));
-  }
-  plan.chunk = std::min(static_cast<int>(plan.rows.size()), kChunkRows);
-  plan.offsets.resize(static_cast<size_t>(plan.chunk) + 1);
-  for (int i = 0; i <= plan.chunk; ++i) plan.offsets[i] = static_cast<int32_t>(i * vocab);
-  return plan;
-}
-
-// Device scratch of one sample() call, one allocation from the stream-ordered pool:
-// filtered flags [B] u8, rows [n] i32, offsets [chunk + 1] i32, keys/ids in and out
-// [chunk, V] each, CUB temp storage.
-struct Scratch {
-  char* base = nullptr;  // the allocation: cudaFreeAsync this
-  uint8_t* filtered = nullptr;
-  int32_t* rows = nullptr;
-  int32_t* offsets = nullptr;
-  float* keys_in = nullptr;
-  float* keys_out = nullptr;
-  int32_t* ids_in = nullptr;
-  int32_t* ids_out = nullptr;
-  void* cub_tmp = nullptr;
-  size_t cub_bytes = 0;
-};
-
-Scratch allocate_scratch(const SortPlan& plan, int64_t batch, int64_t vocab, cudaStream_t stream) {
-  const int chunk = plan.chunk;
-  Scratch d;
-  if (chunk > 0) {
-    CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
-        nullptr, d.cub_bytes, static_cast<const float*>(nullptr), static_cast<float*>(nullptr),
-        static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
-        static_cast<int>(chunk * vocab), chunk, static_cast<const int32_t*>(nullptr),
-        static_cast<const int32_t*>(nullptr), 0, 32, stream));
-  }
-  auto align = [](size_t x) { return (x + 255) & ~size_t{255}; };
-  const size_t kv_bytes = align(static_cast<size_t>(chunk) * vocab * 4);
-  const size_t rows_bytes = plan.rows.size() * 4 + 4;
-  const size_t total =
-      align(batch) + align(rows_bytes) + align((chunk + 1) * 4) + 4 * kv_bytes + align(d.cub_bytes);
-  CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&d.base), total, stream));
-  char* cur = d.base;
-  auto take = [&](size_t bytes) {
-    char* r = cur;
-    cur += align(bytes);
-    return r;
-  };
-  d.filtered = reinterpret_cast<uint8_t*>(take(batch));
-  d.rows = reinterpret_cast<int32_t*>(take(rows_bytes));
-  d.offsets = reinterpret_cast<int32_t*>(take((chunk + 1) * 4));
-  d.keys_in = reinterpret_cast<float*>(take(kv_bytes));
-  d.keys_out = reinterpret_cast<float*>(take(kv_bytes));
-  d.ids_in = reinterpret_cast<int32_t*>(take(kv_bytes));
-  d.ids_out = reinterpret_cast<int32_t*>(take(kv_bytes));
-  d.cub_tmp = take(d.cub_bytes);
-  return d;
-}
-
-void upload_plan(const SortPlan& plan, const Scratch& d, int64_t batch, cudaStream_t stream) {
-  CUDA_CHECK(
-      cudaMemcpyAsync(d.filtered, plan.filtered.data(), batch, cudaMemcpyHostToDevice, stream));
-  if (plan.rows.empty()) return;
-  CUDA_CHECK(cudaMemcpyAsync(d.rows, plan.rows.data(), plan.rows.size() * 4, cudaMemcpyHostToDevice,
-                             stream));
-  CUDA_CHECK(cudaMemcpyAsync(d.offsets, plan.offsets.data(), plan.offsets.size() * 4,
-                             cudaMemcpyHostToDevice, stream));
-}
-
-// Greedy rows and sampled rows without a filter: argmax (plus Gumbel noise) in place.
-void draw_unsorted_rows(const SamplingBatch& s, const RowParams& p, const Scratch& d, int64_t batch,
-                        int64_t vocab, cudaStream_t stream) {
-  plain_sample_kernel<<<static_cast<unsigned>(batch), kThreads, 0, stream>>>(
-      s.logits.ptr<float>(), s.logits.stride[0], static_cast<int>(vocab), p, d.filtered);
-  CUDA_CHECK_LAUNCH();
-}
-
-// Filtered rows, kChunkRows at a time: scale by temperature, sort (scaled logit desc, id
-// asc), cut by top-k/top-p/min-p and draw within the cut.
-void draw_sorted_rows(const SamplingBatch& s, const RowParams& p, const SortPlan& plan,
-                      const Scratch& d, int64_t vocab, cudaStream_t stream) {
-  const int n_rows = static_cast<int>(plan.rows.size());
-  for (int first = 0; first < n_rows; first += plan.chunk) {
-    const int n = std::min(plan.chunk, n_rows - first);
-    scale_kernel<<<dim3(ceil_div(vocab, 1024), n), 256, 0, stream>>>(
-        s.logits.ptr<float>(), s.logits.stride[0], static_cast<int>(vocab), p.temperatures,
-        d.rows + first, d.keys_in, d.ids_in);
-    CUDA_CHECK_LAUNCH();
-    size_t bytes = d.cub_bytes;
-    CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
-        d.cub_tmp, bytes, d.keys_in, d.keys_out, d.ids_in, d.ids_out, static_cast<int>(n * vocab),
-        n, d.offsets, d.offsets + 1, 0, 32, stream));
-    filtered_sample_kernel<<<n, kThreads, 0, stream>>>(d.keys_out, d.ids_out,
-                                                       static_cast<int>(vocab), d.rows + first, p);
-    CUDA_CHECK_LAUNCH();
-  }
+  CHECK_EQ(s.slots.size(0), s.logits.size(0));
+  CHECK_EQ(s.positions.size(0), s.logits.size(0));
+  CHECK_EQ(s.out_tokens.size(0), s.logits.size(0));
+  const int64_t n = s.params.temperatures.size(0);
+  CHECK(s.params.top_k.size(0) == n && s.params.top_p.size(0) == n && s.params.min_p.size(0) == n &&
+        s.params.seeds.size(0) == n);
+  CHECK(!s.last_tokens.data || s.last_tokens.size(0) == n);
 }
 
 }  // namespace
 
 void sample(const SamplingBatch& s, cudaStream_t stream) {
   check_batch(s);
-  const int64_t batch = s.logits.size(0), vocab = s.logits.size(1);
+  const int64_t batch = s.logits.size(0);
   if (batch == 0) return;
-  const RowParams p{s.temperatures.ptr<float>(), s.top_k.ptr<int32_t>(), s.top_p.ptr<float>(),
-                    s.min_p.ptr<float>(),        s.seeds.ptr<int64_t>(), s.positions.ptr<int32_t>(),
-                    s.out_tokens.ptr<int32_t>()};
-  const SortPlan plan = plan_sort(s, batch, vocab, stream);
-  const Scratch scratch = allocate_scratch(plan, batch, vocab, stream);
-  upload_plan(plan, scratch, batch, stream);
-  draw_unsorted_rows(s, p, scratch, batch, vocab, stream);
-  draw_sorted_rows(s, p, plan, scratch, vocab, stream);
-  CUDA_CHECK(cudaFreeAsync(scratch.base, stream));
-  // Also keeps the plan's host vectors alive until their copies are done.
-  CUDA_CHECK(cudaStreamSynchronize(stream));
+  CHECK_LT(batch, int64_t{65536});  // grid.y
+  const Args a{s.logits.ptr<float>(),
+               s.logits.stride[0],
+               static_cast<int>(s.logits.size(1)),
+               s.slots.ptr<int32_t>(),
+               s.positions.ptr<int32_t>(),
+               SlotParams{s.params.temperatures.ptr<float>(), s.params.top_k.ptr<int32_t>(),
+                          s.params.top_p.ptr<float>(), s.params.min_p.ptr<float>(),
+                          s.params.seeds.ptr<int64_t>()},
+               static_cast<int>(s.params.temperatures.size(0)),
+               s.out_tokens.ptr<int32_t>(),
+               s.last_tokens.data ? s.last_tokens.ptr<int32_t>() : nullptr,
+               s.row_passes.data ? s.row_passes.ptr<int32_t>() : nullptr};
+  const int c = cluster_size(batch, device_sm_count());
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(c), static_cast<unsigned>(batch));
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(c);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, sample_kernel, a));
 }
 
 }  // namespace nanovllm::kernels::cuda

@@ -39,7 +39,8 @@ StepCommand prefill_of(int prompt_len) {
       std::make_unique<Sequence>(0, std::vector<int32_t>(prompt_len, 11), params, kBlockSize));
   for (int b = 0; b < owned.back()->num_blocks(); ++b) owned.back()->block_table.push_back(b);
   const std::vector<Sequence*> seqs{owned.back().get()};
-  return build_prefill_command(seqs, kBlockSize);
+  SamplingSlots slots(1);  // each command is a run of its own: slot 0, parameters sent
+  return build_prefill_command(seqs, kBlockSize, slots);
 }
 
 double phase(const PhaseTimes& t, Phase p) {

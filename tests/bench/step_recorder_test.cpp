@@ -52,7 +52,8 @@ std::unique_ptr<Sequence> seq_of(int64_t id, int prompt_len, int cached) {
 TEST(BenchStepRecorder, PrefillStepCountsNewTokensAndWholeContext) {
   auto a = seq_of(0, 10, 0), b = seq_of(1, 9, 8);  // b: two cached blocks, one new token
   const std::vector<Sequence*> seqs{a.get(), b.get()};
-  const Step step = step_of(build_prefill_command(seqs, kBlockSize));
+  SamplingSlots slots(2);
+  const Step step = step_of(build_prefill_command(seqs, kBlockSize, slots));
   ASSERT_EQ(step.seqs.size(), 2u);
   EXPECT_EQ(step.seqs[0].new_tokens, 10);
   EXPECT_EQ(step.seqs[0].context_len, 10);
@@ -65,6 +66,7 @@ TEST(BenchStepRecorder, PrefillStepCountsNewTokensAndWholeContext) {
 TEST(BenchStepRecorder, DecodeStepIsOneTokenPerSequenceAtItsContext) {
   auto a = seq_of(0, 6, 0), b = seq_of(1, 13, 0), c = seq_of(2, 1, 0);
   const std::vector<Sequence*> seqs{a.get(), b.get(), c.get()};
+  for (int i = 0; i < 3; ++i) seqs[i]->sampling_slot = i;  // taken at their prefill
   const Step step = step_of(build_decode_command(seqs, kBlockSize));
   ASSERT_EQ(step.seqs.size(), 3u);
   const int64_t contexts[] = {6, 13, 1};
@@ -84,7 +86,8 @@ TEST(BenchStepRecorder, ForwardsCommandsAndRecordsEachStep) {
 
   auto a = seq_of(0, 5, 0);
   const std::vector<Sequence*> seqs{a.get()};
-  EXPECT_EQ(recorder.execute(build_prefill_command(seqs, kBlockSize)).sampled_token_ids,
+  SamplingSlots slots(1);
+  EXPECT_EQ(recorder.execute(build_prefill_command(seqs, kBlockSize, slots)).sampled_token_ids,
             std::vector<int32_t>{7});
   ASSERT_TRUE(recorder.set_step_timing(true));
   a->append_token(7);

@@ -5,12 +5,17 @@
 // reads the cached prefix. So a wrong, stale or torn block table is detected; the sampled
 // token is a hash of (the row's seed, fingerprint of the full context), so outputs do not
 // depend on batching and a sequential reference (reference_completion) can predict them.
+// Sampling parameters are kept per sampling slot, as rank 0's device keeps them: a row's seed
+// is its slot's, filled only by new_slot_params, so a missing or stale slot is detected too.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <set>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/block_manager.h"
@@ -71,8 +76,10 @@ class CheckingStepExecutor : public StepExecutor {
   int64_t num_runs = 0;
   int max_batch_seqs = 0;
   int max_prefill_tokens = 0;
+  int64_t num_slot_fills = 0;  // new_slot_params entries over all steps
+  int32_t max_slot_filled = -1;
   StepKind last_kind = StepKind::kExit;
-  std::vector<uint64_t> last_seeds;  // the rows of the last step, by their (unique) seeds
+  std::vector<uint64_t> last_seeds;  // [S] the rows of the last step, by their (unique) seeds
 
   StepResult execute(const StepCommand& cmd) override {
     if (cmd.kind == StepKind::kExit) return {};
@@ -82,10 +89,11 @@ class CheckingStepExecutor : public StepExecutor {
     max_batch_seqs = std::max(max_batch_seqs, b_count);
     const bool prefill = cmd.kind == StepKind::kPrefill;
     last_kind = cmd.kind;
-    last_seeds = cmd.seeds;
     if (prefill) max_prefill_tokens = std::max(max_prefill_tokens, t_count);
     EXPECT_EQ(static_cast<int>(cmd.logits_indices.size()), b_count);
-    EXPECT_EQ(static_cast<int>(cmd.seeds.size()), b_count);
+    EXPECT_EQ(static_cast<int>(cmd.sample_slots.size()), b_count);
+    last_seeds = take_sampling_slots(cmd);
+    last_seeds.resize(static_cast<size_t>(b_count));  // rows without a slot already failed
     // Store every new token's KV first (as each layer does before attention), in order, each
     // from its predecessor's slot (within a step the predecessor may be new too).
     std::vector<int> context(static_cast<size_t>(b_count));  // tokens after this step
@@ -119,12 +127,60 @@ class CheckingStepExecutor : public StepExecutor {
         fp = extend_fingerprint(fp, slot.token);
         EXPECT_EQ(slot.fingerprint, fp) << "row " << b << " reads wrong KV at position " << p;
       }
-      result.sampled_token_ids.push_back(fake_next_token(cmd.seeds[b], fp, vocab_size_));
+      result.sampled_token_ids.push_back(fake_next_token(last_seeds[b], fp, vocab_size_));
     }
     return result;
   }
 
  private:
+  // What the device keeps for one sampling slot.
+  struct SamplingSlot {
+    uint64_t seed = 0;
+    int next_position = -1;  // the token number its next decode row samples
+  };
+
+  // Fills slots from new_slot_params, then checks each sampled row against its slot: a prefill
+  // row's slot must be (re)filled in this very step (its sequence starts running), a decode
+  // row's slot must have been filled before and still be its own (it samples the token right
+  // after the one the slot last sampled; a slot refilled under a running sequence breaks
+  // that). Returns each row's seed, [S].
+  std::vector<uint64_t> take_sampling_slots(const StepCommand& cmd) {
+    std::set<int32_t> filled;  // slots (re)filled by this command
+    for (const SlotSamplingParams& p : cmd.new_slot_params) {
+      EXPECT_EQ(cmd.kind, StepKind::kPrefill) << "slot " << p.slot << " filled outside a prefill";
+      EXPECT_GE(p.slot, 0);
+      EXPECT_TRUE(filled.insert(p.slot).second) << "slot " << p.slot << " filled twice";
+      sampling_slots_[p.slot] = SamplingSlot{p.seed, -1};
+      ++num_slot_fills;
+      max_slot_filled = std::max(max_slot_filled, p.slot);
+    }
+    std::vector<uint64_t> seeds;  // [S]
+    std::set<int32_t> used;       // slots sampled by this command
+    for (size_t i = 0; i < cmd.sample_slots.size() && i < cmd.logits_indices.size(); ++i) {
+      const int32_t slot = cmd.sample_slots[i];
+      // The token this row samples: the one after its last input token.
+      const int position = cmd.positions[cmd.logits_indices[i]] + 1;
+      EXPECT_TRUE(used.insert(slot).second) << "slot " << slot << " sampled by two rows";
+      const auto it = sampling_slots_.find(slot);
+      if (it == sampling_slots_.end()) {
+        ADD_FAILURE() << "row " << i << " samples from slot " << slot << ", never filled";
+        seeds.push_back(0);
+        continue;
+      }
+      if (cmd.kind == StepKind::kPrefill) {
+        EXPECT_TRUE(filled.count(slot))
+            << "prefill row " << i << " reuses slot " << slot << " without sending its parameters";
+      } else {
+        EXPECT_EQ(position, it->second.next_position)
+            << "decode row " << i << " samples from slot " << slot
+            << ", last filled or used by another sequence";
+      }
+      it->second.next_position = position + 1;
+      seeds.push_back(it->second.seed);
+    }
+    return seeds;
+  }
+
   struct Slot {
     uint64_t generation = ~0ull;  // Block::generation when written; other = garbage
     int32_t token = -1;
@@ -144,7 +200,8 @@ class CheckingStepExecutor : public StepExecutor {
 
   int vocab_size_;
   const BlockManager* bm_ = nullptr;
-  std::vector<Slot> slots_;  // [num_blocks * block_size]
+  std::vector<Slot> slots_;                                   // [num_blocks * block_size]
+  std::unordered_map<int32_t, SamplingSlot> sampling_slots_;  // by slot id, once filled
 };
 
 }  // namespace nanovllm::testing

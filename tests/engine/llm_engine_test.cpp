@@ -88,6 +88,9 @@ TEST(LLMEngine, FinishedSequencesMatchASequentialRunAndFreeEverything) {
   EXPECT_EQ(engine.block_manager().num_free_blocks(), c.num_kvcache_blocks);
   EXPECT_EQ(engine.block_manager().num_used_blocks(), 0);
   EXPECT_EQ(engine.stats().num_finished, 10);
+  EXPECT_EQ(engine.sampling_slots().num_free(), c.max_num_seqs);
+  EXPECT_EQ(runner.num_slot_fills, 10);  // once per sequence: none was preempted
+  EXPECT_EQ(engine.stats().num_preemptions, 0);
 }
 
 TEST(LLMEngine, PreemptedSequencesAreRecomputedAndFinishWithTheRightTokens) {
@@ -108,6 +111,30 @@ TEST(LLMEngine, PreemptedSequencesAreRecomputedAndFinishWithTheRightTokens) {
   EXPECT_GT(preempted, 0);
   EXPECT_EQ(engine.stats().num_preemptions, engine.scheduler().num_preemptions());
   EXPECT_EQ(engine.block_manager().num_free_blocks(), c.num_kvcache_blocks);
+  // A preempted sequence gave its sampling slot back and sent its parameters again at its
+  // recompute prefill (the fake model refuses a stale or missing slot).
+  EXPECT_EQ(runner.num_slot_fills,
+            static_cast<int64_t>(reqs.size()) + engine.stats().num_preemptions);
+  EXPECT_EQ(engine.sampling_slots().num_free(), c.max_num_seqs);
+}
+
+TEST(LLMEngine, FinishedSequencesHandTheirSamplingSlotsToTheNextOnes) {
+  // Two slots for six requests of different lengths: later prefills reuse freed slots, each
+  // with its own parameters (seeds differ per sequence, so a stale slot changes the tokens).
+  EngineConfig c = config_with(64, 4);
+  c.max_num_seqs = 2;
+  CheckingStepExecutor runner(kVocab);
+  LLMEngine engine(c, runner);
+  runner.attach(engine.block_manager());
+  std::vector<Request> reqs = shared_prefix_requests(6, 1, true);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    reqs[i].params.max_tokens = 1 + static_cast<int>(i % 3) * 4;
+  const auto outputs = run_all(engine, reqs);
+  ASSERT_EQ(outputs.size(), reqs.size());
+  for (const auto& [id, out] : outputs) expect_matches_reference(out, reqs[id], c);
+  EXPECT_EQ(runner.num_slot_fills, 6);
+  EXPECT_EQ(runner.max_slot_filled, 1);
+  EXPECT_EQ(engine.sampling_slots().num_free(), 2);
 }
 
 TEST(LLMEngine, RejectedRequestGetsAMessageAndOthersProceed) {

@@ -97,10 +97,16 @@ void check_invariants(const LLMEngine& engine) {
     std::vector<int32_t> sorted = seq->block_table;
     std::sort(sorted.begin(), sorted.end());
     ASSERT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+    // Every running sequence holds its own sampling slot (the fake model checks the rest).
+    ASSERT_GE(seq->sampling_slot, 0) << "seq " << seq->seq_id;
+    ASSERT_FALSE(engine.sampling_slots().is_free(seq->sampling_slot)) << "seq " << seq->seq_id;
   }
+  ASSERT_EQ(engine.sampling_slots().num_free() + static_cast<int>(sched.running().size()),
+            c.max_num_seqs);
   for (const Sequence* seq : sched.waiting()) {
     ASSERT_EQ(seq->status, SequenceStatus::kWaiting);
     ASSERT_TRUE(seq->block_table.empty());
+    ASSERT_EQ(seq->sampling_slot, -1) << "waiting seq " << seq->seq_id << " holds a slot";
   }
   for (const Block& b : bm.blocks()) {
     ASSERT_EQ(b.ref_count, refs[b.block_id]) << "block " << b.block_id;
@@ -183,6 +189,10 @@ void run_workload(uint64_t seed, Totals& totals) {
   EXPECT_EQ(engine.block_manager().num_free_blocks(), c.num_kvcache_blocks);
   EXPECT_EQ(engine.block_manager().num_used_blocks(), 0);
   for (const Block& b : engine.block_manager().blocks()) EXPECT_EQ(b.ref_count, 0);
+  EXPECT_EQ(engine.sampling_slots().num_free(), c.max_num_seqs);
+  // Parameters travel once per prefill: each sequence's first, and each recompute.
+  EXPECT_EQ(runner.num_slot_fills,
+            static_cast<int64_t>(accepted.size()) + engine.stats().num_preemptions);
 }
 
 TEST(SchedulerProperty, RandomWorkloadsKeepInvariantsAndMatchSequentialOutputs) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/check.h"
+
 namespace nanovllm {
 namespace {
 
@@ -18,6 +20,8 @@ struct Batch {
     a.sampling_params.seed = 123;
     a.sampling_params.temperature = 0.5f;
     a.sampling_params.top_k = 20;
+    a.sampling_params.top_p = 0.9f;
+    a.sampling_params.min_p = 0.05f;
     b.block_table = {5};
     b.sampling_params.seed = default_sequence_seed(b.seq_id);  // what LLMEngine resolves
     b.sampling_params.temperature = 0.0f;
@@ -27,7 +31,8 @@ struct Batch {
 TEST(StepBuilder, PrefillSkipsCachedPrefixAndMapsSlotsThroughBlockTable) {
   Batch batch;
   Sequence* seqs[] = {&batch.a, &batch.b};
-  const StepCommand cmd = build_prefill_command(seqs, 4);
+  SamplingSlots slots(4);
+  const StepCommand cmd = build_prefill_command(seqs, 4, slots);
   EXPECT_EQ(cmd.kind, StepKind::kPrefill);
   EXPECT_EQ(cmd.input_ids, (V{104, 105, 106, 107, 108, 109, 200, 201, 202}));
   EXPECT_EQ(cmd.positions, (V{4, 5, 6, 7, 8, 9, 0, 1, 2}));
@@ -40,12 +45,29 @@ TEST(StepBuilder, PrefillSkipsCachedPrefixAndMapsSlotsThroughBlockTable) {
   EXPECT_EQ(cmd.block_table_width, 3);
   EXPECT_EQ(cmd.block_tables, (V{7, 2, 9, 5, -1, -1}));
   EXPECT_EQ(cmd.logits_indices, (V{5, 8}));
-  EXPECT_EQ(cmd.sample_positions, (V{10, 3}));
-  EXPECT_EQ(cmd.temperatures, (std::vector<float>{0.5f, 0.0f}));
-  EXPECT_EQ(cmd.top_k, (V{20, -1}));
-  ASSERT_EQ(cmd.seeds.size(), 2u);
-  EXPECT_EQ(cmd.seeds[0], 123u);
-  EXPECT_EQ(cmd.seeds[1], default_sequence_seed(12));
+  // The sampled token's number: its row's position + 1 (num_tokens of the sequence).
+  EXPECT_EQ(cmd.positions[cmd.logits_indices[0]] + 1, 10);
+  EXPECT_EQ(cmd.positions[cmd.logits_indices[1]] + 1, 3);
+  // Both sequences are new to a slot: the lowest free ones, in batch order, params sent.
+  EXPECT_EQ(cmd.sample_slots, (V{0, 1}));
+  EXPECT_EQ(batch.a.sampling_slot, 0);
+  EXPECT_EQ(batch.b.sampling_slot, 1);
+  ASSERT_EQ(cmd.new_slot_params.size(), 2u);
+  const SlotSamplingParams& pa = cmd.new_slot_params[0];
+  EXPECT_EQ(pa.slot, 0);
+  EXPECT_EQ(pa.temperature, 0.5f);
+  EXPECT_EQ(pa.top_k, 20);
+  EXPECT_EQ(pa.top_p, 0.9f);
+  EXPECT_EQ(pa.min_p, 0.05f);
+  EXPECT_EQ(pa.seed, 123u);
+  const SlotSamplingParams& pb = cmd.new_slot_params[1];
+  EXPECT_EQ(pb.slot, 1);
+  EXPECT_EQ(pb.temperature, 0.0f);
+  EXPECT_EQ(pb.top_k, -1);
+  EXPECT_EQ(pb.top_p, 1.0f);
+  EXPECT_EQ(pb.min_p, 0.0f);
+  EXPECT_EQ(pb.seed, default_sequence_seed(12));
+  EXPECT_EQ(slots.num_free(), 2);
   EXPECT_EQ(cmd.num_seqs(), 2);
 }
 
@@ -53,6 +75,8 @@ TEST(StepBuilder, DecodeTakesLastTokenAndItsSlot) {
   Batch batch;
   batch.a.append_token(110);  // token index 10 -> block 9 (third), row 2 -> slot 38
   batch.b.append_token(203);  // token index 3 -> block 5, row 3 -> slot 23
+  batch.a.sampling_slot = 3;  // taken at their prefill
+  batch.b.sampling_slot = 1;
   Sequence* seqs[] = {&batch.a, &batch.b};
   const StepCommand cmd = build_decode_command(seqs, 4);
   EXPECT_EQ(cmd.kind, StepKind::kDecode);
@@ -62,8 +86,108 @@ TEST(StepBuilder, DecodeTakesLastTokenAndItsSlot) {
   EXPECT_EQ(cmd.context_lens, (V{11, 4}));
   EXPECT_EQ(cmd.block_tables, (V{7, 2, 9, 5, -1, -1}));
   EXPECT_EQ(cmd.logits_indices, (V{0, 1}));
-  EXPECT_EQ(cmd.sample_positions, (V{11, 4}));
+  EXPECT_EQ(cmd.positions[0] + 1, 11);  // the sampled token's number
+  EXPECT_EQ(cmd.positions[1] + 1, 4);
+  EXPECT_EQ(cmd.sample_slots, (V{3, 1}));
+  EXPECT_TRUE(cmd.new_slot_params.empty());  // parameters travel at prefill only
   EXPECT_EQ(cmd.num_seqs(), 2);
+}
+
+TEST(StepBuilder, DecodeOfASequenceWithoutASlotIsABug) {
+  Batch batch;
+  batch.a.append_token(110);
+  batch.a.sampling_slot = 0;
+  Sequence* seqs[] = {&batch.a, &batch.b};  // b never prefilled: no slot
+  EXPECT_THROW(build_decode_command(seqs, 4), CheckError);
+}
+
+// One sequence of `len` tokens in fresh blocks from `first_block`, seed = 1000 + id.
+Sequence make_seq(int64_t id, int len, int32_t first_block) {
+  SamplingParams p;
+  p.seed = 1000 + static_cast<uint64_t>(id);
+  p.temperature = 0.1f * static_cast<float>(id);
+  Sequence s(id, std::vector<int32_t>(static_cast<size_t>(len), 9), p, 4);
+  for (int b = 0; b < s.num_blocks() + 1; ++b) s.block_table.push_back(first_block + b);
+  return s;
+}
+
+std::vector<int32_t> filled_slots(const StepCommand& cmd) {
+  std::vector<int32_t> out;
+  for (const SlotSamplingParams& p : cmd.new_slot_params) out.push_back(p.slot);
+  return out;
+}
+
+TEST(StepBuilder, SlotsAreTakenLowestFirstAndParamsSentOncePerSlot) {
+  SamplingSlots slots(3);
+  Sequence a = make_seq(1, 3, 0), b = make_seq(2, 5, 10), c = make_seq(3, 2, 20);
+  Sequence* first[] = {&a, &b};
+  const StepCommand p1 = build_prefill_command(first, 4, slots);
+  EXPECT_EQ(p1.sample_slots, (V{0, 1}));
+  EXPECT_EQ(filled_slots(p1), (V{0, 1}));
+  a.append_token(1);
+  b.append_token(1);
+  // A later prefill joins the running ones: only the newcomer's parameters travel.
+  Sequence* second[] = {&c};
+  const StepCommand p2 = build_prefill_command(second, 4, slots);
+  EXPECT_EQ(p2.sample_slots, (V{2}));
+  ASSERT_EQ(p2.new_slot_params.size(), 1u);
+  EXPECT_EQ(p2.new_slot_params[0].slot, 2);
+  EXPECT_EQ(p2.new_slot_params[0].seed, 1003u);
+  EXPECT_EQ(p2.new_slot_params[0].temperature, c.sampling_params.temperature);
+  c.append_token(1);
+  // Decode steps name every slot and send no parameters, however many there are.
+  Sequence* all[] = {&a, &b, &c};
+  for (int step = 0; step < 3; ++step) {
+    const StepCommand d = build_decode_command(all, 4);
+    EXPECT_EQ(d.sample_slots, (V{0, 1, 2}));
+    EXPECT_TRUE(d.new_slot_params.empty());
+    for (Sequence* s : all) s->append_token(1);
+  }
+  EXPECT_EQ(slots.num_free(), 0);
+}
+
+TEST(StepBuilder, FinishedSequencesSlotIsReusedByTheNextPrefillWithItsParamsResent) {
+  SamplingSlots slots(3);
+  Sequence a = make_seq(1, 3, 0), b = make_seq(2, 5, 10), c = make_seq(3, 2, 20);
+  Sequence* first[] = {&a, &b};
+  build_prefill_command(first, 4, slots);
+  // a finishes: the engine gives its slot back (LLMEngine does this after postprocess).
+  slots.release(a.sampling_slot);
+  a.sampling_slot = -1;
+  Sequence* next[] = {&c};
+  const StepCommand p = build_prefill_command(next, 4, slots);
+  EXPECT_EQ(p.sample_slots, (V{0}));  // a's slot, the lowest free one
+  ASSERT_EQ(p.new_slot_params.size(), 1u);
+  EXPECT_EQ(p.new_slot_params[0].slot, 0);
+  EXPECT_EQ(p.new_slot_params[0].seed, 1003u);  // c's parameters, not a's
+  b.append_token(1);
+  c.append_token(1);
+  Sequence* running[] = {&b, &c};
+  EXPECT_EQ(build_decode_command(running, 4).sample_slots, (V{1, 0}));
+}
+
+TEST(StepBuilder, PreemptedSequenceGetsASlotAndItsParamsAgainAtRecompute) {
+  SamplingSlots slots(2);
+  Sequence a = make_seq(1, 3, 0), b = make_seq(2, 5, 10);
+  Sequence* both[] = {&a, &b};
+  build_prefill_command(both, 4, slots);
+  a.append_token(1);
+  b.append_token(1);
+  // b is preempted (the engine gives its slot back right after schedule()); a runs on.
+  slots.release(b.sampling_slot);
+  b.sampling_slot = -1;
+  Sequence* only_a[] = {&a};
+  EXPECT_TRUE(build_decode_command(only_a, 4).new_slot_params.empty());
+  a.append_token(1);
+  // Its recompute prefill covers prompt and completion: a slot again, its parameters again.
+  Sequence* recompute[] = {&b};
+  const StepCommand p = build_prefill_command(recompute, 4, slots);
+  EXPECT_EQ(p.sample_slots, (V{1}));
+  ASSERT_EQ(p.new_slot_params.size(), 1u);
+  EXPECT_EQ(p.new_slot_params[0].slot, 1);
+  EXPECT_EQ(p.new_slot_params[0].seed, 1002u);
+  EXPECT_EQ(p.new_slot_params[0].temperature, b.sampling_params.temperature);
+  EXPECT_EQ(p.positions[p.logits_indices[0]] + 1, 6);  // samples its 7th token
 }
 
 TEST(StepBuilder, DefaultSeedIsDeterministicPerSequenceAndDiffersAcrossSequences) {
@@ -75,7 +199,9 @@ TEST(StepBuilder, ASequenceWithoutAResolvedSeedIsABug) {
   Sequence x(1, {1}, SamplingParams{}, 4);
   x.block_table = {0};
   Sequence* seqs[] = {&x};
-  EXPECT_THROW(build_prefill_command(seqs, 4), std::exception);
+  SamplingSlots slots(1);
+  EXPECT_THROW(build_prefill_command(seqs, 4, slots), std::exception);
+  EXPECT_EQ(slots.num_free(), 1);  // checked before a slot is taken
 }
 
 }  // namespace

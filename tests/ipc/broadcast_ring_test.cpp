@@ -1,5 +1,6 @@
 // The broadcast ring across processes: exactly-once in-order delivery under stress,
-// backpressure, and clean fatal errors for corruption and a dead writer.
+// backpressure, and clean fatal errors for corruption, a dead writer and a payload schema
+// other than the one the ring was created with.
 #include "ipc/broadcast_ring.h"
 
 #include <gtest/gtest.h>
@@ -41,8 +42,12 @@ std::vector<uint8_t> expected_message(uint64_t seq, size_t max_bytes) {
   return m;
 }
 
+// The payload schema these rings carry (any number: the ring only compares it).
+constexpr uint32_t kSchema = 7;
+
 struct RingFixture : ::testing::Test {
-  void make(const RingConfig& config) {
+  void make(RingConfig config) {
+    config.payload_schema = kSchema;
     bytes = ring_region_bytes(config);
     segment.emplace(ShmSegment::create(make_segment_name("nvtest-ring"), bytes));
     ring_init(segment->data(), bytes, config);
@@ -62,11 +67,11 @@ TEST_F(RingFixture, StressOneWriterThreeReadersEveryMessageOnceInOrderByteExact)
   const auto start = std::chrono::steady_clock::now();
   const auto pids = fork_children(4, [&](int i) -> int {
     if (i == 0) {
-      RingWriter writer(region, bytes);
+      RingWriter writer(region, bytes, kSchema);
       for (uint64_t s = 0; s < kMessages; ++s) writer.write(expected_message(s, kSlotBytes));
       return 0;
     }
-    RingReader reader(region, bytes, static_cast<uint32_t>(i - 1));
+    RingReader reader(region, bytes, kSchema, static_cast<uint32_t>(i - 1));
     std::mt19937 rng(static_cast<unsigned>(i));
     std::vector<uint8_t> got;
     // The writer may exit before a reader is done: published messages are still delivered.
@@ -92,8 +97,8 @@ TEST_F(RingFixture, StressOneWriterThreeReadersEveryMessageOnceInOrderByteExact)
 
 TEST_F(RingFixture, CorruptedPayloadIsFatalAndNamesSlotAndChecksum) {
   make({.num_readers = 1, .slot_count = 4, .slot_bytes = 64});
-  RingWriter writer(segment->data(), bytes);
-  RingReader reader(segment->data(), bytes, 0);
+  RingWriter writer(segment->data(), bytes, kSchema);
+  RingReader reader(segment->data(), bytes, kSchema, 0);
   const std::vector<uint8_t> msg(40, 7);
   for (int i = 0; i < 3; ++i) writer.write(msg);
   ring_slot_bytes(segment->data(), 1)[sizeof(MessageHeader) + 5] ^= 0x10;
@@ -111,8 +116,8 @@ TEST_F(RingFixture, CorruptedPayloadIsFatalAndNamesSlotAndChecksum) {
 
 TEST_F(RingFixture, BadHeaderMagicIsFatalAndNamesSlot) {
   make({.num_readers = 1, .slot_count = 2, .slot_bytes = 64});
-  RingWriter writer(segment->data(), bytes);
-  RingReader reader(segment->data(), bytes, 0);
+  RingWriter writer(segment->data(), bytes, kSchema);
+  RingReader reader(segment->data(), bytes, kSchema, 0);
   writer.write(std::vector<uint8_t>(8, 1));
   ring_slot_bytes(segment->data(), 0)[0] ^= 0xff;
   std::vector<uint8_t> got;
@@ -125,12 +130,36 @@ TEST_F(RingFixture, BadHeaderMagicIsFatalAndNamesSlot) {
   }
 }
 
+TEST_F(RingFixture, AttachWithAnotherPayloadSchemaIsRefusedNamingBothSchemas) {
+  make({.num_readers = 1, .slot_count = 2, .slot_bytes = 16});
+  const auto expect_refused = [](auto attach) {
+    try {
+      attach();
+      ADD_FAILURE() << "a ring of payload schema 7 was attached as schema 8";
+    } catch (const CheckError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("payload schema 7"), std::string::npos) << what;
+      EXPECT_NE(what.find("schema 8"), std::string::npos) << what;
+    }
+  };
+  expect_refused([&] { RingWriter writer(segment->data(), bytes, kSchema + 1); });
+  expect_refused([&] { RingReader reader(segment->data(), bytes, kSchema + 1, 0); });
+  // A refused attach registered nothing: the right schema still gets both roles.
+  RingWriter writer(segment->data(), bytes, kSchema);
+  RingReader reader(segment->data(), bytes, kSchema, 0);
+  EXPECT_EQ(writer.payload_schema(), kSchema);
+  writer.write(std::vector<uint8_t>{4});
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(reader.read(got));
+  EXPECT_EQ(got, std::vector<uint8_t>{4});
+}
+
 TEST_F(RingFixture, WriterWaitsForTheSlowestReaderWhenFull) {
   make({.num_readers = 2, .slot_count = 2, .slot_bytes = 16});
   const WaitPolicy short_wait{.poll = 10ms, .timeout = 100ms};
-  RingWriter writer(segment->data(), bytes, short_wait);
-  RingReader fast(segment->data(), bytes, 0);
-  RingReader slow(segment->data(), bytes, 1);
+  RingWriter writer(segment->data(), bytes, kSchema, short_wait);
+  RingReader fast(segment->data(), bytes, kSchema, 0);
+  RingReader slow(segment->data(), bytes, kSchema, 1);
   const std::vector<uint8_t> a{1}, b{2}, c{3};
   writer.write(a);
   writer.write(b);
@@ -152,8 +181,8 @@ TEST_F(RingFixture, WriterWaitsForTheSlowestReaderWhenFull) {
 
 TEST_F(RingFixture, EmptyMessageIsDeliveredInOrder) {
   make({.num_readers = 1, .slot_count = 4, .slot_bytes = 16});
-  RingWriter writer(segment->data(), bytes);
-  RingReader reader(segment->data(), bytes, 0);
+  RingWriter writer(segment->data(), bytes, kSchema);
+  RingReader reader(segment->data(), bytes, kSchema, 0);
   writer.write(std::vector<uint8_t>{9, 8});
   writer.write(std::vector<uint8_t>{});
   std::vector<uint8_t> got;
@@ -166,7 +195,7 @@ TEST_F(RingFixture, EmptyMessageIsDeliveredInOrder) {
 
 TEST_F(RingFixture, MessageLargerThanASlotIsACheckFailure) {
   make({.num_readers = 1, .slot_count = 2, .slot_bytes = 100});
-  RingWriter writer(segment->data(), bytes);
+  RingWriter writer(segment->data(), bytes, kSchema);
   EXPECT_NO_THROW(writer.write(std::vector<uint8_t>(100)));
   EXPECT_THROW(writer.write(std::vector<uint8_t>(101)), CheckError);
 }
@@ -175,12 +204,12 @@ TEST_F(RingFixture, DeadWriterEndsTheReaderWithAnErrorWithinTheBound) {
   make({.num_readers = 1, .slot_count = 8, .slot_bytes = 16});
   void* region = segment->data();
   const auto pids = fork_children(1, [&](int) -> int {
-    RingWriter writer(region, bytes);
+    RingWriter writer(region, bytes, kSchema);
     for (uint8_t i = 0; i < 5; ++i) writer.write(std::vector<uint8_t>{i});
     ::raise(SIGKILL);  // dies without sending EXIT
     return 0;
   });
-  RingReader reader(region, bytes, 0, WaitPolicy{.poll = 50ms, .timeout = 0ms});
+  RingReader reader(region, bytes, kSchema, 0, WaitPolicy{.poll = 50ms, .timeout = 0ms});
   std::vector<uint8_t> got;
   for (uint8_t i = 0; i < 5; ++i) {
     ASSERT_TRUE(reader.read(got));
@@ -205,15 +234,16 @@ TEST_F(RingFixture, DeadWriterEndsTheReaderWithAnErrorWithinTheBound) {
 
 TEST_F(RingFixture, ReaderOverallTimeoutGivesAnError) {
   make({.num_readers = 1, .slot_count = 2, .slot_bytes = 16});
-  RingWriter writer(segment->data(), bytes);  // alive, but never writes
-  RingReader reader(segment->data(), bytes, 0, WaitPolicy{.poll = 10ms, .timeout = 80ms});
+  RingWriter writer(segment->data(), bytes, kSchema);  // alive, but never writes
+  RingReader reader(segment->data(), bytes, kSchema, 0, WaitPolicy{.poll = 10ms, .timeout = 80ms});
   std::vector<uint8_t> got;
   EXPECT_THROW(reader.read(got), IpcError);
 }
 
 TEST_F(RingFixture, AbortWakesAWaitingReaderWithAnError) {
   make({.num_readers = 1, .slot_count = 2, .slot_bytes = 16});
-  RingReader reader(segment->data(), bytes, 0, WaitPolicy{.poll = 10ms, .timeout = 5000ms});
+  RingReader reader(segment->data(), bytes, kSchema, 0,
+                    WaitPolicy{.poll = 10ms, .timeout = 5000ms});
   ring_abort(segment->data());
   std::vector<uint8_t> got;
   const auto t0 = std::chrono::steady_clock::now();

@@ -41,13 +41,21 @@ StepCommand random_command(uint32_t seed) {
   c.block_table_width = static_cast<int32_t>(rng() % 9);
   c.block_tables = random_vector<int32_t>(rng, b * c.block_table_width);
   c.logits_indices = random_vector<int32_t>(rng, s);
-  c.temperatures = random_vector<float>(rng, s);
-  c.top_k = random_vector<int32_t>(rng, s);
-  c.top_p = random_vector<float>(rng, s);
-  c.min_p = random_vector<float>(rng, s);
-  c.seeds = random_vector<uint64_t>(rng, s);
-  c.sample_positions = random_vector<int32_t>(rng, s);
+  c.sample_slots = random_vector<int32_t>(rng, s);
+  // Any number of slots refilled (0 in most decode steps), every field random.
+  const size_t n = rng() % 3 == 0 ? 0 : rng() % 20;
+  for (size_t i = 0; i < n; ++i) {
+    const auto f = random_vector<float>(rng, 3);
+    const auto k = random_vector<int32_t>(rng, 2);
+    c.new_slot_params.push_back(SlotSamplingParams{k[0], f[0], k[1], f[1], f[2], rng()});
+  }
   return c;
+}
+
+bool same(const SlotSamplingParams& a, const SlotSamplingParams& b) {
+  // Bit-exact floats: the binary archive copies them.
+  return a.slot == b.slot && a.temperature == b.temperature && a.top_k == b.top_k &&
+         a.top_p == b.top_p && a.min_p == b.min_p && a.seed == b.seed;
 }
 
 void expect_same(const StepCommand& a, const StepCommand& b) {
@@ -64,12 +72,10 @@ void expect_same(const StepCommand& a, const StepCommand& b) {
   EXPECT_EQ(a.block_tables, b.block_tables);
   EXPECT_EQ(a.block_table_width, b.block_table_width);
   EXPECT_EQ(a.logits_indices, b.logits_indices);
-  EXPECT_EQ(a.temperatures, b.temperatures);  // bit-exact floats: binary archive
-  EXPECT_EQ(a.top_k, b.top_k);
-  EXPECT_EQ(a.top_p, b.top_p);
-  EXPECT_EQ(a.min_p, b.min_p);
-  EXPECT_EQ(a.seeds, b.seeds);
-  EXPECT_EQ(a.sample_positions, b.sample_positions);
+  EXPECT_EQ(a.sample_slots, b.sample_slots);
+  ASSERT_EQ(a.new_slot_params.size(), b.new_slot_params.size());
+  for (size_t i = 0; i < a.new_slot_params.size(); ++i)
+    EXPECT_TRUE(same(a.new_slot_params[i], b.new_slot_params[i])) << "new_slot_params " << i;
 }
 
 TEST(StepCommandSerialization, RandomCommandsRoundTripFieldByField) {
@@ -77,6 +83,32 @@ TEST(StepCommandSerialization, RandomCommandsRoundTripFieldByField) {
     const StepCommand c = random_command(seed);
     expect_same(decode_step_command(encode_step_command(c)), c);
   }
+}
+
+TEST(StepCommandSerialization, SlotParamsRoundTripAtTheExtremes) {
+  StepCommand c;
+  c.kind = StepKind::kPrefill;
+  c.sample_slots = {0, 511, 3};
+  c.new_slot_params = {{0, 0.0f, -1, 1.0f, 0.0f, 0},
+                       {511, 0.01f, 151936, 1e-7f, 1.0f, ~0ull},
+                       {3, 2.0f, 0, 0.5f, 0.05f, 0x8000000000000001ull}};
+  const StepCommand back = decode_step_command(encode_step_command(c));
+  EXPECT_EQ(back.sample_slots, c.sample_slots);
+  ASSERT_EQ(back.new_slot_params.size(), 3u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(same(back.new_slot_params[i], c.new_slot_params[i])) << "entry " << i;
+}
+
+TEST(StepCommandSerialization, SlotParamsCostTheirFieldsOnly) {
+  // Plain data (no class version or tracking per entry): 4 + 4 + 4 + 4 + 4 + 8 = 28 bytes each.
+  StepCommand c;
+  c.kind = StepKind::kPrefill;
+  const size_t base = encode_step_command(c).size();
+  c.new_slot_params.assign(1, SlotSamplingParams{});
+  const size_t one = encode_step_command(c).size();
+  c.new_slot_params.assign(101, SlotSamplingParams{});
+  EXPECT_EQ(encode_step_command(c).size() - one, 100u * 28u);
+  EXPECT_LT(one - base, 28u + 16u);
 }
 
 TEST(StepCommandSerialization, ExitCommandRoundTrips) {
@@ -122,12 +154,15 @@ TEST(StepCommandSerialization, UnknownKindIsACheckFailure) {
 }
 
 TEST(StepCommandSerialization, CommandsCrossTheRingIntact) {
-  const RingConfig config{.num_readers = 1, .slot_count = 3, .slot_bytes = 64 * 1024};
+  const RingConfig config{.num_readers = 1,
+                          .slot_count = 3,
+                          .slot_bytes = 64 * 1024,
+                          .payload_schema = kStepCommandSchemaVersion};
   std::vector<uint8_t> region(ring_region_bytes(config) + 64);
   void* base = region.data() + (64 - reinterpret_cast<uintptr_t>(region.data()) % 64) % 64;
   ring_init(base, ring_region_bytes(config), config);
-  RingWriter writer(base, ring_region_bytes(config));
-  RingReader reader(base, ring_region_bytes(config), 0);
+  RingWriter writer(base, ring_region_bytes(config), kStepCommandSchemaVersion);
+  RingReader reader(base, ring_region_bytes(config), kStepCommandSchemaVersion, 0);
   std::vector<uint8_t> got;
   for (uint32_t seed = 100; seed < 120; ++seed) {
     writer.write(encode_step_command(random_command(seed)));

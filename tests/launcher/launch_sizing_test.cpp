@@ -45,16 +45,26 @@ std::vector<Sequence*> raw(const std::vector<std::unique_ptr<Sequence>>& seqs) {
   return out;
 }
 
+// Decode sequences hold the sampling slots their prefill took.
+std::vector<Sequence*> running(const std::vector<std::unique_ptr<Sequence>>& seqs) {
+  for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->sampling_slot = static_cast<int>(i);
+  return raw(seqs);
+}
+
 TEST(StepRingSizing, LargestPrefillAndDecodeAtTheLimitsFitTheSlot) {
   const EngineConfig c = limits(512, 8, 512, 16);
   const size_t slot = max_step_command_bytes(step_limits(c));
-  // Prefill: the whole token budget in max_num_seqs sequences.
+  // Prefill: the whole token budget in max_num_seqs sequences, every one new to its sampling
+  // slot (all parameters travel).
   const auto prefill = full_batch(8, 512 / 8, c);
-  const size_t prefill_bytes = encode_step_command(build_prefill_command(raw(prefill), 16)).size();
+  SamplingSlots slots(c.max_num_seqs);
+  const StepCommand prefill_cmd = build_prefill_command(raw(prefill), 16, slots);
+  ASSERT_EQ(prefill_cmd.new_slot_params.size(), 8u);
+  const size_t prefill_bytes = encode_step_command(prefill_cmd).size();
   EXPECT_LE(prefill_bytes, slot);
   // Decode: max_num_seqs sequences near max_model_len.
   const auto decode = full_batch(8, 500, c);
-  EXPECT_LE(encode_step_command(build_decode_command(raw(decode), 16)).size(), slot);
+  EXPECT_LE(encode_step_command(build_decode_command(running(decode), 16)).size(), slot);
   // Tight: the bound is not wildly above a real worst case (the prefill shares most fields).
   EXPECT_LT(slot, prefill_bytes * 2);
 }
@@ -62,7 +72,7 @@ TEST(StepRingSizing, LargestPrefillAndDecodeAtTheLimitsFitTheSlot) {
 TEST(StepRingSizing, DecodeBatchLargerThanTokenBudgetStillFits) {
   const EngineConfig c = limits(64, 128, 64, 16);  // max_num_seqs > max_num_batched_tokens
   const auto decode = full_batch(128, 60, c);
-  EXPECT_LE(encode_step_command(build_decode_command(raw(decode), 16)).size(),
+  EXPECT_LE(encode_step_command(build_decode_command(running(decode), 16)).size(),
             max_step_command_bytes(step_limits(c)));
 }
 
@@ -72,6 +82,7 @@ TEST(StepRingSizing, RingConfigCarriesReadersAndMeasuredSlotBytes) {
   EXPECT_EQ(ring.num_readers, 3u);
   EXPECT_EQ(ring.slot_bytes, max_step_command_bytes(step_limits(c)));
   EXPECT_GE(ring.slot_count, 1u);
+  EXPECT_EQ(ring.payload_schema, kStepCommandSchemaVersion);  // what the ranks attach with
 }
 
 TEST(KvCacheSizing, CpuBlocksAreSpaceOverBlockBytesRoundedDown) {

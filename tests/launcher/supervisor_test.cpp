@@ -360,7 +360,7 @@ int ring_run(uint8_t tag, int messages, int fail_after) {
   ring_init(region, o.segment_bytes, config);
   const size_t bytes = o.segment_bytes;
   auto writer = [&](int) -> int {
-    RingWriter w(region, bytes);
+    RingWriter w(region, bytes, config.payload_schema);
     for (int i = 0; i < messages; ++i) {
       std::vector<uint8_t> m(1 + i % 60, tag);
       m[0] = static_cast<uint8_t>(i);
@@ -369,7 +369,7 @@ int ring_run(uint8_t tag, int messages, int fail_after) {
     return 0;
   };
   auto reader = [&](int) -> int {
-    RingReader rd(region, bytes, 0);
+    RingReader rd(region, bytes, config.payload_schema, 0);
     std::vector<uint8_t> m;
     for (int i = 0; i < messages; ++i) {
       rd.read(m);

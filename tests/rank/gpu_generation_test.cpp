@@ -23,6 +23,7 @@
 #include <optional>
 
 #include "engine/llm_engine.h"
+#include "engine/sampling_slots.h"
 #include "engine/step_builder.h"
 #include "tests/rank/gpu_test_support.h"
 
@@ -124,7 +125,8 @@ PrefillLogits teacher_forced(ModelRunner& runner, const std::vector<int32_t>& id
   Sequence seq(0, ids, params, kBlockSize);
   for (int b = 0; b < seq.num_blocks(); ++b) seq.block_table.push_back(b);
   Sequence* seqs[] = {&seq};
-  return all_rows(runner, build_prefill_command(seqs, kBlockSize));
+  SamplingSlots slots(1);
+  return all_rows(runner, build_prefill_command(seqs, kBlockSize, slots));
 }
 
 // |ours - reference| over a reference top-5 row (tokens and logprobs).
@@ -225,7 +227,8 @@ TEST(GpuGeneration, PrefixCachedTailLogprobsMatchAFreshPrefill) {
       seq.block_table.push_back(b < kCachedBlocks ? b : 1000 + b);
     seq.num_cached_tokens = kCached;
     Sequence* seqs[] = {&seq};
-    StepCommand cmd = build_prefill_command(seqs, kBlockSize);
+    SamplingSlots slots(1);
+    StepCommand cmd = build_prefill_command(seqs, kBlockSize, slots);
     ASSERT_EQ(cmd.num_tokens(), static_cast<int>(p.ids.size()) - kCached);
     const PrefillLogits tail = all_rows(*f.runner, cmd);
     const PrefillLogits fresh =

@@ -194,12 +194,15 @@ class RecordingStepExecutor final : public StepExecutor {
     const TensorView logits = runner_.run_model(cmd);        // [S, V] f32
     const std::vector<float> host = logits_to_host(logits);  // before sampling touches it
     std::vector<int32_t> tokens = runner_.sample(cmd, logits);
-    CHECK_EQ(tokens.size(), cmd.seeds.size());
+    CHECK_EQ(tokens.size(), cmd.sample_slots.size());
+    for (const SlotSamplingParams& p : cmd.new_slot_params) slot_seeds_[p.slot] = p.seed;
     const int64_t v = logits.size(1);
     for (size_t i = 0; i < tokens.size(); ++i) {
       const std::vector<TopEntry> top = LogitRow(host.data() + i * v, v).top(5);
+      const uint64_t seed = slot_seeds_.at(cmd.sample_slots[i]);
+      const int32_t position = cmd.positions[cmd.logits_indices[i]] + 1;  // the sampled token's
       // A later write (a recompute after preemption) wins.
-      steps_[cmd.seeds[i]][cmd.sample_positions[i]] = {tokens[i], top};
+      steps_[seed][position] = {tokens[i], top};
       // Greedy: the sampler's token is the row's argmax (up to an exact tie).
       if (tokens[i] != top[0].token && top[0].logprob > top[1].logprob) ++argmax_mismatches_;
     }
@@ -218,6 +221,7 @@ class RecordingStepExecutor final : public StepExecutor {
  private:
   ModelRunner& runner_;
   std::map<uint64_t, std::map<int32_t, GreedyStep>> steps_;  // seed -> position -> step
+  std::map<int32_t, uint64_t> slot_seeds_;                   // sampling slot -> its seed
   int argmax_mismatches_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 
+#include "engine/sampling_slots.h"
 #include "engine/step_builder.h"
 #include "tests/layers/model_test_util.h"
 
@@ -43,6 +44,7 @@ Trace generate(const test::TempModel& m, int tp, const std::vector<std::vector<i
         ModelRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = kBlocks, .cpu_threads = 1});
     std::vector<std::unique_ptr<Sequence>> owned;
     std::vector<Sequence*> seqs;
+    SamplingSlots slots(static_cast<int>(prompts.size()));
     for (size_t i = 0; i < prompts.size(); ++i) {
       SamplingParams p;
       p.temperature = 0.0f;
@@ -54,7 +56,7 @@ Trace generate(const test::TempModel& m, int tp, const std::vector<std::vector<i
       seqs.push_back(owned.back().get());
     }
     for (int step = 0; step <= decode_steps; ++step) {
-      const StepCommand cmd = step == 0 ? build_prefill_command(seqs, kBlockSize)
+      const StepCommand cmd = step == 0 ? build_prefill_command(seqs, kBlockSize, slots)
                                         : build_decode_command(seqs, kBlockSize);
       const TensorView logits = runner.run_model(cmd);
       if (rank == 0) {

@@ -23,6 +23,7 @@
 #include <set>
 
 #include "engine/llm_engine.h"
+#include "engine/sampling_slots.h"
 #include "engine/step_builder.h"
 #include "layers/model_presets.h"
 #include "layers/model_writer.h"
@@ -163,7 +164,8 @@ std::vector<std::vector<double>> teacher_forced_logprobs(ModelRunner& runner,
   Sequence seq(0, ids, params, kBlockSize);
   for (int b = 0; b < seq.num_blocks(); ++b) seq.block_table.push_back(b);
   Sequence* seqs[] = {&seq};
-  StepCommand cmd = build_prefill_command(seqs, kBlockSize);
+  SamplingSlots slots(1);
+  StepCommand cmd = build_prefill_command(seqs, kBlockSize, slots);
   cmd.logits_indices.resize(ids.size());
   std::iota(cmd.logits_indices.begin(), cmd.logits_indices.end(), 0);
   const TensorView logits = runner.run_model(cmd);  // [len, V] f32
