@@ -40,7 +40,10 @@ NANOVLLM_SAMPLER_HD float sampler_exp(float x) {
 
 // A token's top-p mass in units of 2^-40: sampler_exp(x) <= 1, so V tokens sum below 2^58.
 inline constexpr int kMassFractionBits = 40;
+inline constexpr float kZeroMassBelow = -28.0f;
 NANOVLLM_SAMPLER_HD uint64_t sampler_mass(float x) {
+  // sampler_exp(-28) ~ 6.9e-13 < 2^-40: the whole tail is 0 without evaluating it.
+  if (!(x > kZeroMassBelow)) return 0;
   return static_cast<uint64_t>(ldexpf(sampler_exp(x), kMassFractionBits));
 }
 

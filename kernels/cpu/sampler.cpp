@@ -30,17 +30,29 @@ int32_t argmax(const float* logits, int64_t vocab) {
   return static_cast<int32_t>(best);
 }
 
-// The candidates after top-k, top-p and min-p, in (l desc, id asc) order.
+// The candidates after top-k, top-p and min-p, in (l desc, id asc) order (min-p's survivors
+// in any order: the draw does not depend on it). Sorts only what the rules look at: the top
+// k, or the tokens that carry top-p mass.
 std::vector<int32_t> candidates(const std::vector<float>& l, const RowParams& p) {
   const int64_t vocab = static_cast<int64_t>(l.size());
+  // (l desc, id asc) as one key: a strict total order even with NaN logits.
+  const auto before = [&](int32_t a, int32_t b) {
+    return candidate_key(l[a], a) > candidate_key(l[b], b);
+  };
   std::vector<int32_t> ids(static_cast<size_t>(vocab));  // [V]
   std::iota(ids.begin(), ids.end(), 0);
-  // (l desc, id asc) as one key: a strict total order even with NaN logits.
-  std::sort(ids.begin(), ids.end(),
-            [&](int32_t a, int32_t b) { return candidate_key(l[a], a) > candidate_key(l[b], b); });
-  if (p.top_k > 0 && p.top_k < vocab) ids.resize(static_cast<size_t>(p.top_k));
-  const float l_max = l[ids[0]];
+  const bool use_k = p.top_k > 0 && p.top_k < vocab;
+  if (use_k) {
+    std::nth_element(ids.begin(), ids.begin() + p.top_k - 1, ids.end(), before);
+    ids.resize(static_cast<size_t>(p.top_k));
+  }
+  const float l_max = l[*std::min_element(ids.begin(), ids.end(), before)];
   if (p.top_p < 1.0f) {
+    if (!use_k) {  // a zero-mass token comes after every token with mass: never before the cut
+      const int32_t first = *std::min_element(ids.begin(), ids.end(), before);
+      std::erase_if(ids, [&](int32_t v) { return v != first && !(l[v] - l_max > kZeroMassBelow); });
+    }
+    std::sort(ids.begin(), ids.end(), before);
     uint64_t total = 0;
     for (int32_t v : ids) total += sampler_mass(l[v] - l_max);
     const uint64_t target = top_p_target(p.top_p, total);
@@ -53,12 +65,8 @@ std::vector<int32_t> candidates(const std::vector<float>& l, const RowParams& p)
     }
     ids.resize(n);
   }
-  if (p.min_p > 0.0f) {
-    std::vector<int32_t> kept{ids[0]};
-    for (size_t i = 1; i < ids.size(); ++i)
-      if (sampler_exp(l[ids[i]] - l_max) >= p.min_p) kept.push_back(ids[i]);
-    ids = std::move(kept);
-  }
+  if (p.min_p > 0.0f)  // the first token has sampler_exp(0) == 1 >= min_p: it always stays
+    std::erase_if(ids, [&](int32_t v) { return !(sampler_exp(l[v] - l_max) >= p.min_p); });
   return ids;
 }
 

@@ -5,9 +5,11 @@
 // row and meet in cluster barriers; they add their histograms into the leader block's
 // (rank 0) through distributed shared memory, and the leader decides what the next pass over
 // the row does.
-//   greedy / unfiltered rows: one pass, argmax of the logit (+ Gumbel noise; a token whose
-//     logit plus the largest possible noise cannot beat the best so far draws no noise).
-//   filtered rows: pass 1 finds the row max. Then histogram passes narrow the candidates:
+//   greedy rows: one pass, the argmax.
+//   other rows: pass 1 finds the row max (and its token).
+//   unfiltered / min-p rows: then one pass of Gumbel-max; the max token's score bounds it, so
+//     a token more than the largest possible noise below it draws no noise.
+//   top-k / top-p rows: Then histogram passes narrow the candidates:
 //     the first counts (top-k) or sums the fixed-point mass (top-p) of tokens in 2048 bins of
 //     1/64 logit below the max (a token further than 32 below has zero mass); the bin where
 //     the cumulative count / mass reaches top_k / the top-p target bounds the candidates.
@@ -40,8 +42,8 @@ namespace {
 using u64 = unsigned long long;
 
 constexpr int kThreads = 512;
-constexpr int kMaxCluster = 8;  // the portable cluster size
-constexpr int kBins = 2048;     // 11-bit digits
+constexpr int kMaxCluster = 16;  // blocks per row (past 8: a non-portable cluster)
+constexpr int kBins = 2048;      // 11-bit digits
 constexpr int kDigitBits = 11;
 constexpr int kKeyLevels = 6;  // 64-bit keys: five 11-bit digits and a 9-bit one
 static_assert(kDigitBits * kKeyLevels >= 64 && kDigitBits * (kKeyLevels - 1) < 64);
@@ -64,7 +66,8 @@ struct Decision {
   u64 need;          // count / mass still to reach within this level's range
   u64 above_count;   // tokens above this level's range (chosen at earlier levels)
   u64 total;         // top-p's total mass, when total_known
-  u64 max_key;       // the row's largest candidate key
+  float x_max;       // the row's largest raw logit
+  float l_max;       // the row's largest scaled logit, scaled_logit(x_max)
   u64 compact_key;   // kCompact at a key level: keys >= this are the candidates
   int compact_bin;   // kCompact at the window level: bins <= this are the candidates;
                      // kCutInBin: the bin whose tokens are copied
@@ -112,6 +115,7 @@ struct Shared {
   Best block_best[kMaxCluster];  // leader: each block's draw
   Decision decision;             // leader: the next pass
   Decision local;                // every block: its copy of the leader's decision
+  unsigned best_bits;            // ordered_bits of the best score drawn in this block so far
   int cross;                     // leader: order index of the crossing bin
   CountMass cross_before;        // leader: count / mass before the crossing bin
   u64 cross_count;               // leader: tokens in the crossing bin
@@ -148,7 +152,8 @@ struct Row {
   const float* logits;
   int begin, end;  // [begin, end) of the vocabulary
   int vocab;
-  float temperature;  // effective
+  float temperature;   // effective
+  float window_scale;  // window bins per raw logit: kWindowBinsPerLogit / temperature
   int32_t top_k;
   float top_p, min_p;
   uint64_t seed;
@@ -195,16 +200,24 @@ __device__ __forceinline__ int level_lo(int level) {
 __device__ __forceinline__ int level_hi(int level) {
   return 64 - kDigitBits * level;
 }
-// The window bin of a scaled logit (0 = at the max), or -1 beyond the window.
-__device__ __forceinline__ int window_bin(float l, float l_max) {
-  const float d = l_max - l;
-  if (!(d < kBins / kWindowBinsPerLogit)) return -1;
-  return min(kBins - 1, static_cast<int>(d * kWindowBinsPerLogit));
+// The window bin of a raw logit (0 = at the max), or -1 beyond the window. Taken on raw
+// logits (no division): it only has to be monotone and the same in every pass, since the
+// exact order is settled on the candidates' keys. Past the window (>= 32 scaled logits below
+// the max, give or take an ulp) a token's mass is 0 (sampler_mass(-27.8) already is).
+__device__ __forceinline__ int window_bin(float x, float x_max, float scale) {
+  const float d = (x_max - x) * scale;
+  if (!(d < static_cast<float>(kBins))) return -1;
+  return min(kBins - 1, static_cast<int>(d));
 }
-// The bin of key at a level, or -1 when the key is outside the level's range.
-__device__ __forceinline__ int bin_of(const Decision& d, u64 key, float l, float l_max) {
+// The bin of token (v, x) at the decision's level, or -1 outside the level's range.
+__device__ __forceinline__ int bin_of(const Decision& d, const Row& r, int v, float x) {
+  if (d.level == kWindowLevel) {
+    const int bin = window_bin(x, d.x_max, r.window_scale);
+    if (bin < 0 || d.floor == 0) return bin;
+    return candidate_key(scaled_logit(x, r.temperature), v) >= d.floor ? bin : -1;
+  }
+  const u64 key = candidate_key(scaled_logit(x, r.temperature), v);
   if (key < d.floor) return -1;
-  if (d.level == kWindowLevel) return window_bin(l, l_max);
   const int hi = level_hi(d.level), lo = level_lo(d.level);
   if (hi < 64 && (key >> hi) != (d.prefix >> hi)) return -1;
   return static_cast<int>((key >> lo) & ((u64{1} << (hi - lo)) - 1));
@@ -221,13 +234,22 @@ template <typename LogitOf, typename Keep>
 __device__ Best draw(Shared& sh, const cg::cluster_group& cluster, const Row& r, bool noise,
                      LogitOf logit_of, Keep keep) {
   Best best{0.f, -1};
+  const volatile unsigned& block_best = sh.best_bits;
+  const float inv_t = 1.0f / r.temperature;
   for_each_logit(r, [&](int v, float x) {
+    if (noise) {
+      // No noise lifts a token by more than kMaxGumbel past the best score this block has
+      // drawn (its 0.11 of slack and the relative term cover x * inv_t's error against x / t).
+      const float approx = x * inv_t;
+      const float bound =
+          fmaxf(float_from_ordered(block_best), best.id >= 0 ? best.score : -INFINITY);
+      if (approx + kMaxGumbel + fabsf(approx) * 4e-7f < bound) return;
+    }
     const float l = logit_of(x);
     if (!keep(v, l)) return;
     if (noise) {
-      // Exact: l + g <= l + kMaxGumbel (rounding is monotone) < best.score.
-      if (best.id >= 0 && l + kMaxGumbel < best.score) return;
       best = BestOp()(best, Best{l + gumbel(r.seed, v, r.position), v});
+      if (best.id == v) atomicMax(&sh.best_bits, ordered_bits(best.score));
     } else {
       best = BestOp()(best, Best{l, v});
     }
@@ -417,9 +439,8 @@ __device__ __noinline__ void cut_in_bin(Shared& sh, const Row& r) {
   const int n = static_cast<int>(sh.num_cand);
   sort_candidates(sh, n);
   // The bin's tokens in order; the cut is the one where the count / mass reaches the need.
-  const int at =
-      mass ? first_reaching_mass(sh, n, key_logit(d.max_key), MassNeed{d.need, -1.f, false})
-           : static_cast<int>(d.need) - 1;
+  const int at = mass ? first_reaching_mass(sh, n, d.l_max, MassNeed{d.need, -1.f, false})
+                      : static_cast<int>(d.need) - 1;
   if (threadIdx.x == 0) {
     take_exact_cut(d, sh.cand[min(max(at, 0), n - 1)], mass, r);
     sh.decision = d;
@@ -431,7 +452,7 @@ __device__ __noinline__ void cut_in_bin(Shared& sh, const Row& r) {
 __device__ __noinline__ int32_t finish_candidates(Shared& sh, const Row& r, const Decision& d) {
   const int n = static_cast<int>(sh.num_cand);
   sort_candidates(sh, n);
-  const float l_max = key_logit(d.max_key);
+  const float l_max = d.l_max;
   int keep = (r.use_k && !d.k_applied) ? min(r.top_k, n) : n;
   if (r.use_p) {
     const int cut =
@@ -475,6 +496,7 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   r.vocab = a.vocab;
   const float t_raw = a.params.temperatures[slot];
   r.temperature = effective_temperature(t_raw);
+  r.window_scale = kWindowBinsPerLogit / r.temperature;
   r.top_k = a.params.top_k[slot];
   r.top_p = a.params.top_p[slot];
   r.min_p = a.params.min_p[slot];
@@ -489,51 +511,65 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   int32_t token = -1;
   const auto scaled = [t](float x) { return scaled_logit(x, t); };
   const auto everything = [](int, float) { return true; };
-
+  if (threadIdx.x == 0) sh.best_bits = ordered_bits(-INFINITY);
+  __syncthreads();
   if (greedy) {
     token = draw(
                 sh, cluster, r, false, [](float x) { return x; }, everything)
                 .id;
-  } else if (!(r.use_k || r.use_p || r.use_min_p)) {
-    token = draw(sh, cluster, r, true, scaled, everything).id;
   } else {
-    // Pass 1: the row's largest key; the leader sets up the first narrowing pass.
+    // Pass 1: the row's largest logit and its token (raw: division is monotone, so scaling
+    // it gives the largest scaled one).
     if (leader) zero_histogram(sh);  // the others add into it from the next pass on
     u64 mx = 0;
     for_each_logit(r, [&](int v, float x) {
-      const u64 k = candidate_key(scaled_logit(x, t), v);
+      // (x, lowest id) as one key; NaN takes no part.
+      const u64 k =
+          x == x ? (u64{ordered_bits(x)} << 32) | (0xffffffffu - static_cast<uint32_t>(v)) : 0;
       mx = k > mx ? k : mx;
     });
     mx = ReduceMax(sh.tmp.reduce_max).Reduce(mx, MaxOp());
     Shared* lead = cluster.map_shared_rank(&sh, 0);
     if (threadIdx.x == 0) lead->block_max[rank] = mx;
     cluster.sync();
+    // The bound holds where the max token is a candidate for sure: no top-k / top-p cut
+    // (min-p keeps it: sampler_exp(0) == 1).
+    const bool uncut = !r.use_k && !r.use_p;
     if (leader && threadIdx.x == 0) {
       Decision d{};
-      for (unsigned b = 0; b < blocks; ++b) d.max_key = max(d.max_key, sh.block_max[b]);
+      u64 row_max = 0;
+      for (unsigned b = 0; b < blocks; ++b) row_max = max(row_max, sh.block_max[b]);
+      d.x_max = float_from_ordered(static_cast<uint32_t>(row_max >> 32));
+      d.l_max = scaled_logit(d.x_max, t);
       d.level = kWindowLevel;
       d.k_applied = !r.use_k;
       d.need = static_cast<u64>(r.top_k);
       d.pass = r.use_k ? Pass::kHistCount : r.use_p ? Pass::kHistMass : Pass::kGumbel;
       sh.decision = d;
+      // The max token's score bounds the draw: a token more than kMaxGumbel below it cannot
+      // win, so most tokens skip their noise (every block starts from it).
+      const int32_t top = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(row_max));
+      const unsigned bound = ordered_bits(d.l_max + gumbel(r.seed, top, r.position));
+      if (uncut)
+        for (unsigned b = 0; b < blocks; ++b) cluster.map_shared_rank(&sh, b)->best_bits = bound;
     }
     cluster.sync();
     while (true) {
       if (threadIdx.x == 0) sh.local = lead->decision;
       __syncthreads();
       const Decision d = sh.local;
-      const float l_max = key_logit(d.max_key);
+      const float l_max = d.l_max;
       ++passes;
       if (d.pass == Pass::kHistCount || d.pass == Pass::kHistMass) {
         const bool mass = d.pass == Pass::kHistMass;
         if (!leader) zero_histogram(sh);  // the leader's was zeroed when it decided
         __syncthreads();
         for_each_logit(r, [&](int v, float x) {
-          const float l = scaled_logit(x, t);
-          const int bin = bin_of(d, candidate_key(l, v), l, l_max);
+          const int bin = bin_of(d, r, v, x);
           if (bin < 0) return;
           atomicAdd(&sh.count[bin], 1u);
-          if (mass) atomicAdd(&sh.mass[bin], static_cast<u64>(sampler_mass(l - l_max)));
+          if (mass)
+            atomicAdd(&sh.mass[bin], static_cast<u64>(sampler_mass(scaled_logit(x, t) - l_max)));
         });
         if (!leader) {  // add this block's histogram into the leader's
           __syncthreads();
@@ -551,20 +587,17 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
       if (d.pass == Pass::kCompact || d.pass == Pass::kCutInBin) {
         const bool whole_bin = d.pass == Pass::kCutInBin;
         for_each_logit(r, [&](int v, float x) {
-          const float l = scaled_logit(x, t);
-          const u64 key = candidate_key(l, v);
           bool in;
           if (whole_bin) {
-            in = bin_of(d, key, l, l_max) == d.compact_bin;
-          } else if (key < d.floor) {
-            in = false;
+            in = bin_of(d, r, v, x) == d.compact_bin;
           } else if (d.level == kWindowLevel) {
-            const int bin = window_bin(l, l_max);
+            const int bin = bin_of(d, r, v, x);
             in = bin >= 0 && bin <= d.compact_bin;
           } else {
-            in = key >= d.compact_key;
+            const u64 key = candidate_key(scaled_logit(x, t), v);
+            in = key >= d.floor && key >= d.compact_key;
           }
-          if (in) lead->cand[atomicAdd(&lead->num_cand, 1u)] = key;
+          if (in) lead->cand[atomicAdd(&lead->num_cand, 1u)] = candidate_key(scaled_logit(x, t), v);
         });
         cluster.sync();  // every candidate copied
         if (!whole_bin) {
@@ -577,9 +610,9 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
       }
       // Pass::kGumbel: the draw over every token at or above the exact cut.
       token = draw(sh, cluster, r, true, scaled, [&](int v, float l) {
+                // The row's first token (l == l_max) passes min-p: sampler_exp(0) == 1.
                 return candidate_key(l, v) >= d.floor &&
-                       (!r.use_min_p || candidate_key(l, v) == d.max_key ||
-                        sampler_exp(l - l_max) >= r.min_p);
+                       (!r.use_min_p || sampler_exp(l - l_max) >= r.min_p);
               }).id;
       break;
     }
@@ -591,21 +624,40 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   }
 }
 
-// Blocks per row: enough to spread small batches over the GPU (two blocks fit an SM).
-int cluster_size(int64_t batch, int num_sms) {
-  int c = kMaxCluster;
-  while (c > 1 && batch * c > 2 * num_sms) c /= 2;
-  return c;
+// Clusters of c blocks that run at once (0 when c blocks cannot form a cluster here).
+int max_active_clusters(int c) {
+  static int cached[kMaxCluster + 1] = {};
+  static bool known[kMaxCluster + 1] = {};
+  if (known[c]) return cached[c];
+  if (c > 8)
+    CUDA_CHECK(
+        cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(c), 1);
+  config.blockDim = dim3(kThreads);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(c);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, sample_kernel, &config) != cudaSuccess) {
+    (void)cudaGetLastError();  // a size this GPU cannot form: not a failure, not a choice
+    n = 0;
+  }
+  cached[c] = n;
+  known[c] = true;
+  return n;
 }
 
-int device_sm_count() {
-  static const int n = [] {
-    int device = 0, sms = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-  }();
-  return n;
+// Blocks per row: the most that still run the whole batch in one wave (small batches spread
+// over the GPU; a second wave would double the time).
+int cluster_size(int64_t batch) {
+  for (int c = kMaxCluster; c > 1; c /= 2)
+    if (batch <= max_active_clusters(c)) return c;
+  return 1;
 }
 
 void check_batch(const SamplingBatch& s) {
@@ -652,7 +704,7 @@ void sample(const SamplingBatch& s, cudaStream_t stream) {
                s.out_tokens.ptr<int32_t>(),
                s.last_tokens.data ? s.last_tokens.ptr<int32_t>() : nullptr,
                s.row_passes.data ? s.row_passes.ptr<int32_t>() : nullptr};
-  const int c = cluster_size(batch, device_sm_count());
+  const int c = cluster_size(batch);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(c), static_cast<unsigned>(batch));
   config.blockDim = dim3(kThreads);
