@@ -227,33 +227,96 @@ __device__ __forceinline__ int bin_at(int level, int j) {
   return level == kWindowLevel ? j : kBins - 1 - j;
 }
 
+// f(v, logit) for every v of this block's share, in steps every thread takes together:
+// step_done() runs after each (block-uniform, so it may synchronise the block).
+template <typename F, typename StepDone>
+__device__ __forceinline__ void for_each_logit_in_steps(const Row& r, F&& f, StepDone&& step_done) {
+  const bool vec = (reinterpret_cast<uintptr_t>(r.logits) & 15) == 0 && (r.begin & 3) == 0;
+  int v = r.begin;
+  if (vec) {
+    const int first = r.begin >> 2, last = (r.begin + ((r.end - r.begin) & ~3)) >> 2;
+    const float4* p = reinterpret_cast<const float4*>(r.logits);
+    for (int base = first; base < last; base += kThreads * kUnroll) {
+      const int i = base + static_cast<int>(threadIdx.x);
+      float4 x[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * kThreads < last) x[u] = __ldg(p + i + u * kThreads);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int j = i + u * kThreads;
+        if (j >= last) break;
+        f(4 * j, x[u].x);
+        f(4 * j + 1, x[u].y);
+        f(4 * j + 2, x[u].z);
+        f(4 * j + 3, x[u].w);
+      }
+      step_done();
+    }
+    v = 4 * last;
+  }
+  for (int base = v; base < r.end; base += kThreads) {
+    const int i = base + static_cast<int>(threadIdx.x);
+    if (i < r.end) f(i, r.logits[i]);
+    step_done();
+  }
+}
+
 // Every block: its best (l + noise, id) over the tokens keep(v, l) accepts, l = logit_of(x),
 // merged in the leader; returns the row's best in the leader's thread 0 (others:
 // unspecified). Without noise it is the argmax of l.
+// With noise, a token whose logit plus the largest noise cannot beat the block's best score
+// so far (sh.best_bits, seeded with the max token's) draws none; the others queue up in
+// sh.cand and are drawn densely after each step, so a warp whose lanes mostly skip costs
+// nothing (a full queue draws in place).
 template <typename LogitOf, typename Keep>
 __device__ Best draw(Shared& sh, const cg::cluster_group& cluster, const Row& r, bool noise,
                      LogitOf logit_of, Keep keep) {
   Best best{0.f, -1};
-  const volatile unsigned& block_best = sh.best_bits;
-  const float inv_t = 1.0f / r.temperature;
-  for_each_logit(r, [&](int v, float x) {
-    if (noise) {
-      // No noise lifts a token by more than kMaxGumbel past the best score this block has
-      // drawn (its 0.11 of slack and the relative term cover x * inv_t's error against x / t).
-      const float approx = x * inv_t;
-      const float bound =
-          fmaxf(float_from_ordered(block_best), best.id >= 0 ? best.score : -INFINITY);
-      if (approx + kMaxGumbel + fabsf(approx) * 4e-7f < bound) return;
-    }
-    const float l = logit_of(x);
-    if (!keep(v, l)) return;
-    if (noise) {
+  if (!noise) {
+    for_each_logit(r, [&](int v, float x) {
+      const float l = logit_of(x);
+      if (keep(v, l)) best = BestOp()(best, Best{l, v});
+    });
+  } else {
+    const volatile unsigned& block_best = sh.best_bits;
+    const float inv_t = 1.0f / r.temperature;
+    const auto draw_one = [&](int v, float l) {
       best = BestOp()(best, Best{l + gumbel(r.seed, v, r.position), v});
       if (best.id == v) atomicMax(&sh.best_bits, ordered_bits(best.score));
-    } else {
-      best = BestOp()(best, Best{l, v});
-    }
-  });
+    };
+    if (threadIdx.x == 0) sh.num_cand = 0;
+    __syncthreads();
+    for_each_logit_in_steps(
+        r,
+        [&](int v, float x) {
+          // kMaxGumbel's 0.11 of slack and the relative term cover x * inv_t's error
+          // against x / t.
+          const float approx = x * inv_t;
+          const float bound =
+              fmaxf(float_from_ordered(block_best), best.id >= 0 ? best.score : -INFINITY);
+          if (approx + kMaxGumbel + fabsf(approx) * 4e-7f < bound) return;
+          const float l = logit_of(x);
+          if (!keep(v, l)) return;
+          const unsigned at = atomicAdd(&sh.num_cand, 1u);
+          if (at < static_cast<unsigned>(kMaxCandidates))
+            sh.cand[at] = (u64{__float_as_uint(l)} << 32) | static_cast<uint32_t>(v);
+          else
+            draw_one(v, l);
+        },
+        [&] {
+          __syncthreads();
+          const int n = min(static_cast<int>(sh.num_cand), kMaxCandidates);
+          for (int i = static_cast<int>(threadIdx.x); i < n; i += kThreads) {
+            const u64 e = sh.cand[i];
+            draw_one(static_cast<int>(static_cast<uint32_t>(e)),
+                     __uint_as_float(static_cast<uint32_t>(e >> 32)));
+          }
+          __syncthreads();
+          if (threadIdx.x == 0) sh.num_cand = 0;
+          __syncthreads();
+        });
+  }
   best = ReduceBest(sh.tmp.reduce_best).Reduce(best, BestOp());
   if (threadIdx.x == 0) cluster.map_shared_rank(&sh, 0)->block_best[cluster.block_rank()] = best;
   cluster.sync();
