@@ -1,5 +1,6 @@
 // Shared pieces of the kernel micro-benchmarks: device buffers filled with hashed pseudo-random
-// bf16 (never zeros: zeros run faster than real data), event timing with warm-up and median,
+// bf16 (never zeros: zeros run faster than real data), event timing with warm-up and median
+// (eager calls, or a CUDA graph of many calls: time_graph_us),
 // the device-to-device copy bandwidth of this GPU (bytes read + written) as the memory
 // ceiling, and one output line per result in a table and as JSON.
 #pragma once
@@ -69,6 +70,45 @@ inline double time_ms(const std::function<void(int)>& fn, int warmup = 3, int re
   CUDA_CHECK(cudaEventDestroy(b));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+// Median microseconds per call of fn(i, stream), i in [0, calls), captured into one CUDA graph
+// and launched `launches` times (after one untimed launch): what a call costs inside a graph,
+// without host launch gaps. fn(0, stream) first runs once eagerly, so one-time set-up (module
+// load, attribute setting, handle workspaces) stays out of the capture. Calls may differ by i
+// (e.g. rotate weight copies so every call reads HBM).
+inline double time_graph_us(const std::function<void(int, cudaStream_t)>& fn, int calls = 20,
+                            int launches = 10) {
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  fn(0, stream);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) fn(i, stream);
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int r = -1; r < launches; ++r) {  // r = -1: warm-up
+    CUDA_CHECK(cudaEventRecord(a, stream));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaEventRecord(b, stream));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    if (r >= 0) ms.push_back(t);
+  }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e3 / calls;
 }
 
 // Bytes read + written per second by a 2 GiB device-to-device copy.

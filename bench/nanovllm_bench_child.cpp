@@ -125,12 +125,17 @@ int bench_rank0(const BenchOptions& o, const RunSettings& s, const ExecutorFacto
           "--runs",
           w.name, spread, kSpreadWarnPct);
   }
+  // decode_step: the first batch size's entry; decode_steps: every size's, in order.
   r["decode_step"] = nullptr;
   if (o.runs_workload("decode-step")) {
     if (cuda) {
-      DecodeStepSetup setup{o.decode_batch, o.decode_context, s.model.vocab_size,
-                            load_generation_config(o.model), Device::kCuda};
-      r["decode_step"] = measure_decode_step(executor, engine, setup, limit);
+      r["decode_steps"] = json::array();
+      for (const int batch : o.decode_batches) {
+        DecodeStepSetup setup{batch, o.decode_context, s.model.vocab_size,
+                              load_generation_config(o.model), Device::kCuda};
+        r["decode_steps"].push_back(measure_decode_step(executor, engine, setup, limit));
+      }
+      r["decode_step"] = r["decode_steps"].front();
     } else {
       spdlog::info("decode step: CUDA only (null on the CPU backend)");
     }

@@ -174,7 +174,8 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_option("--prefix-output-len", o.prefix_output_len, "shared-prefix: output tokens")
       ->check(positive)
       ->capture_default_str();
-  app.add_option("--decode-batch", o.decode_batch, "decode-step: sequences")
+  app.add_option("--decode-batch", o.decode_batches, "decode-step: sequences (a list: 1,16,256)")
+      ->delimiter(',')
       ->check(positive)
       ->capture_default_str();
   app.add_option("--decode-context", o.decode_context, "decode-step: context tokens")

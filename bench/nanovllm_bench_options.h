@@ -61,8 +61,9 @@ struct BenchOptions {
   int prefix_len = 2048;
   int suffix_len = 64;
   int prefix_output_len = 256;
-  // decode step (CUDA): batch sequences at about `context` tokens of context each.
-  int decode_batch = 256;
+  // decode step (CUDA): for each batch size, that many sequences at about `context` tokens of
+  // context each (one entry per size, from one start-up).
+  std::vector<int> decode_batches{256};
   int decode_context = 1024;
 
   std::optional<std::filesystem::path> json;  // --json: the result file

@@ -32,6 +32,22 @@ std::string num(const json& v, int decimals) {
   return fmt::format("{:.{}f}", v.get<double>(), decimals);
 }
 
+// One decode-step entry: its time against the limit, then its phases.
+void print_decode_step(std::FILE* out, const json& d) {
+  fmt::print(out,
+             "\ndecode step (batch {}, context {}): {} ms (greedy {} ms, eager profiled {} ms), "
+             "limit {} ms = {}% of limit\n",
+             d["batch"].get<int>(), d["context"].get<int>(), num(d["step_ms"], 3),
+             num(d["greedy_step_ms"], 3), num(d["eager_step_ms"], 3), num(d["limit_ms"], 3),
+             num(d["pct_of_limit"], 1));
+  fmt::print(out,
+             "  sampling cost {}%, host share {}%; phases (ms):", num(d["sampling_cost_pct"], 1),
+             num(d["host_share_pct"], 1));
+  for (const char* phase : {"attention", "gemm", "elementwise", "all_reduce", "sampling", "host"})
+    fmt::print(out, " {} {}", phase, num(d["phases_ms"].value(phase, json(nullptr)), 3));
+  fmt::print(out, "\n");
+}
+
 }  // namespace
 
 json run_json(const RunMeasure& m) {
@@ -42,6 +58,10 @@ json run_json(const RunMeasure& m) {
   r["output_tok_s"] = rate(static_cast<double>(m.output_tokens), m.elapsed_s);
   r["limit_s"] = or_null(m.limit_s);
   r["pct_of_limit"] = m.limit_s ? json(100.0 * *m.limit_s / m.elapsed_s) : json(nullptr);
+  r["decode_limit_s"] = or_null(m.decode_limit_s);
+  r["decode_pct_of_limit"] = m.decode_limit_s && m.decode_s > 0
+                                 ? json(100.0 * *m.decode_limit_s / m.decode_s)
+                                 : json(nullptr);
   r["gpu_s"] = or_null(m.gpu_s);
   r["prefill_s"] = m.prefill_s;
   r["decode_s"] = m.decode_s;
@@ -179,39 +199,32 @@ void print_result(std::FILE* out, const json& r) {
   else
     fmt::print(out, "machine: not measured (CPU backend): no limit, % of limit is '-'\n");
   fmt::print(
-      out, "\n{:<16}{:>6}{:>10}{:>10}{:>9}{:>9}{:>11}{:>11}{:>11}{:>11}{:>9}{:>9}{:>9}{:>9}{:>8}\n",
+      out,
+      "\n{:<16}{:>6}{:>10}{:>10}{:>9}{:>9}{:>11}{:>11}{:>11}{:>11}{:>9}{:>9}{:>9}{:>9}{:>9}{:>8}\n",
       "workload", "reqs", "in tok", "out tok", "time s", "req/s", "total t/s", "out t/s",
-      "S_PP t/s", "S_TG t/s", "TTFT ms", "TPOT ms", "cached", "% limit", "spread");
+      "S_PP t/s", "S_TG t/s", "TTFT ms", "TPOT ms", "cached", "% limit", "TG %lim", "spread");
   for (const json& w : r["workloads"]) {
     const json& m = w["median"];
     const double spread = w["spread_pct"].get<double>();
     fmt::print(
-        out, "{:<16}{:>6}{:>10}{:>10}{:>9}{:>9}{:>11}{:>11}{:>11}{:>11}{:>9}{:>9}{:>9}{:>9}{:>8}\n",
+        out,
+        "{:<16}{:>6}{:>10}{:>10}{:>9}{:>9}{:>11}{:>11}{:>11}{:>11}{:>9}{:>9}{:>9}{:>9}{:>9}{:>8}\n",
         w["name"].get<std::string>(), w["num_requests"].get<int64_t>(),
         w["prompt_tokens"].get<int64_t>(), w["output_tokens"].get<int64_t>(),
         num(m["elapsed_s"], 3), num(m["requests_per_s"], 2), num(m["total_tok_s"], 1),
         num(m["output_tok_s"], 1), num(m["prefill_tok_s"], 1), num(m["decode_tok_s"], 1),
         num(m["ttft_ms"], 1), num(m["tpot_ms"], 2), num(m["cached_tokens"], 0),
-        num(m["pct_of_limit"], 1),
+        num(m["pct_of_limit"], 1), num(m["decode_pct_of_limit"], 1),
         fmt::format("{:.1f}%{}", spread, spread > kSpreadWarnPct ? "!" : ""));
   }
-  const json& d = r["decode_step"];
-  if (!d.is_object()) {
+  if (!r["decode_step"].is_object()) {
     fmt::print(out, "\ndecode step: - (CUDA only)\n");
     return;
   }
-  fmt::print(out,
-             "\ndecode step (batch {}, context {}): {} ms (greedy {} ms, eager profiled {} ms), "
-             "limit {} ms = {}% of limit\n",
-             d["batch"].get<int>(), d["context"].get<int>(), num(d["step_ms"], 3),
-             num(d["greedy_step_ms"], 3), num(d["eager_step_ms"], 3), num(d["limit_ms"], 3),
-             num(d["pct_of_limit"], 1));
-  fmt::print(out,
-             "  sampling cost {}%, host share {}%; phases (ms):", num(d["sampling_cost_pct"], 1),
-             num(d["host_share_pct"], 1));
-  for (const char* phase : {"attention", "gemm", "elementwise", "all_reduce", "sampling", "host"})
-    fmt::print(out, " {} {}", phase, num(d["phases_ms"].value(phase, json(nullptr)), 3));
-  fmt::print(out, "\n");
+  // Older files hold only decode_step.
+  const json steps =
+      r.contains("decode_steps") ? r["decode_steps"] : json::array({r["decode_step"]});
+  for (const json& d : steps) print_decode_step(out, d);
 }
 
 void print_scaling(std::FILE* out, const json& scaling) {

@@ -113,17 +113,19 @@ RunMeasure BenchRunner::run(const Workload& w) {
 
   const std::vector<RecordedStep> recorded = executor_.take_steps();
   CHECK_EQ(static_cast<int64_t>(recorded.size()), m.num_steps);
-  std::vector<Step> steps;
+  std::vector<Step> steps, decode_steps;
   double gpu_s = 0;
   bool timed = !recorded.empty();
   for (const RecordedStep& r : recorded) {
     steps.push_back(r.step);
+    if (!r.prefill) decode_steps.push_back(r.step);
     timed = timed && r.timing.has_value();
     if (r.timing) gpu_s += r.timing->gpu_ms / 1e3;
   }
   if (timed) m.gpu_s = gpu_s;
   if (limit_) {
     m.limit_s = run_limit_s(*limit_, steps);
+    m.decode_limit_s = run_limit_s(*limit_, decode_steps);
     m.limit_breakdown = run_breakdown(*limit_, steps);
   }
   return m;

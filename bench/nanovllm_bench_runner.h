@@ -32,8 +32,9 @@ struct RunMeasure {
   double ttft_ms = 0;           // mean over requests: run start to its first token
   double tpot_ms = 0;           // mean over requests with > 1 token: first to last token / (n - 1)
   std::optional<double> gpu_s;  // Σ CUDA-event time of the steps on rank 0's stream
-  std::optional<double> limit_s;        // the limit model over the steps this run ran
-  std::vector<OpCost> limit_breakdown;  // the same, per operation (empty without limits)
+  std::optional<double> limit_s;         // the limit model over the steps this run ran
+  std::optional<double> decode_limit_s;  // the same over its decode steps only (S_TG's limit)
+  std::vector<OpCost> limit_breakdown;   // the same, per operation (empty without limits)
 };
 
 class BenchRunner {

@@ -106,7 +106,7 @@ struct SlotBufs {
 };
 
 Result run(const Mix& mix, int64_t batch, const DeviceBuf& pool, SlotBufs& slots, bool hot,
-           int reps, double copy_gbps, cudaStream_t stream) {
+           int reps, double copy_gbps) {
   slots.set(mix);
   const int64_t windows = hot ? 1 : kPoolRows / batch;  // distinct batches of rows in the pool
   const int calls = static_cast<int>(std::max<int64_t>(kMinCalls, windows));
@@ -119,7 +119,8 @@ Result run(const Mix& mix, int64_t batch, const DeviceBuf& pool, SlotBufs& slots
   DeviceBuf out(calls * batch * 4), passes(calls * batch * 4);  // [calls, B] each
   upload(d_slot, row_slot);
   upload(d_pos, positions);
-  const auto call = [&](int i) {  // call i: the i-th batch of rows, its own output slices
+  // Call i: the i-th batch of rows, its own output slices.
+  const auto call = [&](int i, cudaStream_t call_stream) {
     const int64_t first = (i % windows) * batch;
     kernels::SamplingBatch s;
     s.logits =
@@ -131,34 +132,11 @@ Result run(const Mix& mix, int64_t batch, const DeviceBuf& pool, SlotBufs& slots
     s.last_tokens = TensorView(slots.last.ptr, DType::kI32, {kMaxBatch}, Device::kCuda);
     s.row_passes =
         TensorView(passes.as<int32_t>() + i * batch, DType::kI32, {batch}, Device::kCuda);
-    kernels::cuda::sample(s, stream);
+    kernels::cuda::sample(s, call_stream);
   };
-  call(0);  // eager first: one-time set-up (the SM count query) stays out of the capture
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) call(i);
-  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<float> ms;
-  for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
-    CUDA_CHECK(cudaEventRecord(a, stream));
-    CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CUDA_CHECK(cudaEventRecord(b, stream));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    if (r >= 0) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
-  CUDA_CHECK(cudaGraphDestroy(graph));
+  // Eager first inside time_graph_us: one-time set-up (the SM count query) stays out of the
+  // capture.
+  const double us = time_graph_us(call, calls, reps);
 
   // What the timed calls read: row_passes full rows each (identical on every launch).
   const auto p = download<int32_t>(passes, calls * batch);
@@ -171,7 +149,7 @@ Result run(const Mix& mix, int64_t batch, const DeviceBuf& pool, SlotBufs& slots
   r.mix = mix.name;
   r.batch = batch;
   r.calls = calls;
-  r.us = ms[ms.size() / 2] * 1e3 / calls;
+  r.us = us;
   r.passes_per_row = total_passes / static_cast<double>(calls * batch);
   r.bytes = total_passes / calls * kVocab * sizeof(float);
   r.gbps = r.bytes / (r.us * 1e-6) / 1e9;
@@ -248,8 +226,6 @@ int main(int argc, char** argv) {
   fill_normal_kernel<<<1024, 256>>>(pool.as<float>(), kPoolRows * kVocab, 14, 3.0f);
   CUDA_CHECK_LAUNCH();
   SlotBufs slots;
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   CUDA_CHECK(cudaDeviceSynchronize());
   std::printf("\n%-22s %6s %10s %8s %12s %10s %8s  %-12s %s\n", "mix", "batch", "us/call", "passes",
               "MB read", "GB/s", "% copy", "target", "");
@@ -257,12 +233,11 @@ int main(int argc, char** argv) {
   int misses = 0;
   for (const Mix& m : kMixes)
     for (int64_t b : kBatches) {
-      results.push_back(run(m, b, pool, slots, hot, reps, copy, stream));
+      results.push_back(run(m, b, pool, slots, hot, reps, copy));
       print_row(results.back());
       misses += !results.back().meets;
     }
   std::printf("\n%d of %zu figures miss the target\n", misses, results.size());
   if (json) write_json(json, prop.name, copy, hot, reps, results);
-  CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }

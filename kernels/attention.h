@@ -30,17 +30,28 @@ struct PrefillAttentionParams {
 };
 
 // One new query per sequence, attending to its first context_lens[b] cached tokens
-// (the current token's K/V included, already stored).
+// (the current token's K/V included, already stored). context_lens[b] <= 0 (padding rows of a
+// CUDA graph, block-table row all -1) gives zeros.
 struct DecodeAttentionParams {
   TensorView out;  // [B, Hq, D] bf16
   TensorView q;    // [B, Hq, D] bf16 (token stride may exceed Hq*D)
   PagedKV kv;
   TensorView context_lens;  // [B] i32
-  int max_context_len = 0;  // upper bound over the batch (sizes the split-KV work)
+  int max_context_len = 0;  // upper bound over the batch; informative only (the kernels read
+                            // the live lengths from context_lens, in or out of CUDA graphs)
   float scale = 1.0f;
-  // Flash-decoding scratch (CUDA only; null lets the launcher pick no split):
-  TensorView split_out;  // [B, Hq, max_splits, D] f32
-  TensorView split_lse;  // [B, Hq, max_splits] f32
+  // Split-KV scratch (CUDA only). Null split_out: every (sequence, kv head) is one CTA's work.
+  // Otherwise the context tiles of the whole batch are dealt evenly, on the device from
+  // context_lens, over a fixed grid of min(resident CTA slots, cells / 2) CTAs, two partials
+  // per CTA at most; a (sequence, kv head) spread over several CTAs is merged by
+  // log2-sum-exp. decode_attention_split_cells() gives the cells that use every slot; fewer is
+  // still right, just narrower. The size depends on neither the batch nor the lengths.
+  TensorView split_out;  // [cells, G, D] f32, G = Hq / Hkv: partial outputs
+  TensorView split_lse;  // [cells, G] f32: their log2-sum-exp
+  // Optional, [>= cells / 2] i32: all zero before the first call, and every call leaves it so
+  // (one call at a time per buffer). With it the last CTA of a split (sequence, kv head)
+  // merges it inside the one launch; without it a second kernel merges.
+  TensorView split_counters;
 };
 
 namespace cpu {
@@ -50,6 +61,9 @@ void decode_attention(const DecodeAttentionParams& p);
 namespace cuda {
 void prefill_attention(const PrefillAttentionParams& p, cudaStream_t stream);
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream);
+// split_out / split_lse cells with which the CUDA decode kernel uses every resident CTA slot of
+// the current device for this head shape (sizes its scratch independently of batch and lengths).
+int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim);
 }  // namespace cuda
 
 inline void prefill_attention(const PrefillAttentionParams& p, const ExecContext& ctx) {

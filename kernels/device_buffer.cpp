@@ -87,6 +87,8 @@ void DeviceBuffer::zero() {
     std::memset(data_, 0, nbytes_);
   else
     CUDA_CHECK(cudaMemset(data_, 0, nbytes_));
+  // Done before returning: our non-blocking streams do not wait for the legacy stream.
+  if (device_ == Device::kCuda) CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace nanovllm

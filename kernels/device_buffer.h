@@ -26,7 +26,7 @@ class DeviceBuffer {
   // Host <-> buffer copies of nbytes starting at byte offset (synchronous).
   void copy_from_host(const void* src, size_t nbytes, size_t offset = 0);
   void copy_to_host(void* dst, size_t nbytes, size_t offset = 0) const;
-  void zero();
+  void zero();  // complete on return (CUDA: synchronises the device)
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }

@@ -14,6 +14,9 @@ struct ExecContext {
   cublasHandle_t cublas = nullptr;
   void* cublas_workspace = nullptr;  // device scratch for cuBLASLt, may be null
   size_t cublas_workspace_bytes = 0;
+  // CUDA linear layers: cuBLAS for every shape instead of our decode-size kernels where
+  // kernels/cuda/linear.cu picks them (a benchmark's baseline).
+  bool cublas_only = false;
   int cpu_threads = 1;  // CPU reference: threads for the heavy loops (linear, attention)
   // Set only for an eager profiling run (never while a CUDA graph is captured): the
   // layers' PhaseScopes time their phases into it. Null: the scopes do nothing.

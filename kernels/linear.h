@@ -1,5 +1,6 @@
 #pragma once
 
+#include "kernels/activation.h"
 #include "kernels/exec_context.h"
 #include "kernels/tensor.h"
 
@@ -13,9 +14,16 @@ void linear(const TensorView& y, const TensorView& x, const TensorView& w, const
             int threads);
 }
 namespace cuda {
+// Decode sizes (M <= 64) run our skinny GEMM (kernels/skinny_gemm.h) where it beats cuBLAS
+// (the rule in linear.cu, measured with bench/decode_gemm_bench), else cuBLAS.
 void linear(const TensorView& y, const TensorView& x, const TensorView& w, const TensorView& bias,
             const ExecContext& ctx);
-}
+// y = silu_and_mul(gate_up) @ w^T (+ bias): on the skinny path one kernel (the activation
+// computed as the weights stream in), else silu_and_mul into act and then linear.
+// gate_up: [M, 2K] bf16; act: [M, K] bf16 scratch (untouched on the fused path).
+void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& act,
+                     const TensorView& w, const TensorView& bias, const ExecContext& ctx);
+}  // namespace cuda
 
 inline void linear(const TensorView& y, const TensorView& x, const TensorView& w,
                    const TensorView& bias, const ExecContext& ctx) {
@@ -23,6 +31,15 @@ inline void linear(const TensorView& y, const TensorView& x, const TensorView& w
     cpu::linear(y, x, w, bias, ctx.cpu_threads);
   else
     cuda::linear(y, x, w, bias, ctx);
+}
+
+// The MLP's down projection with its input activation (kernels/activation.h): on the CPU
+// silu_and_mul into act, then linear; on CUDA cuda::linear_silu_mul.
+inline void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& act,
+                            const TensorView& w, const TensorView& bias, const ExecContext& ctx) {
+  if (!gate_up.on_cpu()) return cuda::linear_silu_mul(y, gate_up, act, w, bias, ctx);
+  cpu::silu_and_mul(act, gate_up);
+  cpu::linear(y, act, w, bias, ctx.cpu_threads);
 }
 
 }  // namespace nanovllm::kernels

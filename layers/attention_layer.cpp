@@ -4,7 +4,6 @@
 #include <optional>
 
 #include "kernels/attention.h"
-#include "kernels/kv_cache.h"
 #include "kernels/phase_timer.h"
 #include "kernels/rotary.h"
 
@@ -56,13 +55,14 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
   };
   const TensorView q = heads(0, hq), k = heads(hq * d, hkv), v = heads((hq + hkv) * d, hkv);
   {
+    // Element-wise: the q/k norm + rotary and the KV store are one kernel on CUDA, so the
+    // store is counted here rather than with attention.
     const PhaseScope phase(ctx, Phase::kElementwise);
-    kernels::qk_norm_rope(q, k, q_norm_ ? q_norm_->view() : TensorView(),
-                          k_norm_ ? k_norm_->view() : TensorView(), positions, eps_, rope_theta_,
-                          ctx);
+    kernels::qk_norm_rope_store(q, k, v, q_norm_ ? q_norm_->view() : TensorView(),
+                                k_norm_ ? k_norm_->view() : TensorView(), positions, eps_,
+                                rope_theta_, k_cache_, v_cache_, meta.slot_mapping, ctx);
   }
-  std::optional<PhaseScope> phase(std::in_place, ctx, Phase::kAttention);  // KV store + attention
-  kernels::store_kvcache(k, v, k_cache_, v_cache_, meta.slot_mapping, ctx);
+  std::optional<PhaseScope> phase(std::in_place, ctx, Phase::kAttention);
   const kernels::PagedKV kv{k_cache_, v_cache_, meta.block_tables};
   const TensorView o = attn.reshape({t, hq, d});
   if (meta.is_prefill) {
@@ -86,6 +86,7 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
     p.scale = scale_;
     p.split_out = meta.split_out;
     p.split_lse = meta.split_lse;
+    p.split_counters = meta.split_counters;
     kernels::decode_attention(p, ctx);
   }
   phase.reset();

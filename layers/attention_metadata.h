@@ -19,9 +19,11 @@ struct AttentionMetadata {
   // Decode:
   TensorView context_lens;  // [B] i32
   int max_context_len = 0;
-  // Decode on CUDA: flash-decoding scratch (null: one split). Filled by Qwen3ForCausalLM.
-  TensorView split_out;  // [B, Hq_local, max_splits, D] f32
-  TensorView split_lse;  // [B, Hq_local, max_splits] f32
+  // Decode on CUDA: split-KV scratch (null: one CTA per sequence and kv head), filled by
+  // Qwen3ForCausalLM; cells = kernels::cuda::decode_attention_split_cells(), G = Hq / Hkv.
+  TensorView split_out;       // [cells, G, D] f32
+  TensorView split_lse;       // [cells, G] f32
+  TensorView split_counters;  // [cells / 2] i32, zero between calls (null: a merge kernel)
 };
 
 }  // namespace nanovllm

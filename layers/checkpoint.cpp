@@ -6,10 +6,16 @@
 #include <set>
 
 #include "layers/model_tensors.h"
+#include "layers/weight_uploader.h"
 
 namespace nanovllm {
 
 namespace fs = std::filesystem;
+
+Checkpoint::Checkpoint() : uploader_(std::make_unique<WeightUploader>()) {}
+Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
+Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
+Checkpoint::~Checkpoint() = default;
 
 Checkpoint Checkpoint::open(const fs::path& model_dir) {
   Checkpoint ck;
@@ -52,7 +58,8 @@ void Checkpoint::add_file(const fs::path& path, const std::map<std::string, std:
   for (const SafetensorsTensor& t : file.tensors()) {
     seen.insert(t.name);
     if (wanted != nullptr && wanted->count(t.name) == 0) continue;  // not indexed here
-    CheckpointTensor ct{t.name, t.dtype, t.shape, file.data(t), static_cast<size_t>(t.nbytes())};
+    CheckpointTensor ct{
+        t.name, t.dtype, t.shape, file.data(t), static_cast<size_t>(t.nbytes()), uploader_.get()};
     if (!tensors_.emplace(t.name, std::move(ct)).second)
       throw ModelFolderError(path.string() + ": tensor '" + t.name + "' appears in two files");
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@
 
 namespace nanovllm {
 
+class WeightUploader;  // layers/weight_uploader.h
+
 struct CheckpointTensor {
   std::string name;
   DType dtype = DType::kBf16;
@@ -23,6 +26,9 @@ struct CheckpointTensor {
   const std::byte* data = nullptr;  // nbytes bytes inside a mapping; may be unaligned only
                                     // if the file was written without header padding
   size_t nbytes = 0;
+  // How Parameter::load moves this tensor's bytes to a device: the owning Checkpoint's
+  // uploader (null for a tensor made by hand: Parameter::load then uses a one-off one).
+  WeightUploader* uploader = nullptr;
 };
 
 class Checkpoint {
@@ -30,10 +36,11 @@ class Checkpoint {
   // Throws ModelFolderError naming the file (and tensor) for anything missing or malformed.
   static Checkpoint open(const std::filesystem::path& model_dir);
 
-  Checkpoint(Checkpoint&&) noexcept = default;
-  Checkpoint& operator=(Checkpoint&&) noexcept = default;
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint& operator=(Checkpoint&&) noexcept;
   Checkpoint(const Checkpoint&) = delete;
   Checkpoint& operator=(const Checkpoint&) = delete;
+  ~Checkpoint();  // waits for the uploads still in flight from the staging buffers
 
   bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
   // Throws ModelFolderError naming the tensor and the folder when absent.
@@ -43,13 +50,16 @@ class Checkpoint {
   size_t num_files() const { return files_.size(); }
 
  private:
-  Checkpoint() = default;
+  Checkpoint();
   void add_file(const std::filesystem::path& path,
                 const std::map<std::string, std::string>* wanted);
 
   std::filesystem::path dir_;
   std::vector<SafetensorsFile> files_;  // the mappings every CheckpointTensor points into
   std::map<std::string, CheckpointTensor> tensors_;
+  // Staging for the tensors' way to a device (every tensor points at it; a heap object, so
+  // the pointers survive a move of the Checkpoint). Destroyed first: it waits for its copies.
+  std::unique_ptr<WeightUploader> uploader_;
 };
 
 // Every tensor the config implies must be present with exactly its shape (a tied model may

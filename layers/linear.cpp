@@ -94,6 +94,21 @@ RowParallelLinear::RowParallelLinear(const Checkpoint& ckpt, const std::string& 
 void RowParallelLinear::forward(const TensorView& y, const TensorView& x,
                                 const ExecContext& ctx) const {
   LinearBase::forward(y, x, ctx);
+  all_reduce(y, ctx);
+}
+
+void RowParallelLinear::forward_silu_mul(const TensorView& y, const TensorView& gate_up,
+                                         const TensorView& act, const ExecContext& ctx) const {
+  {
+    // GEMM phase: on the fused path the activation is part of the GEMM's input loads.
+    const PhaseScope phase(ctx, Phase::kGemm);
+    kernels::linear_silu_mul(y, gate_up, act, weight_.view(),
+                             bias_.empty() ? TensorView() : bias_.view(), ctx);
+  }
+  all_reduce(y, ctx);
+}
+
+void RowParallelLinear::all_reduce(const TensorView& y, const ExecContext& ctx) const {
   if (comm_->world_size() == 1) return;
   const PhaseScope phase(ctx, Phase::kAllReduce);
   comm_->all_reduce_sum(y, ctx);

@@ -64,8 +64,14 @@ class RowParallelLinear : public LinearBase {
   RowParallelLinear(const Checkpoint& ckpt, const std::string& prefix, bool bias,
                     const ShardInfo& shard, Communicator& comm);
   void forward(const TensorView& y, const TensorView& x, const ExecContext& ctx) const;
+  // The same on x = silu_and_mul(gate_up) (the MLP's down projection): one kernel where the
+  // skinny GEMM takes the shape (kernels::linear_silu_mul), else the activation into act.
+  // gate_up: [T, 2 in_local] bf16; act: [T, in_local] bf16 scratch.
+  void forward_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& act,
+                        const ExecContext& ctx) const;
 
  private:
+  void all_reduce(const TensorView& y, const ExecContext& ctx) const;
   Communicator* comm_;
 };
 

@@ -1,31 +1,35 @@
 #include "layers/parameter.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/bf16.h"
+#include "layers/weight_uploader.h"
 
 namespace nanovllm {
 
 namespace {
 
-// One element of a checkpoint tensor as BF16 bits.
-uint16_t to_bf16(const std::byte* data, DType dtype, int64_t index) {
+// out [n] = elements [index, index + n) of a checkpoint tensor as BF16 bits.
+void to_bf16(const std::byte* data, DType dtype, int64_t index, int64_t n, uint16_t* out) {
   switch (dtype) {
-    case DType::kBf16: {
-      uint16_t v;
-      std::memcpy(&v, data + index * 2, 2);  // the mapping may be unaligned
-      return v;
-    }
-    case DType::kF16: {
-      uint16_t v;
-      std::memcpy(&v, data + index * 2, 2);
-      return float_to_bf16(f16_to_float(v));
-    }
-    case DType::kF32: {
-      float v;
-      std::memcpy(&v, data + index * 4, 4);
-      return float_to_bf16(v);
-    }
+    case DType::kBf16:
+      std::memcpy(out, data + index * 2, static_cast<size_t>(n) * 2);  // may be unaligned
+      return;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, data + (index + i) * 2, 2);
+        out[i] = float_to_bf16(f16_to_float(v));
+      }
+      return;
+    case DType::kF32:
+      for (int64_t i = 0; i < n; ++i) {
+        float v;
+        std::memcpy(&v, data + (index + i) * 4, 4);
+        out[i] = float_to_bf16(v);
+      }
+      return;
     default:
       break;
   }
@@ -34,6 +38,43 @@ uint16_t to_bf16(const std::byte* data, DType dtype, int64_t index) {
 
 int64_t cols_of(const CheckpointTensor& t) {
   return t.shape.size() >= 2 ? t.shape[1] : 1;
+}
+
+// out [count] = elements [first, first + count) of the parameter's row-major [rows, cols]
+// image: the pieces' rows stacked, columns [col_begin, col_begin + cols) of each, rows past a
+// tensor's end zero. Copies run as far as the source is contiguous (whole rows of one piece
+// when the column range is the whole row).
+void gather(const std::vector<RowRange>& pieces, int64_t col_begin, int64_t cols, int64_t first,
+            int64_t count, uint16_t* out) {
+  int64_t row = first / cols, col = first % cols;  // where out[0] lands in the image
+  size_t p = 0;
+  int64_t piece_row0 = 0;  // the image row of pieces[p]'s first row
+  while (count > 0) {
+    while (row >= piece_row0 + (pieces[p].end - pieces[p].begin)) {
+      piece_row0 += pieces[p].end - pieces[p].begin;
+      ++p;
+      CHECK_LT(p, pieces.size());
+    }
+    const RowRange& r = pieces[p];
+    const CheckpointTensor& t = *r.tensor;
+    const int64_t src_rows = t.shape[0], src_cols = cols_of(t);
+    const int64_t src_row = r.begin + (row - piece_row0);
+    int64_t n = 0;
+    if (src_row >= src_rows) {  // padding (vocab shards) to the end of the piece
+      n = std::min(count, (r.end - src_row) * cols - col);
+      std::fill_n(out, n, uint16_t{0});
+    } else {
+      const bool whole_rows = col_begin == 0 && cols == src_cols;
+      const int64_t stored = std::min(r.end, src_rows) - src_row;  // rows left with data
+      n = std::min(count, (whole_rows ? stored * cols : cols) - col);
+      to_bf16(t.data, t.dtype, src_row * src_cols + col_begin + col, n, out);
+    }
+    out += n;
+    count -= n;
+    const int64_t next = row * cols + col + n;
+    row = next / cols;
+    col = next % cols;
+  }
 }
 
 }  // namespace
@@ -50,25 +91,23 @@ Parameter Parameter::load(const std::vector<RowRange>& rows, int64_t col_begin, 
     total_rows += r.end - r.begin;
   }
   const int64_t cols = col_end - col_begin;
-  std::vector<uint16_t> host(static_cast<size_t>(total_rows * cols), 0);  // [rows, cols] bf16
-  int64_t out_row = 0;
-  for (const RowRange& r : rows) {
-    const int64_t src_rows = r.tensor->shape[0], src_cols = cols_of(*r.tensor);
-    for (int64_t i = r.begin; i < r.end; ++i, ++out_row) {
-      if (i >= src_rows) continue;            // padding rows (vocab shards) stay zero
-      if (r.tensor->dtype == DType::kBf16) {  // fast path: a straight copy of the row segment
-        std::memcpy(&host[out_row * cols], r.tensor->data + (i * src_cols + col_begin) * 2,
-                    cols * 2);
-        continue;
-      }
-      for (int64_t c = 0; c < cols; ++c)
-        host[out_row * cols + c] =
-            to_bf16(r.tensor->data, r.tensor->dtype, i * src_cols + col_begin + c);
-    }
-  }
+  const size_t bytes = static_cast<size_t>(total_rows * cols) * sizeof(uint16_t);
   Parameter p;
-  p.buffer_ = DeviceBuffer(host.size() * sizeof(uint16_t), device);
-  p.buffer_.copy_from_host(host.data(), host.size() * sizeof(uint16_t));
+  p.buffer_ = DeviceBuffer(bytes, device);
+  const WeightUploader::Fill fill = [&](std::byte* out, size_t offset, size_t n) {
+    CHECK(offset % 2 == 0 && n % 2 == 0);
+    gather(rows, col_begin, cols, static_cast<int64_t>(offset / 2), static_cast<int64_t>(n / 2),
+           reinterpret_cast<uint16_t*>(out));
+  };
+  if (WeightUploader* up = rows[0].tensor->uploader; up != nullptr) {
+    up->upload(p.buffer_.data(), bytes, device, fill);
+  } else {  // a tensor made by hand, outside a Checkpoint: a one-off uploader, one chunk deep
+    const size_t chunk =
+        (std::min(bytes, WeightUploader::kDefaultChunkBytes) + WeightUploader::kAlign - 1) /
+        WeightUploader::kAlign * WeightUploader::kAlign;
+    WeightUploader once(1, std::max(chunk, WeightUploader::kAlign), 1);
+    once.upload(p.buffer_.data(), bytes, device, fill);
+  }  // (its destructor waits for the copy)
   p.view_ = one_d ? p.buffer_.view(DType::kBf16, {total_rows})
                   : p.buffer_.view(DType::kBf16, {total_rows, cols});
   return p;

@@ -23,6 +23,8 @@ class Parameter {
   Parameter() = default;
   // rows: the pieces, stacked along dim 0; columns [col_begin, col_end) of each piece's
   // dim 1 (1-D tensors: col range [0, 1)). F32 and F16 are converted to BF16.
+  // The bytes go through the checkpoint's WeightUploader: on CUDA the copy may still be in
+  // flight on the legacy default stream when this returns (layers/weight_uploader.h).
   static Parameter load(const std::vector<RowRange>& rows, int64_t col_begin, int64_t col_end,
                         Device device);
   // The whole tensor.

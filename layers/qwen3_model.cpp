@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/activation.h"
+#include "kernels/attention.h"
 #include "kernels/embedding.h"
 #include "kernels/phase_timer.h"
 
@@ -25,11 +25,7 @@ Qwen3MLP::Qwen3MLP(const Checkpoint& ckpt, int layer, const ShardInfo& shard, Co
 void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorView& gate_up,
                        const TensorView& act, const ExecContext& ctx) const {
   gate_up_proj_.forward(gate_up, x, ctx);
-  {
-    const PhaseScope phase(ctx, Phase::kElementwise);
-    kernels::silu_and_mul(act, gate_up, ctx);
-  }
-  down_proj_.forward(out, act, ctx);
+  down_proj_.forward_silu_mul(out, gate_up, act, ctx);
 }
 
 Qwen3DecoderLayer::Qwen3DecoderLayer(const ModelConfig& c, const Checkpoint& ckpt, int layer,
@@ -89,9 +85,14 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
 
   AttentionMetadata m = meta;
   if (!m.is_prefill && !input_ids.on_cpu()) {
-    const int64_t hq = attn0.q_width() / config_.head_dim, splits = decode_splits(t);
-    m.split_out = workspace_.get(kSplitOut, DType::kF32, {t, hq, splits, config_.head_dim});
-    m.split_lse = workspace_.get(kSplitLse, DType::kF32, {t, hq, splits});
+    const int64_t cells = decode_split_cells();
+    const int64_t g = attn0.q_width() / config_.head_dim / attn0.num_kv_heads();
+    m.split_out = workspace_.get(kSplitOut, DType::kF32, {cells, g, config_.head_dim});
+    m.split_lse = workspace_.get(kSplitLse, DType::kF32, {cells, g});
+    // Counters only once reserve_decode_scratch zeroed them; else the kernel merges in a
+    // second launch.
+    if (workspace_.slot_bytes(kSplitCounters) > 0)
+      m.split_counters = workspace_.get(kSplitCounters, DType::kI32, {cells / 2});
   }
 
   // The residual stream starts as the embedding; each norm adds the previous block's output.
@@ -110,28 +111,40 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
   return hidden;
 }
 
-int64_t Qwen3ForCausalLM::decode_splits(int64_t b) {
-  return std::clamp<int64_t>(kSplitCells / std::max<int64_t>(b, 1), 1, kMaxSplits);
+int64_t Qwen3ForCausalLM::decode_split_cells() const {
+  const Qwen3Attention& attn = layers_.front()->self_attn();
+  return kernels::cuda::decode_attention_split_cells(attn.q_width() / config_.head_dim,
+                                                     attn.num_kv_heads(), config_.head_dim);
 }
 
-void Qwen3ForCausalLM::reserve_decode_scratch(int64_t max_batch) {
-  // b * decode_splits(b) <= max(kSplitCells, b) for every b <= max_batch.
-  const int64_t cells = std::max(kSplitCells, max_batch);
-  const int64_t hq = layers_.front()->self_attn().q_width() / config_.head_dim;
-  workspace_.get(kSplitOut, DType::kF32, {cells, hq, config_.head_dim});
-  workspace_.get(kSplitLse, DType::kF32, {cells, hq});
+void Qwen3ForCausalLM::reserve_decode_scratch(int64_t /*max_batch*/) {
+  // The kernel's grid is the GPU's resident CTA slots whatever the batch, so one size serves
+  // every batch up to max_batch (and beyond).
+  const Qwen3Attention& attn = layers_.front()->self_attn();
+  const int64_t cells = decode_split_cells();
+  const int64_t g = attn.q_width() / config_.head_dim / attn.num_kv_heads();
+  workspace_.get(kSplitOut, DType::kF32, {cells, g, config_.head_dim});
+  workspace_.get(kSplitLse, DType::kF32, {cells, g});
+  // The merging CTA resets its counter, so zero once is zero between every later call.
+  workspace_.get(kSplitCounters, DType::kI32, {cells / 2});
+  workspace_.zero(kSplitCounters);
 }
 
 void Qwen3ForCausalLM::compute_logits(const TensorView& logits, const TensorView& hidden,
                                       const TensorView& logits_indices, const ExecContext& ctx) {
-  const int64_t s = logits_indices.size(0), h = config_.hidden_size;
+  // No indices: every row of hidden in order (a decode step), read in place.
+  const bool all_rows = logits_indices.data == nullptr;
+  const int64_t s = all_rows ? hidden.size(0) : logits_indices.size(0), h = config_.hidden_size;
   const bool overflow =
       workspace_.frozen() &&
       workspace_.slot_bytes(kSelected) < static_cast<size_t>(s * h) * dtype_size(DType::kBf16);
   Workspace& ws = overflow ? overflow_ : workspace_;
-  // Row gather [T, H] -> [S, H] through the embedding kernel (hidden as the "table").
-  const TensorView selected = ws.get(kSelected, DType::kBf16, {s, h});
-  {
+  // Row gather [T, H] -> [S, H] through the embedding kernel (hidden as the "table"). The slot
+  // is sized in both cases, so a frozen workspace never grows from a later gather.
+  TensorView selected = ws.get(kSelected, DType::kBf16, {s, h});
+  if (all_rows) {
+    selected = hidden;
+  } else {
     const PhaseScope phase(ctx, Phase::kElementwise);
     kernels::embedding(selected, logits_indices, hidden, 0, ctx);
   }

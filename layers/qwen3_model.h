@@ -57,13 +57,15 @@ class Qwen3ForCausalLM {
   TensorView forward(const TensorView& input_ids, const TensorView& positions,
                      const AttentionMetadata& meta, const ExecContext& ctx);
 
-  // logits (rank 0; ignored elsewhere): [S, V] f32 for rows logits_indices [S] i32 of hidden.
+  // logits (rank 0; ignored elsewhere): [S, V] f32 for rows logits_indices [S] i32 of hidden;
+  // logits_indices.data == nullptr: every row of hidden in order (S = T, no gather).
   // Every rank must call it (the shards are gathered to rank 0).
   void compute_logits(const TensorView& logits, const TensorView& hidden,
                       const TensorView& logits_indices, const ExecContext& ctx);
 
-  // CUDA decode: allocates the flash-decoding scratch for batches up to max_batch now, so
-  // graphs captured later never see those slots grow.
+  // CUDA decode: allocates the split-KV scratch now (its size depends on the GPU and the head
+  // shape only, so it serves any batch, max_batch included), so graphs captured later never
+  // see those slots grow.
   void reserve_decode_scratch(int64_t max_batch);
   // No workspace slot may grow from here on (CUDA graphs hold their addresses).
   void freeze_workspace() { workspace_.freeze(); }
@@ -81,12 +83,13 @@ class Qwen3ForCausalLM {
     kShardLogits,
     kGathered,
     kSplitOut,
-    kSplitLse
+    kSplitLse,
+    kSplitCounters
   };
-  // Flash-decoding splits offered to a decode batch of b: the kernel uses at most one wave of
-  // CTAs, so small batches get many splits; b * splits stays <= max(kSplitCells, b).
-  static int64_t decode_splits(int64_t b);
-  static constexpr int64_t kSplitCells = 1024, kMaxSplits = 64;
+  // Rows of the CUDA decode kernel's split-KV scratch (kSplitOut [cells, G, D] f32, kSplitLse
+  // [cells, G] f32, G = q heads per kv head of this rank): two per resident CTA slot of the
+  // GPU, whatever the batch and the lengths (kernels::cuda::decode_attention_split_cells).
+  int64_t decode_split_cells() const;
 
   ModelConfig config_;
   ShardInfo shard_;

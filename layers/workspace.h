@@ -34,6 +34,11 @@ class Workspace {
   size_t slot_bytes(size_t slot) const {
     return slot < buffers_.size() ? buffers_[slot].nbytes() : 0;
   }
+  // Zeroes what slot `slot` holds now (complete on return).
+  void zero(size_t slot) {
+    CHECK_LT(slot, buffers_.size());
+    buffers_[slot].zero();
+  }
   void freeze() { frozen_ = true; }
   bool frozen() const { return frozen_; }
   // Bytes held by every slot together.

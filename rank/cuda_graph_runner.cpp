@@ -1,9 +1,34 @@
 #include "rank/cuda_graph_runner.h"
 
 #include <algorithm>
-#include <numeric>
+
+#include "kernels/skinny_gemm.h"
 
 namespace nanovllm {
+
+namespace {
+
+// forward(in) captured on stream and instantiated. The stream is usable again on any exit.
+cudaGraphExec_t capture_graph(const CudaGraphRunner::Forward& forward, const DecodeGraphInputs& in,
+                              cudaStream_t stream) {
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    forward(in);
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);  // leave the stream usable before rethrowing
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_CHECK(err);
+  return exec;
+}
+
+}  // namespace
 
 std::vector<int> CudaGraphRunner::graph_batch_sizes(int max_num_seqs) {
   std::vector<int> sizes;
@@ -27,88 +52,84 @@ CudaGraphRunner::CudaGraphRunner(std::vector<int> batch_sizes, int max_blocks_pe
   CHECK_GT(width_, 0);
   CHECK_GE(logits_.size(0), sizes_.back());
   const size_t max_bs = static_cast<size_t>(sizes_.back());
-  const size_t row = max_bs * sizeof(int32_t);
-  input_ids_ = DeviceBuffer(row, Device::kCuda);
-  positions_ = DeviceBuffer(row, Device::kCuda);
-  slot_mapping_ = DeviceBuffer(row, Device::kCuda);
-  context_lens_ = DeviceBuffer(row, Device::kCuda);
-  block_tables_ = DeviceBuffer(row * static_cast<size_t>(width_), Device::kCuda);
-  row_ids_ = DeviceBuffer(row, Device::kCuda);
-  sample_slots_ = DeviceBuffer(row, Device::kCuda);
-  out_tokens_ = DeviceBuffer(row, Device::kCuda);
-  std::vector<int32_t> ids(max_bs);
-  std::iota(ids.begin(), ids.end(), 0);
-  row_ids_.copy_from_host(ids.data(), row);
+  const size_t bytes = (offset(kBlockTables) + max_bs * width_) * sizeof(int32_t);
+  staged_ = DeviceBuffer(bytes, Device::kCuda);
+  CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned_), bytes, cudaHostAllocDefault));
+  CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+  out_tokens_ = DeviceBuffer(max_bs * sizeof(int32_t), Device::kCuda);
 }
 
 CudaGraphRunner::~CudaGraphRunner() {
-  for (cudaGraphExec_t e : execs_) cudaGraphExecDestroy(e);  // no throw from a destructor
+  // No throw from a destructor: a failure here only leaks.
+  for (cudaGraphExec_t e : execs_) cudaGraphExecDestroy(e);
+  if (uploaded_ != nullptr) {
+    cudaEventSynchronize(uploaded_);  // the last copy may still read the pinned buffer
+    cudaEventDestroy(uploaded_);
+  }
+  cudaFreeHost(pinned_);
+}
+
+TensorView CudaGraphRunner::device(Field f, std::initializer_list<int64_t> dims) const {
+  TensorView v = staged_.view(DType::kI32, dims);
+  v.data = static_cast<int32_t*>(staged_.data()) + offset(f);
+  return v;
 }
 
 DecodeGraphInputs CudaGraphRunner::inputs(int b) const {
   DecodeGraphInputs in;
-  in.input_ids = input_ids_.view(DType::kI32, {b});
-  in.positions = positions_.view(DType::kI32, {b});
+  in.input_ids = device(kIds, {b});
+  in.positions = device(kPositions, {b});
   in.meta.is_prefill = false;
-  in.meta.slot_mapping = slot_mapping_.view(DType::kI32, {b});
-  in.meta.context_lens = context_lens_.view(DType::kI32, {b});
-  in.meta.block_tables = block_tables_.view(DType::kI32, {b, width_});
-  // A host bound baked into the graph: it only sizes the split-KV work, the kernel reads the
-  // live lengths from context_lens at replay.
+  in.meta.slot_mapping = device(kSlots, {b});
+  in.meta.context_lens = device(kContextLens, {b});
+  in.meta.block_tables = device(kBlockTables, {b, width_});
+  // A host bound baked into the graph; the kernel plans its work from the live context_lens
+  // at replay.
   in.meta.max_context_len = max_model_len_;
-  in.row_ids = row_ids_.view(DType::kI32, {b});
   in.logits = logits_.slice_rows(0, b);
-  in.sample_slots = sample_slots_.view(DType::kI32, {b});
+  in.sample_slots = device(kSampleSlots, {b});
   in.out_tokens = out_tokens_.view(DType::kI32, {b});
   return in;
 }
 
+void CudaGraphRunner::wait_staging() {
+  CUDA_CHECK(cudaEventSynchronize(uploaded_));  // at once when nothing was recorded yet
+}
+
+void CudaGraphRunner::stage_padding(int64_t n, int b) {
+  std::fill(host(kIds) + n, host(kIds) + b, 0);
+  std::fill(host(kPositions) + n, host(kPositions) + b, 0);
+  std::fill(host(kSlots) + n, host(kSlots) + b, -1);
+  std::fill(host(kContextLens) + n, host(kContextLens) + b, 0);
+  std::fill(host(kSampleSlots) + n, host(kSampleSlots) + b, -1);
+  std::fill(host(kBlockTables) + n * width_, host(kBlockTables) + int64_t{b} * width_, -1);
+}
+
 void CudaGraphRunner::upload(int b, cudaStream_t stream) {
-  auto put = [&](DeviceBuffer& dst, const std::vector<int32_t>& src) {
-    // Pageable source: the copy is staged before the call returns, so the vector may change.
-    CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.size() * sizeof(int32_t),
-                               cudaMemcpyHostToDevice, stream));
-  };
-  CHECK_EQ(h_ids_.size(), static_cast<size_t>(b));
-  put(input_ids_, h_ids_);
-  put(positions_, h_pos_);
-  put(slot_mapping_, h_slots_);
-  put(context_lens_, h_ctx_);
-  put(block_tables_, h_bt_);
-  put(sample_slots_, h_sample_slots_);
+  const size_t bytes = (offset(kBlockTables) + int64_t{b} * width_) * sizeof(int32_t);
+  CUDA_CHECK(cudaMemcpyAsync(staged_.data(), pinned_, bytes, cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaEventRecord(uploaded_, stream));
 }
 
 void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream) {
   CHECK(execs_.empty());
   CHECK(stream != nullptr);  // the legacy default stream cannot be captured
   execs_.assign(sizes_.size(), nullptr);
-  for (size_t i = sizes_.size(); i-- > 0;) {
-    const int b = sizes_[i];
-    // Harmless padding everywhere: no KV store, no keys read.
-    h_ids_.assign(b, 0);
-    h_pos_.assign(b, 0);
-    h_slots_.assign(b, -1);
-    h_ctx_.assign(b, 0);
-    h_bt_.assign(static_cast<size_t>(b) * width_, -1);
-    h_sample_slots_.assign(b, -1);
-    upload(b, stream);
-    const DecodeGraphInputs in = inputs(b);
-    forward(in);  // eager: lazy initialisation (cuBLAS heuristics, occupancy queries)
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    cudaGraph_t graph = nullptr;
-    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      forward(in);
-    } catch (...) {
-      cudaStreamEndCapture(stream, &graph);  // leave the stream usable before rethrowing
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      throw;
-    }
-    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    const cudaError_t err = cudaGraphInstantiate(&execs_[i], graph, 0);
-    cudaGraphDestroy(graph);
-    CUDA_CHECK(err);
-  }
+  // Eager runs before the first capture do the lazy initialisation outside any capture
+  // (cuBLAS's per-shape set-up, module loading, our kernels' function attributes and
+  // occupancy queries): one at the largest size, whose GEMMs go to cuBLAS, and one at every
+  // size up to kSkinnyGemmMaxM, whose GEMMs may each pick another skinny-GEMM variant. Sizes
+  // between take cuBLAS kernels the largest run set up; a capture-unsafe call on a path no
+  // eager run took would fail its capture loudly (cudaErrorStreamCaptureUnsupported), not
+  // record a wrong graph. Harmless padding everywhere: no KV store, no keys read.
+  wait_staging();
+  stage_padding(0, sizes_.back());
+  upload(sizes_.back(), stream);
+  for (size_t i = sizes_.size(); i-- > 0;)
+    if (i + 1 == sizes_.size() || sizes_[i] <= kernels::kSkinnyGemmMaxM) forward(inputs(sizes_[i]));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (size_t i = sizes_.size(); i-- > 0;)  // largest first
+    execs_[i] = capture_graph(forward, inputs(sizes_[i]), stream);
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -129,19 +150,21 @@ DecodeGraphOutputs CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t 
   const int b = sizes_[i];
   // Live rows from the command, padded rows reset every time (a row live in the previous
   // replay must not keep its slot or its context into this one).
-  h_ids_.assign(cmd.input_ids.begin(), cmd.input_ids.end());
-  h_ids_.resize(b, 0);
-  h_pos_.assign(cmd.positions.begin(), cmd.positions.end());
-  h_pos_.resize(b, 0);
-  h_slots_.assign(cmd.slot_mapping.begin(), cmd.slot_mapping.end());
-  h_slots_.resize(b, -1);
-  h_ctx_.assign(cmd.context_lens.begin(), cmd.context_lens.end());
-  h_ctx_.resize(b, 0);
-  h_sample_slots_.assign(cmd.sample_slots.begin(), cmd.sample_slots.end());
-  h_sample_slots_.resize(b, -1);
-  h_bt_.assign(static_cast<size_t>(b) * width_, -1);
-  for (int64_t r = 0; r < n; ++r)
-    std::copy_n(cmd.block_tables.begin() + r * w, w, h_bt_.begin() + r * width_);
+  wait_staging();
+  std::copy_n(cmd.input_ids.begin(), n, host(kIds));
+  std::copy_n(cmd.positions.begin(), n, host(kPositions));
+  std::copy_n(cmd.slot_mapping.begin(), n, host(kSlots));
+  std::copy_n(cmd.context_lens.begin(), n, host(kContextLens));
+  if (cmd.sample_slots.empty())
+    std::fill_n(host(kSampleSlots), n, -1);
+  else
+    std::copy_n(cmd.sample_slots.begin(), n, host(kSampleSlots));
+  for (int64_t r = 0; r < n; ++r) {
+    int32_t* row = host(kBlockTables) + r * width_;
+    std::copy_n(cmd.block_tables.begin() + r * w, w, row);
+    std::fill(row + w, row + width_, -1);
+  }
+  stage_padding(n, b);
   upload(b, stream);
   CUDA_CHECK(cudaGraphLaunch(execs_[i], stream));
   return {logits_.slice_rows(0, n), out_tokens_.view(DType::kI32, {n})};

@@ -24,7 +24,6 @@ struct DecodeGraphInputs {
   TensorView input_ids;     // [b] i32
   TensorView positions;     // [b] i32
   AttentionMetadata meta;   // decode: slot_mapping [b], context_lens [b], block_tables [b, W]
-  TensorView row_ids;       // [b] i32, 0..b-1: every row's logits
   TensorView logits;        // [b, V] f32 (rank 0's gathered logits; ignored on other ranks)
   TensorView sample_slots;  // [b] i32, each row's sampling slot, -1 on padded rows
   TensorView out_tokens;    // [b] i32, the sampled tokens (rank 0)
@@ -53,8 +52,8 @@ class CudaGraphRunner {
   CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
 
   using Forward = std::function<void(const DecodeGraphInputs&)>;
-  // For each size, largest first: one eager run (lazy initialisation outside the capture),
-  // then the capture of forward on `stream`.
+  // One eager run at the largest size and at the largest size our decode-size GEMMs take
+  // (lazy initialisation outside any capture), then every size captured, largest first.
   void capture(const Forward& forward, cudaStream_t stream);
 
   int max_batch() const { return sizes_.back(); }
@@ -66,24 +65,32 @@ class CudaGraphRunner {
   DecodeGraphOutputs replay(const StepCommand& cmd, cudaStream_t stream);
 
  private:
+  // The inputs, one i32 array each, at these offsets (in elements) of both staging buffers;
+  // the block tables last, so a batch of b copies one prefix of 5 * max_bs + b * width.
+  enum Field : int { kIds, kPositions, kSlots, kContextLens, kSampleSlots, kBlockTables };
+  int64_t offset(Field f) const { return static_cast<int64_t>(f) * sizes_.back(); }
+  int32_t* host(Field f) const { return pinned_ + offset(f); }
+  TensorView device(Field f, std::initializer_list<int64_t> dims) const;
   DecodeGraphInputs inputs(int b) const;
-  // Uploads rows [0, b) of every input (padding included) from the host staging vectors.
+  // Waits until the previous upload has left the pinned buffer (a worker rank never reads
+  // its tokens back, so nothing else orders its replays with the host).
+  void wait_staging();
+  // Writes rows [0, n) of the host staging from the live rows, then padding up to b: ids 0,
+  // position 0, slot -1 (no store), context 0 (no keys read), sample slot -1, table row -1.
+  void stage_padding(int64_t n, int b);
+  // One copy of rows [0, b) of every input (padding included), pinned host -> device.
   void upload(int b, cudaStream_t stream);
 
   std::vector<int> sizes_;              // ascending
   std::vector<cudaGraphExec_t> execs_;  // parallel to sizes_
   int width_, max_model_len_;
   TensorView logits_;
-  DeviceBuffer input_ids_;     // [max_bs] i32
-  DeviceBuffer positions_;     // [max_bs] i32
-  DeviceBuffer slot_mapping_;  // [max_bs] i32, padding -1 (no store)
-  DeviceBuffer context_lens_;  // [max_bs] i32, padding 0 (no keys read)
-  DeviceBuffer block_tables_;  // [max_bs, width_] i32, padding -1
-  DeviceBuffer row_ids_;       // [max_bs] i32, 0..max_bs-1
-  DeviceBuffer sample_slots_;  // [max_bs] i32, padding -1 (no draw)
-  DeviceBuffer out_tokens_;    // [max_bs] i32
-  // Host staging, one vector per input above, [b] / [b, width_] for the current replay.
-  std::vector<int32_t> h_ids_, h_pos_, h_slots_, h_ctx_, h_bt_, h_sample_slots_;
+  // [5 * max_bs + max_bs * width_] i32 each: ids, positions, slot_mapping, context_lens,
+  // sample_slots [max_bs] then block_tables [max_bs, width_] (Field).
+  DeviceBuffer staged_;             // on the device, read by the graphs
+  int32_t* pinned_ = nullptr;       // page-locked host twin (cudaHostAlloc), filled per replay
+  cudaEvent_t uploaded_ = nullptr;  // after the last upload's copy
+  DeviceBuffer out_tokens_;         // [max_bs] i32
 };
 
 }  // namespace nanovllm

@@ -204,7 +204,11 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
   }
   const TensorView hidden = model_->forward(input_ids, positions, meta, ctx_);
   if (s == 0) return {};
-  const TensorView indices = upload(kLogitsIndices, cmd.logits_indices.data(), DType::kI32, {s});
+  // A decode step's rows in order (the usual case) need no gather.
+  bool in_order = s == t;
+  for (int64_t i = 0; in_order && i < s; ++i) in_order = cmd.logits_indices[i] == i;
+  const TensorView indices =
+      in_order ? TensorView() : upload(kLogitsIndices, cmd.logits_indices.data(), DType::kI32, {s});
   // Every rank computes its logits shard; only rank 0's view receives the full rows.
   const TensorView logits = logits_rows(s);
   model_->compute_logits(logits, hidden, indices, ctx_);

@@ -157,8 +157,8 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
   graphs_->capture(
       [this](const DecodeGraphInputs& in) {
         const TensorView hidden = model_->forward(in.input_ids, in.positions, in.meta, ctx_);
-        model_->compute_logits(in.logits, hidden, in.row_ids, ctx_);
-        if (!sampling_) return;  // only rank 0 samples
+        model_->compute_logits(in.logits, hidden, TensorView(), ctx_);  // rows in order
+        if (!sampling_) return;                                         // only rank 0 samples
         // The decode row's input position: the sampler draws for the token after it.
         kernels::sample(
             kernels::SamplingBatch{in.logits, in.sample_slots, in.positions, sampling_->params(),

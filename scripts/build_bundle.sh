@@ -3,8 +3,9 @@
 # (sm_90a) in build-bundle/ and copies them into bundle/ (git-ignored) for the GPU machine,
 # which has the CUDA 13 runtime, cuBLAS and NCCL but none of our Debian -dev libraries. Any
 # other shared library a binary needs is copied into bundle/lib, the Qwen3 tokenizer files
-# into bundle/tokenizer (for the launch check). Fails if the bundle exceeds 56 MiB (it
-# travels with the source tree through a 64 MiB limit); prints its size.
+# into bundle/tokenizer (for the launch check). Packs it into build-bundle/bundle.tar.xz too;
+# fails if that exceeds 56 MiB (it travels with the source tree through a 64 MiB limit);
+# prints both sizes.
 # Usage: bash scripts/build_bundle.sh    then, on the GPU machine: bash scripts/run_gpu_checks.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -61,11 +62,17 @@ for f in "$bundle"/tests/* "$bundle"/bench/* "$bundle"/bin/*; do
   done
 done
 
+# The binaries outgrew what travels uncompressed (each links every kernel), so the bundle also
+# goes as one xz archive: carry "$build/bundle.tar.xz"; run_gpu_checks.sh unpacks it when no
+# bundle/ is there.
 size_kib=$(du -sk "$bundle" | cut -f1)
+tar -C "$(dirname "$bundle")" -cf - "$(basename "$bundle")" | xz -T"$jobs" -6 >"$build/bundle.tar.xz"
+archive_kib=$(du -sk "$build/bundle.tar.xz" | cut -f1)
 echo "bundle: $(ls "$bundle"/tests | wc -l) tests, $(ls "$bundle"/bench | wc -l) benches," \
   "tools: $(ls "$bundle"/bin | tr '\n' ' ')," \
-  "$(ls "$bundle"/lib | wc -l) extra libs ($(ls "$bundle"/lib | tr '\n' ' ')), $((size_kib / 1024)) MiB ($size_kib KiB)"
-if [ "$size_kib" -gt $((56 * 1024)) ]; then
-  echo "bundle is over 56 MiB (the source tree travels in the same 64 MiB)" >&2
+  "$(ls "$bundle"/lib | wc -l) extra libs ($(ls "$bundle"/lib | tr '\n' ' ')), $((size_kib / 1024)) MiB ($size_kib KiB);" \
+  "archive $build/bundle.tar.xz $((archive_kib / 1024)) MiB"
+if [ "$archive_kib" -gt $((56 * 1024)) ]; then
+  echo "the bundle's archive is over 56 MiB (the source tree travels in the same 64 MiB)" >&2
   exit 1
 fi

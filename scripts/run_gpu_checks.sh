@@ -20,6 +20,11 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bundle=${NANOVLLM_BUNDLE_DIR:-bundle}
+# The bundle travels as build-bundle/bundle.tar.xz (scripts/build_bundle.sh) when bundle/ is
+# too big to carry as it is.
+if [ ! -d "$bundle" ] && [ -f build-bundle/bundle.tar.xz ]; then
+  tar -C "$(dirname "$bundle")" -xJf build-bundle/bundle.tar.xz
+fi
 logs=${OUT:-$bundle/logs}
 work=${NANOVLLM_GPU_WORK:-/tmp/nanovllm_gpu}
 phases=" ${*:-kernels bench model launch} "

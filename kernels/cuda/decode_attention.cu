@@ -1,217 +1,174 @@
-// Paged decode attention (one query per sequence) with flash-decoding split-KV.
+// Paged decode attention (one query per sequence) with split-KV planned on the device.
 //
-// Grid (splits, Hkv, B): a CTA serves one kv head and its G = Hq / Hkv query heads, so each
-// K/V row is read from memory once for the whole group. The context is cut into tiles of
-// kTokens tokens (16 KB of K+V); split s of sequence b takes a contiguous run of whole tiles,
-// decided on the device from context_lens[b] so a CUDA graph captured once stays right for
-// any context length. Tiles stream through a kStages-deep cp.async ring in shared memory:
-// while the CTA computes tile t, tiles t+1 .. t+kStages-1 are in flight, which keeps enough
-// bytes outstanding per SM to run at memory bandwidth without holding K/V in registers.
+// A CTA serves one kv head and its G = Hq / Hkv query heads at a time, so each K/V row is read
+// from memory once for the whole group. The context is cut into tiles of kTokens tokens (16 KB
+// of K+V at D = 128) streamed through a kStages-deep cp.async ring (attend_tiles): while the
+// CTA computes tile t, tiles t+1 .. t+kStages-1 are in flight, which keeps enough bytes
+// outstanding per SM to run at memory bandwidth without holding K/V in registers. Lane groups
+// of D/8 lanes (16 bytes each) own one token row of the tile per step and keep their own online
+// softmax (one rescale per tile, not per token); they are merged through shared memory at the
+// end of the run of tiles.
 //
-// Compute: lane groups of D/8 lanes (16 bytes each) own one token row of the tile per step
-// and keep their own online-softmax state (one rescale per tile, not per token); the groups
-// are merged through shared memory at the end. With one split the CTA writes out directly;
-// otherwise it writes a normalised partial and its log2-sum-exp into the scratch, and
-// combine_kernel merges the splits.
+// Who reads which tiles: with scratch (split_out), the tiles of the whole batch are dealt in
+// equal contiguous ranges, ceil(tiles / grid) each, over a fixed grid (the GPU's resident CTA
+// slots, fewer if the scratch is smaller), by a plan every CTA computes from context_lens
+// (decode_attention_plan.cuh); nothing depends on host-side lengths, so a captured graph stays
+// right and balanced at every replay. A (sequence, kv head) that one CTA covers whole is written
+// directly; one spread over several CTAs is merged by log2-sum-exp, by the last of its CTAs to
+// finish when split_counters is given (one launch), otherwise by decode_merge_kernel. Without
+// scratch every (sequence, kv head) is one CTA (grid (Hkv, B)). Sequences with
+// context_len <= 0 (graph padding rows) get zeros, as the CPU reference writes.
 //
-// Split choice: no scratch (split_out.data == null) means one split. Otherwise as many splits
-// as fit the CTAs in one wave (resident CTAs per SM x SMs), at most max_splits
-// (split_lse.size(2)) and leaving at least two tiles per split.
+// Why the last CTA merges rather than a second kernel: at small batches the whole call lasts a
+// few microseconds and a second launch (a graph node) costs about as much as the merge; the
+// atomic adds one L2 round trip to the last CTA of each split group only. On an H200, in a
+// graph, batch 1 at context 1024 takes 7.9 us fused against 9.6 with the merge kernel, batch 16
+// 22.6 against 24.8.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_attention_attend.cuh"
+#include "kernels/cuda/decode_attention_merge.cuh"
+#include "kernels/cuda/decode_attention_plan.cuh"
 #include "kernels/cuda/decode_attention_tile.cuh"
 #include "kernels/cuda/dispatch.cuh"
 
 namespace nanovllm::kernels::cuda {
 namespace {
 
+using decode::context_tiles;
 using decode::DecodeArgs;
 using decode::kLog2e;
-using decode::kStages;
-using decode::kSteps;
 using decode::kThreads;
 using decode::Layout;
-using decode::load_tile;
+using decode::PlanSmem;
 
+// No scratch: grid (Hkv, B), one CTA per (sequence, kv head), writing the output.
 template <int D, int G>
-__global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2) decode_kernel(const DecodeArgs a) {
-  using L = Layout<D>;
-  // The K ring [kStages][kTokens, D] then the V ring, bf16; reused for the final merge.
-  __shared__ float4 smem[L::kSmemBytes / 16];
-  bf16* const k_ring = reinterpret_cast<bf16*>(smem);
-  bf16* const v_ring = k_ring + kStages * L::kTileElems;
-
-  const int split = blockIdx.x, nsplit = gridDim.x, hk = blockIdx.y, b = blockIdx.z;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int dl = lane % L::kLanes, group = warp * L::kRows + lane / L::kLanes;
-  const int32_t* bt = a.block_tables + b * a.bt_stride;
-  // Everything that bounds a loop or a barrier below is CTA-uniform.
+__global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
+    decode_whole_kernel(const DecodeArgs a) {
+  __shared__ float4 smem[Layout<D>::kSmemBytes / 16];
+  const int hk = blockIdx.x, b = blockIdx.y;
   const int ctx = a.context_lens[b];
-  const int tiles_total = (ctx + L::kTokens - 1) / L::kTokens;
-  const int tiles_per_split = (tiles_total + nsplit - 1) / nsplit;
-  const int first_tile = split * tiles_per_split;
-  const int ntiles = max(0, min(tiles_per_split, tiles_total - first_tile));
+  decode::attend_tiles<D, G>(a, smem, b, hk, ctx, 0, context_tiles<D>(ctx), -1);  // ctx 0: zeros
+}
 
-  // Prologue: fill kStages - 1 slots of the ring. Every thread commits one group per slot,
-  // empty or not, so the group count (and cp_async_wait's meaning) is the same everywhere.
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < ntiles)
-      load_tile<D>(a, bt, hk, (first_tile + s) * L::kTokens, ctx, k_ring + s * L::kTileElems,
-                   v_ring + s * L::kTileElems);
-    cp_async_commit();
-  }
+// Release / acquire at GPU scope, lighter than __threadfence's sequentially consistent fence.
+__device__ __forceinline__ void fence_acq_rel_gpu() {
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+}
 
-  float q[G][8];  // this lane's 8 dims of each query head, pre-scaled to the log2 domain
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const Bf16x8 v = load8(a.q + b * a.q_tok + (hk * G + g) * a.q_head + dl * 8);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) q[g][j] = to_f32(v.v[j]) * a.scale_log2;
-  }
-  float m[G], l[G], acc[G][8];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[g][j] = 0.f;
-  }
-
-  for (int t = 0; t < ntiles; ++t) {
-    cp_async_wait<kStages - 2>();  // this thread's copies of tile t have landed
-    __syncthreads();               // everyone's have; and everyone is done with tile t - 1
-    {
-      const int nt = t + kStages - 1;  // refill the slot tile t - 1 used
-      if (nt < ntiles) {
-        const int slot = nt % kStages;
-        load_tile<D>(a, bt, hk, (first_tile + nt) * L::kTokens, ctx, k_ring + slot * L::kTileElems,
-                     v_ring + slot * L::kTileElems);
-      }
-      cp_async_commit();
+// After CTA j wrote its partial of a split group: counts it on the group's counter (indexed by
+// the group's first CTA j0); the CTA that completes the count resets the counter for the next
+// call and merges. Ordering as in cooperative groups' grid sync: the barrier gathers the CTA's
+// partial writes, thread 0's fence releases them before its count, and the last CTA's fence
+// after seeing the full count acquires everyone's before it reads them.
+template <int D, int G>
+__device__ void merge_if_last(const DecodeArgs& a, float4* smem, PlanSmem* ps, int b, int hk,
+                              int64_t group_begin, int64_t group_end, const decode::Deal& deal) {
+  __syncthreads();
+  const int64_t j0 = decode::cta_of(deal, group_begin);
+  const int n = static_cast<int>(decode::cta_of(deal, group_end - 1) - j0 + 1);
+  if (threadIdx.x == 0) {
+    fence_acq_rel_gpu();
+    const bool last = atomicAdd(a.split_counters + j0, 1) == n - 1;
+    if (last) {
+      fence_acq_rel_gpu();
+      a.split_counters[j0] = 0;  // every piece has counted: nobody touches it until next call
     }
-    const int slot = t % kStages;
-    const int tok0 = (first_tile + t) * L::kTokens;
-    const bf16* ks = k_ring + slot * L::kTileElems + group * D + dl * 8;
-    const bf16* vs = v_ring + slot * L::kTileElems + group * D + dl * 8;
-
-    // Scores of this group's kSteps tokens (rows u * kGroups + group); every lane runs every
-    // shuffle (no branch around them), masked tokens become -inf afterwards.
-    float sc[kSteps][G];
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u) {
-      const Bf16x8 kr = *reinterpret_cast<const Bf16x8*>(ks + u * L::kGroups * D);
-      float kf[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) kf[j] = to_f32(kr.v[j]);
-      const bool valid = tok0 + u * L::kGroups + group < ctx;
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float s = 0.f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) s = fmaf(q[g][j], kf[j], s);
-          // xor < kLanes stays inside a lane group.
-#pragma unroll
-        for (int o = L::kLanes / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        sc[u][g] = valid ? s : -INFINITY;
-      }
-    }
-    // One online-softmax rescale per tile; masked tokens get p = 0 (their V is zero-filled,
-    // never NaN, so p * v = 0).
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      float mt = sc[0][g];
-#pragma unroll
-      for (int u = 1; u < kSteps; ++u) mt = fmaxf(mt, sc[u][g]);
-      const float m_new = fmaxf(m[g], mt);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float corr = fast_exp2(m[g] - m_use);  // m[g] = -inf -> 0
-      m[g] = m_new;
-      l[g] *= corr;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[g][j] *= corr;
-#pragma unroll
-      for (int u = 0; u < kSteps; ++u) {
-        sc[u][g] = fast_exp2(sc[u][g] - m_use);  // now p; masked -> 0
-        l[g] += sc[u][g];
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u) {
-      const Bf16x8 vr = *reinterpret_cast<const Bf16x8*>(vs + u * L::kGroups * D);
-      float vf[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) vf[j] = to_f32(vr.v[j]);
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(sc[u][g], vf[j], acc[g][j]);
-      }
-    }
-  }
-  cp_async_wait<0>();  // only empty groups can be pending here; keep the ring quiet anyway
-  __syncthreads();     // the ring is free for the merge buffers
-
-  // Merge the lane groups: sm_acc [kGroups][G][D], sm_m / sm_l [kGroups][G], all f32.
-  float* const sm_acc = reinterpret_cast<float*>(smem);
-  float* const sm_m = sm_acc + L::kGroups * G * D;
-  float* const sm_l = sm_m + L::kGroups * G;
-  static_assert(L::kGroups * G * (D + 2) * 4 <= L::kSmemBytes);
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) sm_acc[(group * G + g) * D + dl * 8 + j] = acc[g][j];
-    if (dl == 0) {
-      sm_m[group * G + g] = m[g];
-      sm_l[group * G + g] = l[g];
-    }
+    ps->flag = last;
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < G * D; idx += kThreads) {
-    const int g = idx / D, d = idx % D;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < L::kGroups; ++i) mx = fmaxf(mx, sm_m[i * G + g]);
-    float sum = 0.f, o = 0.f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int i = 0; i < L::kGroups; ++i) {
-        const float w = fast_exp2(sm_m[i * G + g] - mx);
-        sum += sm_l[i * G + g] * w;
-        o += sm_acc[(i * G + g) * D + d] * w;
-      }
-    }
-    const int h = hk * G + g;
-    const float val = sum > 0.f ? o / sum : 0.f;
-    if (nsplit == 1) {
-      a.out[b * a.out_tok + h * a.out_head + d] = to_bf16(val);
-    } else {
-      const int64_t cell = (static_cast<int64_t>(b) * a.hq + h) * a.max_splits + split;
-      a.split_out[cell * D + d] = val;
-      if (d == 0) a.split_lse[cell] = sum > 0.f ? mx + log2f(sum) : -INFINITY;
-    }
+  if (ps->flag)
+    decode::merge_group<D, G>(a, reinterpret_cast<float*>(smem), b, hk, group_begin, j0, n, deal);
+}
+
+// Zeros for the padding rows (context_len <= 0): no unit belongs to them. Rows are dealt
+// round-robin over the grid so a batch of mostly padding costs every CTA little.
+template <int D>
+__device__ void zero_padding_rows(const DecodeArgs& a) {
+  for (int b = blockIdx.x; b < a.batch; b += gridDim.x) {
+    if (context_tiles<D>(a.context_lens[b]) > 0) continue;
+    for (int i = threadIdx.x; i < a.hq * D; i += kThreads)
+      a.out[b * a.out_tok + (i / D) * a.out_head + i % D] = to_bf16(0.f);
   }
 }
 
-// One block per (b, query head), one thread per dim: merges the splits by their lse.
-template <int D>
-__global__ void __launch_bounds__(D) combine_kernel(const DecodeArgs a, int nsplit) {
-  const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
-  const int64_t cell0 = (static_cast<int64_t>(b) * a.hq + h) * a.max_splits;
-  float mx = -INFINITY;
-  for (int s = 0; s < nsplit; ++s) mx = fmaxf(mx, a.split_lse[cell0 + s]);
-  float sum = 0.f, o = 0.f;
-  if (mx != -INFINITY) {
-    for (int s = 0; s < nsplit; ++s) {
-      const float w = exp2f(a.split_lse[cell0 + s] - mx);
-      sum += w;
-      o += w * a.split_out[(cell0 + s) * D + d];
+// With scratch: a fixed grid (gridDim.x CTAs), CTA j walks the pieces of its range in order.
+template <int D, int G, bool kFused>
+__global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
+    decode_split_kernel(const DecodeArgs a) {
+  using L = Layout<D>;
+  __shared__ float4 smem[L::kSmemBytes / 16];
+  // The plan's few words sit at the end of the ring, past the lane-group merge buffers of
+  // attend_tiles and merge_group's stage; the ring's tiles overwrite them only after the plan
+  // has been read, and ps->flag is written only after a piece's tiles are done.
+  static_assert(L::kSmemBytes % 16 == 0 && sizeof(PlanSmem) % 16 == 0);
+  static_assert(L::kGroups * G * (D + 2) * 4 + sizeof(PlanSmem) <= L::kSmemBytes);
+  static_assert(kThreads * 24 + sizeof(PlanSmem) <= L::kSmemBytes);
+  PlanSmem* const ps = reinterpret_cast<PlanSmem*>(smem + (L::kSmemBytes - sizeof(PlanSmem)) / 16);
+
+  const decode::SeqScan s = decode::scan_units<D>(a, ps);
+  const decode::Deal deal = decode::deal_units(s.total, gridDim.x, s.min_tiles);
+  const int64_t j = blockIdx.x;
+  if (j < deal.ctas) {
+    const int64_t begin = decode::range_begin(deal, j), end = decode::range_begin(deal, j + 1);
+    decode::locate_unit<D>(a, s, begin, ps);
+    int b = ps->seq, ctx = ps->seq_ctx;
+    int64_t seq_first = ps->seq_first_unit;
+    __syncthreads();  // the plan is read before the ring overwrites it
+    // Everything that bounds a loop or a barrier below is CTA-uniform.
+    for (int64_t u = begin; u < end;) {
+      const int tiles = context_tiles<D>(ctx);  // > 0: sequences without units are skipped
+      const int hk = static_cast<int>(u - seq_first) / tiles;  // a sequence's units fit an int
+      const int64_t group_begin = seq_first + static_cast<int64_t>(hk) * tiles;
+      const int64_t group_end = group_begin + tiles;
+      const int64_t piece_end = end < group_end ? end : group_end;
+      const int first_tile = static_cast<int>(u - group_begin);
+      const int ntiles = static_cast<int>(piece_end - u);
+      if (group_begin >= begin && group_end <= end) {
+        decode::attend_tiles<D, G>(a, smem, b, hk, ctx, first_tile, ntiles, -1);
+      } else {
+        decode::attend_tiles<D, G>(a, smem, b, hk, ctx, first_tile, ntiles,
+                                   decode::partial_cell(deal, j, u));
+        if constexpr (kFused) merge_if_last<D, G>(a, smem, ps, b, hk, group_begin, group_end, deal);
+      }
+      __syncthreads();  // smem is free for the next piece
+      u = piece_end;
+      if (u < end && u == seq_first + static_cast<int64_t>(tiles) * a.hkv) {
+        seq_first = u;  // next sequence with units (one exists: u < end <= units)
+        do {
+          ctx = a.context_lens[++b];
+        } while (context_tiles<D>(ctx) == 0);
+      }
     }
   }
-  a.out[b * a.out_tok + h * a.out_head + d] = to_bf16(sum > 0.f ? o / sum : 0.f);
+  zero_padding_rows<D>(a);
+}
+
+// Without counters: the same grid as decode_split_kernel; CTA j merges the split group that
+// begins in its range and goes on past it, if there is one (a group's first CTA is unique).
+template <int D, int G>
+__global__ void __launch_bounds__(kThreads) decode_merge_kernel(const DecodeArgs a) {
+  __shared__ float4 stage[kThreads * 24 / 16];  // merge_group's slices
+  __shared__ PlanSmem ps;
+  const decode::SeqScan s = decode::scan_units<D>(a, &ps);
+  const decode::Deal deal = decode::deal_units(s.total, gridDim.x, s.min_tiles);
+  const int64_t j = blockIdx.x;
+  if (j >= deal.ctas) return;
+  const int64_t begin = decode::range_begin(deal, j), end = decode::range_begin(deal, j + 1);
+  decode::locate_unit<D>(a, s, end - 1, &ps);
+  const int b = ps.seq;
+  const int tiles = context_tiles<D>(ps.seq_ctx);
+  const int hk = static_cast<int>(end - 1 - ps.seq_first_unit) / tiles;
+  const int64_t group_begin = ps.seq_first_unit + static_cast<int64_t>(hk) * tiles;
+  const int64_t group_end = group_begin + tiles;
+  if (group_begin < begin || group_end <= end) return;
+  const int n = static_cast<int>(decode::cta_of(deal, group_end - 1) - j + 1);
+  decode::merge_group<D, G>(a, reinterpret_cast<float*>(stage), b, hk, group_begin, j, n, deal);
 }
 
 int sm_count() {
@@ -221,59 +178,99 @@ int sm_count() {
   return sms;
 }
 
-// Resident CTAs per SM of one instantiation (asked once; every rank's GPU is the same kind).
-template <int D, int G>
+// Resident CTAs per SM of one split-kernel instantiation (asked once; every rank's GPU is the
+// same kind).
+template <int D, int G, bool kFused>
 int ctas_per_sm() {
   static const int n = [] {
     int v = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, decode_kernel<D, G>, kThreads, 0));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, decode_split_kernel<D, G, kFused>,
+                                                             kThreads, 0));
     return std::max(v, 1);
   }();
   return n;
 }
 
-template <int D, int G>
-int choose_splits(const DecodeAttentionParams& p, int64_t batch, int64_t hkv) {
-  if (p.split_out.data == nullptr || p.split_lse.data == nullptr) return 1;
-  const int64_t max_splits = p.split_lse.size(2);
-  const int64_t slots = static_cast<int64_t>(sm_count()) * ctas_per_sm<D, G>();
-  // Floor: a split count that spills past one wave leaves a tail of late CTAs.
-  const int64_t want = slots / (batch * hkv);
-  const int64_t tiles = (p.max_context_len + Layout<D>::kTokens - 1) / Layout<D>::kTokens;
-  const int64_t by_len = tiles / 2;
-  return static_cast<int>(std::max<int64_t>(1, std::min({want, max_splits, by_len})));
+// Calls f.template operator()<G>() for the supported GQA group sizes.
+template <class F>
+void dispatch_group(int64_t group, F&& f) {
+  switch (group) {
+    case 1:
+      f.template operator()<1>();
+      break;
+    case 2:
+      f.template operator()<2>();
+      break;
+    case 4:
+      f.template operator()<4>();
+      break;
+    case 8:
+      f.template operator()<8>();
+      break;
+    default:
+      CHECK_MSG(false, "unsupported GQA group " << group << " (supported: 1, 2, 4, 8)");
+  }
 }
 
 template <int D, int G>
-void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t hq, int64_t hkv,
+void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t hkv,
             cudaStream_t stream) {
-  const int nsplit = choose_splits<D, G>(p, batch, hkv);
-  if (nsplit > 1) {
-    check_cuda_tensor(p.split_out, DType::kF32, "split_out");
-    check_cuda_tensor(p.split_lse, DType::kF32, "split_lse");
-    CHECK(p.split_out.is_contiguous() && p.split_lse.is_contiguous());
-    CHECK_EQ(p.split_lse.size(0), batch);
-    CHECK_EQ(p.split_lse.size(1), hq);
-    CHECK_EQ(p.split_out.size(0), batch);
-    CHECK_EQ(p.split_out.size(1), hq);
-    CHECK_EQ(p.split_out.size(2), p.split_lse.size(2));
-    CHECK_EQ(p.split_out.size(3), D);
-    a.split_out = p.split_out.ptr<float>();
-    a.split_lse = p.split_lse.ptr<float>();
-    a.max_splits = static_cast<int>(p.split_lse.size(2));
+  if (p.split_out.data == nullptr) {
+    CHECK_LE(batch, 65535);  // gridDim.y
+    decode_whole_kernel<D, G>
+        <<<dim3(static_cast<unsigned>(hkv), static_cast<unsigned>(batch)), kThreads, 0, stream>>>(
+            a);
+    CUDA_CHECK_LAUNCH();
+    return;
   }
-  const dim3 grid(nsplit, static_cast<unsigned>(hkv), static_cast<unsigned>(batch));
-  decode_kernel<D, G><<<grid, kThreads, 0, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
-  if (nsplit > 1) {
-    combine_kernel<D>
-        <<<dim3(static_cast<unsigned>(hq), static_cast<unsigned>(batch)), D, 0, stream>>>(a,
-                                                                                          nsplit);
+  check_cuda_tensor(p.split_out, DType::kF32, "split_out");
+  check_cuda_tensor(p.split_lse, DType::kF32, "split_lse");
+  CHECK(p.split_out.is_contiguous() && p.split_lse.is_contiguous());
+  CHECK(aligned16(p.split_out.data));  // merge_group reads float4s
+  CHECK_EQ(p.split_out.ndim, 3);
+  CHECK_EQ(p.split_lse.ndim, 2);
+  const int64_t cells = p.split_out.size(0);
+  CHECK_EQ(p.split_out.size(1), G);
+  CHECK_EQ(p.split_out.size(2), D);
+  CHECK_EQ(p.split_lse.size(0), cells);
+  CHECK_EQ(p.split_lse.size(1), G);
+  CHECK_GE(cells, 2);
+  a.split_out = p.split_out.ptr<float>();
+  a.split_lse = p.split_lse.ptr<float>();
+  const bool fused = p.split_counters.data != nullptr;
+  const int per_sm = fused ? ctas_per_sm<D, G, true>() : ctas_per_sm<D, G, false>();
+  int64_t ctas = std::min<int64_t>(static_cast<int64_t>(sm_count()) * per_sm, cells / 2);
+  if (fused) {
+    check_cuda_tensor(p.split_counters, DType::kI32, "split_counters");
+    CHECK(p.split_counters.is_contiguous());
+    ctas = std::min(ctas, p.split_counters.numel());
+    a.split_counters = p.split_counters.ptr<int32_t>();
+  }
+  const unsigned grid = static_cast<unsigned>(ctas);
+  if (fused) {
+    decode_split_kernel<D, G, true><<<grid, kThreads, 0, stream>>>(a);
+    CUDA_CHECK_LAUNCH();
+  } else {
+    decode_split_kernel<D, G, false><<<grid, kThreads, 0, stream>>>(a);
+    CUDA_CHECK_LAUNCH();
+    decode_merge_kernel<D, G><<<grid, kThreads, 0, stream>>>(a);  // same grid: same plan
     CUDA_CHECK_LAUNCH();
   }
 }
 
 }  // namespace
+
+int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim) {
+  CHECK_GT(hkv, 0);
+  CHECK_EQ(hq % hkv, 0);
+  int per_sm = 0;
+  DISPATCH_HEAD_DIM(head_dim, D, {
+    dispatch_group(hq / hkv, [&]<int G>() {
+      per_sm = std::max(ctas_per_sm<D, G, true>(), ctas_per_sm<D, G, false>());
+    });
+  });
+  return 2 * static_cast<int64_t>(sm_count()) * per_sm;
+}
 
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
   check_cuda_tensor(p.out, DType::kBf16, "decode out");
@@ -296,7 +293,7 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
   // cp.async moves 16-byte pieces of cache rows.
   CHECK(aligned16(p.kv.k_cache.data) && aligned16(p.kv.v_cache.data));
   if (batch == 0) return;
-  CHECK_LE(batch, 65535);
+  CHECK_LE(batch, INT_MAX);
   DecodeArgs a{};
   a.out = p.out.ptr<bf16>();
   a.out_tok = p.out.stride[0];
@@ -309,6 +306,7 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
   a.block_tables = p.kv.block_tables.ptr<int32_t>();
   a.bt_stride = p.kv.block_tables.stride[0];
   a.context_lens = p.context_lens.ptr<int32_t>();
+  a.batch = static_cast<int>(batch);
   a.block_size = static_cast<int>(p.kv.k_cache.size(1));
   CHECK_GT(a.block_size, 0);
   a.block_shift = -1;
@@ -319,24 +317,8 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
   a.hq = static_cast<int>(hq);
   a.hkv = static_cast<int>(hkv);
   a.scale_log2 = p.scale * kLog2e;
-  const int64_t group = hq / hkv;
   DISPATCH_HEAD_DIM(dim, D, {
-    switch (group) {
-      case 1:
-        launch<D, 1>(p, a, batch, hq, hkv, stream);
-        break;
-      case 2:
-        launch<D, 2>(p, a, batch, hq, hkv, stream);
-        break;
-      case 4:
-        launch<D, 4>(p, a, batch, hq, hkv, stream);
-        break;
-      case 8:
-        launch<D, 8>(p, a, batch, hq, hkv, stream);
-        break;
-      default:
-        CHECK_MSG(false, "unsupported GQA group " << group << " (supported: 1, 2, 4, 8)");
-    }
+    dispatch_group(hq / hkv, [&]<int G>() { launch<D, G>(p, a, batch, hkv, stream); });
   });
 }
 

@@ -1,6 +1,7 @@
 // The decode-attention tile: how kTokens cache rows of one kv head sit in a shared-memory
-// ring slot, which lanes compute on which row, and the cp.async loader that fills a slot from
-// the paged cache. Included only by decode_attention.cu (kept apart to keep files small).
+// ring slot, which lanes compute on which row, the kernel arguments, and the cp.async loader
+// that fills a slot from the paged cache. Included only by the decode_attention*.cu/cuh files
+// (kept apart to keep files small).
 #pragma once
 
 #include <cstdint>
@@ -40,13 +41,19 @@ struct DecodeArgs {
   const int32_t* block_tables;  // [B, bt_stride]
   int64_t bt_stride;
   const int32_t* context_lens;  // [B]
-  float* split_out;             // [B, Hq, max_splits, D] contiguous
-  float* split_lse;             // [B, Hq, max_splits] contiguous, log2 domain
-  int max_splits;
-  int block_size, hq, hkv;
+  float* split_out;             // [cells, G, D] contiguous: partial outputs, normalised
+  float* split_lse;             // [cells, G] contiguous: their log2-sum-exp
+  int* split_counters;          // [>= gridDim.x] zero between calls; null: a merge kernel
+  int batch, block_size, hq, hkv;
   int block_shift;   // log2(block_size) when it is a power of two, else -1
   float scale_log2;  // scale * log2(e): scores live in the log2 domain
 };
+
+// Tiles of a context of ctx tokens (none for ctx <= 0: padding rows).
+template <int D>
+__device__ __forceinline__ int context_tiles(int ctx) {
+  return (max(ctx, 0) + Layout<D>::kTokens - 1) / Layout<D>::kTokens;
+}
 
 // Issues the cp.async copies of one tile (tokens tok0 .. tok0 + kTokens - 1) of kv head hk
 // into k_dst / v_dst ([kTokens, D] bf16 each). Tokens at or past ctx are zero-filled without

@@ -1,10 +1,14 @@
-// y = x @ w^T (+ bias) through cuBLAS: bf16 operands, f32 accumulation (CUBLAS_COMPUTE_32F),
-// bf16 or f32 output. A bias is broadcast into y first and the GEMM adds onto it (beta = 1),
-// so y is rounded once.
+// y = x @ w^T (+ bias): decode sizes through our skinny GEMM where it is the faster path,
+// everything else through cuBLAS: bf16 operands, f32 accumulation (CUBLAS_COMPUTE_32F), bf16
+// or f32 output. On the cuBLAS path a bias is broadcast into y first and the GEMM adds onto it
+// (beta = 1), so y is rounded once.
 #include <cublas_v2.h>
+
+#include <optional>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/linear.h"
+#include "kernels/skinny_gemm.h"
 
 namespace nanovllm::kernels::cuda {
 namespace {
@@ -21,23 +25,27 @@ __global__ void broadcast_bias_kernel(T* y, int64_t ld, const bf16* __restrict__
   }
 }
 
-}  // namespace
+// The skinny GEMM's config for this shape, or none where cuBLAS is the faster path. The rule
+// is bench/gemm_bench's verdict on an H200 (both paths timed inside CUDA graphs, weights from
+// HBM): the skinny GEMM wins at M <= 8, at M = 16 only on the short-N, mid-K shapes (0.6B's
+// o_proj and down_proj, 8B's o_proj), and cuBLAS wins from M = 32 on. The config is the list's
+// best guess; programmatic dependent launch (the weights stream in while the previous kernel
+// ends) paid on the small weights (N * K <= 8M), not always on the 8B shapes.
+std::optional<SkinnyGemmConfig> skinny_choice(int64_t m, int64_t n, int64_t k, bool silu_mul,
+                                              const ExecContext& ctx) {
+  if (ctx.cublas_only || !skinny_gemm_supports(m, n, k)) return {};
+  const bool wins = m <= 8 || (m <= 16 && n <= 4096 && k >= 2048 && k <= 4096);
+  if (!wins) return {};
+  std::vector<SkinnyGemmConfig> configs = skinny_gemm_configs(m, n, k, silu_mul);
+  if (configs.empty()) return {};
+  configs.front().pdl = n * k <= (int64_t{8} << 20);
+  return configs.front();
+}
 
-void linear(const TensorView& y, const TensorView& x, const TensorView& w, const TensorView& bias,
-            const ExecContext& ctx) {
-  check_cuda_tensor(x, DType::kBf16, "linear x");
-  check_cuda_tensor(w, DType::kBf16, "linear w");
-  CHECK_MSG(y.dtype == DType::kBf16 || y.dtype == DType::kF32, "linear y must be bf16 or f32");
-  check_cuda_tensor(y, y.dtype, "linear y");
-  CHECK_MSG(ctx.cublas != nullptr, "linear needs a cuBLAS handle in the ExecContext");
-  CHECK_EQ(x.ndim, 2);
-  CHECK_EQ(w.ndim, 2);
-  CHECK_EQ(y.ndim, 2);
+void cublas_linear(const TensorView& y, const TensorView& x, const TensorView& w,
+                   const TensorView& bias, const ExecContext& ctx) {
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
-  CHECK_EQ(w.size(1), k);
-  CHECK_EQ(y.size(0), m);
-  CHECK_EQ(y.size(1), n);
-  if (m == 0 || n == 0) return;
+  check_cuda_tensor(w, DType::kBf16, "linear w");
   const bool has_bias = bias.data != nullptr;
   if (has_bias) {
     check_cuda_tensor(bias, DType::kBf16, "linear bias");
@@ -64,6 +72,52 @@ void linear(const TensorView& y, const TensorView& x, const TensorView& w, const
                    static_cast<int>(k), &alpha, w.data, CUDA_R_16BF, static_cast<int>(w.stride[0]),
                    x.data, CUDA_R_16BF, static_cast<int>(x.stride[0]), &beta, y.data, y_type,
                    static_cast<int>(y.stride[0]), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void check_linear(const TensorView& y, const TensorView& x, const TensorView& w, int64_t k) {
+  check_cuda_tensor(x, DType::kBf16, "linear x");
+  check_cuda_tensor(w, DType::kBf16, "linear w");
+  CHECK_MSG(y.dtype == DType::kBf16 || y.dtype == DType::kF32, "linear y must be bf16 or f32");
+  check_cuda_tensor(y, y.dtype, "linear y");
+  CHECK_EQ(x.ndim, 2);
+  CHECK_EQ(w.ndim, 2);
+  CHECK_EQ(y.ndim, 2);
+  CHECK_EQ(w.size(1), k);
+  CHECK_EQ(y.size(0), x.size(0));
+  CHECK_EQ(y.size(1), w.size(0));
+}
+
+}  // namespace
+
+void linear(const TensorView& y, const TensorView& x, const TensorView& w, const TensorView& bias,
+            const ExecContext& ctx) {
+  check_linear(y, x, w, x.size(1));
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
+  if (m == 0 || n == 0) return;
+  if (const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, false, ctx)) {
+    skinny_gemm(y, x, w, bias, *cfg, ctx.stream);
+    return;
+  }
+  CHECK_MSG(ctx.cublas != nullptr, "linear needs a cuBLAS handle in the ExecContext");
+  cublas_linear(y, x, w, bias, ctx);
+}
+
+void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& act,
+                     const TensorView& w, const TensorView& bias, const ExecContext& ctx) {
+  check_cuda_tensor(gate_up, DType::kBf16, "linear_silu_mul gate_up");
+  CHECK_EQ(gate_up.ndim, 2);
+  const int64_t m = gate_up.size(0), k = gate_up.size(1) / 2, n = w.size(0);
+  CHECK_EQ(gate_up.size(1), 2 * k);
+  check_linear(y, act, w, k);
+  CHECK_EQ(act.size(0), m);
+  if (m == 0 || n == 0) return;
+  if (const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, true, ctx)) {
+    skinny_gemm_silu_mul(y, gate_up, w, bias, *cfg, ctx.stream);
+    return;
+  }
+  silu_and_mul(act, gate_up, ctx.stream);
+  CHECK_MSG(ctx.cublas != nullptr, "linear needs a cuBLAS handle in the ExecContext");
+  cublas_linear(y, act, w, bias, ctx);
 }
 
 }  // namespace nanovllm::kernels::cuda

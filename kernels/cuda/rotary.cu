@@ -1,4 +1,5 @@
-// Qwen3's per-head q/k RMSNorm fused with neox-style rotary embedding, in place.
+// Qwen3's per-head q/k RMSNorm fused with neox-style rotary embedding, in place, and
+// optionally (STORE) with the paged KV-cache store of the rotated k and of v.
 // One warp per (token, head): lane l owns the pairs (i, i + D/2) for i = l + 32 j.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dispatch.cuh"
@@ -9,23 +10,50 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-// q: [T, Hq, D] (strides q_tok, q_head), k: [T, Hkv, D] (strides k_tok, k_head);
-// positions: [T]; q_w, k_w: [D] or null (no norm).
-template <int D>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    qk_norm_rope_kernel(bf16* q, int64_t q_tok, int64_t q_head, int hq, bf16* k, int64_t k_tok,
-                        int64_t k_head, int hkv, const bf16* __restrict__ q_w,
-                        const bf16* __restrict__ k_w, const int32_t* __restrict__ positions,
-                        int tokens, float eps, float log2_theta) {
+struct RopeArgs {
+  bf16* q;  // [T, Hq, D], strides q_tok, q_head
+  int64_t q_tok, q_head;
+  bf16* k;  // [T, Hkv, D], strides k_tok, k_head
+  int64_t k_tok, k_head;
+  const bf16* q_w;           // [D] or null (no norm)
+  const bf16* k_w;           // [D] or null (no norm)
+  const int32_t* positions;  // [T]
+  int hq, hkv, tokens;
+  float eps, log2_theta;
+  // STORE only:
+  const bf16* v;  // [T, Hkv, D], strides v_tok, v_head
+  int64_t v_tok, v_head;
+  bf16* k_cache;                // [slots, Hkv, D] contiguous (slot = block * block_size + offset)
+  bf16* v_cache;                // [slots, Hkv, D] contiguous
+  const int32_t* slot_mapping;  // [T], -1 = no store
+};
+
+// Work items per token: its q heads, its k heads, and (STORE) its v heads, in that order.
+template <int D, bool STORE>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const RopeArgs a) {
   constexpr int kPairs = D / 64;  // pairs per lane
   const int lane = threadIdx.x & 31;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  const int heads = hq + hkv;
-  if (item >= static_cast<int64_t>(tokens) * heads) return;
+  const int heads = a.hq + a.hkv * (STORE ? 2 : 1);
+  if (item >= static_cast<int64_t>(a.tokens) * heads) return;
   const int t = static_cast<int>(item / heads), h = static_cast<int>(item % heads);
-  const bool is_q = h < hq;
-  bf16* x = is_q ? q + t * q_tok + h * q_head : k + t * k_tok + (h - hq) * k_head;
-  const bf16* w = is_q ? q_w : k_w;
+
+  if constexpr (STORE) {
+    if (h >= a.hq + a.hkv) {  // a v head: a plain copy into its slot
+      const int64_t slot = a.slot_mapping[t];
+      if (slot < 0) return;
+      const int hv = h - a.hq - a.hkv;
+      const bf16* src = a.v + t * a.v_tok + hv * a.v_head;
+      bf16* dst = a.v_cache + (slot * a.hkv + hv) * D;
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j) dst[lane + 32 * j] = src[lane + 32 * j];
+      return;
+    }
+  }
+
+  const bool is_q = h < a.hq;
+  bf16* x = is_q ? a.q + t * a.q_tok + h * a.q_head : a.k + t * a.k_tok + (h - a.hq) * a.k_head;
+  const bf16* w = is_q ? a.q_w : a.k_w;
 
   float lo[kPairs], hi[kPairs];
   float sq = 0.f;
@@ -36,31 +64,45 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     sq += lo[j] * lo[j] + hi[j] * hi[j];
   }
   if (w != nullptr) {
-    const float inv = rsqrtf(warp_sum(sq) / D + eps);
+    const float inv = rsqrtf(warp_sum(sq) / D + a.eps);
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
       lo[j] = lo[j] * inv * to_f32(w[lane + 32 * j]);
       hi[j] = hi[j] * inv * to_f32(w[lane + 32 * j + D / 2]);
     }
   }
-  const float pos = static_cast<float>(positions[t]);
+  // A k head with a slot is also written to the cache (the same bf16 values as in place).
+  bf16* cached = nullptr;
+  if constexpr (STORE) {
+    if (!is_q) {
+      const int64_t slot = a.slot_mapping[t];
+      if (slot >= 0) cached = a.k_cache + (slot * a.hkv + (h - a.hq)) * D;
+    }
+  }
+  const float pos = static_cast<float>(a.positions[t]);
 #pragma unroll
   for (int j = 0; j < kPairs; ++j) {
     const int i = lane + 32 * j;
     // inv_freq = theta^(-2i/D); sincosf (not the fast intrinsic): angles reach ~1e5 rad.
-    const float inv_freq = exp2f(-2.f * static_cast<float>(i) / D * log2_theta);
+    const float inv_freq = exp2f(-2.f * static_cast<float>(i) / D * a.log2_theta);
     float s, c;
     sincosf(pos * inv_freq, &s, &c);
-    x[i] = to_bf16(lo[j] * c - hi[j] * s);
-    x[i + D / 2] = to_bf16(hi[j] * c + lo[j] * s);
+    const bf16 y_lo = to_bf16(lo[j] * c - hi[j] * s);
+    const bf16 y_hi = to_bf16(hi[j] * c + lo[j] * s);
+    x[i] = y_lo;
+    x[i + D / 2] = y_hi;
+    if (STORE && cached != nullptr) {
+      cached[i] = y_lo;
+      cached[i + D / 2] = y_hi;
+    }
   }
 }
 
-}  // namespace
-
-void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
-                  const TensorView& k_norm_weight, const TensorView& positions, float eps,
-                  float rope_theta, cudaStream_t stream) {
+// The checks both launchers share; fills the q/k/norm/position part of the arguments.
+// Returns false when there is nothing to do (no tokens).
+bool rope_args(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
+               const TensorView& k_norm_weight, const TensorView& positions, float eps,
+               float rope_theta, RopeArgs* a) {
   check_cuda_tensor(q, DType::kBf16, "qk_norm_rope q");
   check_cuda_tensor(k, DType::kBf16, "qk_norm_rope k");
   check_cuda_tensor(positions, DType::kI32, "qk_norm_rope positions");
@@ -78,18 +120,76 @@ void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_
     CHECK_EQ(q_norm_weight.numel(), dim);
     CHECK_EQ(k_norm_weight.numel(), dim);
   }
-  if (tokens == 0) return;
-  const int hq = static_cast<int>(q.size(1)), hkv = static_cast<int>(k.size(1));
-  const int64_t items = tokens * (hq + hkv);
+  *a = RopeArgs{};
+  a->q = q.ptr<bf16>();
+  a->q_tok = q.stride[0];
+  a->q_head = q.stride[1];
+  a->k = k.ptr<bf16>();
+  a->k_tok = k.stride[0];
+  a->k_head = k.stride[1];
+  a->q_w = has_norm ? q_norm_weight.ptr<bf16>() : nullptr;
+  a->k_w = has_norm ? k_norm_weight.ptr<bf16>() : nullptr;
+  a->positions = positions.ptr<int32_t>();
+  a->hq = static_cast<int>(q.size(1));
+  a->hkv = static_cast<int>(k.size(1));
+  a->tokens = static_cast<int>(tokens);
+  a->eps = eps;
+  a->log2_theta = log2f(rope_theta);
+  return tokens > 0;
+}
+
+template <bool STORE>
+void launch(const RopeArgs& a, int64_t dim, cudaStream_t stream) {
+  const int64_t items = static_cast<int64_t>(a.tokens) * (a.hq + a.hkv * (STORE ? 2 : 1));
   const int blocks = ceil_div(items, kWarpsPerBlock);
-  DISPATCH_HEAD_DIM(dim, D, {
-    qk_norm_rope_kernel<D><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
-        q.ptr<bf16>(), q.stride[0], q.stride[1], hq, k.ptr<bf16>(), k.stride[0], k.stride[1], hkv,
-        has_norm ? q_norm_weight.ptr<bf16>() : nullptr,
-        has_norm ? k_norm_weight.ptr<bf16>() : nullptr, positions.ptr<int32_t>(),
-        static_cast<int>(tokens), eps, log2f(rope_theta));
-  });
+  DISPATCH_HEAD_DIM(
+      dim, D, { qk_norm_rope_kernel<D, STORE><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a); });
   CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
+                  const TensorView& k_norm_weight, const TensorView& positions, float eps,
+                  float rope_theta, cudaStream_t stream) {
+  RopeArgs a;
+  if (!rope_args(q, k, q_norm_weight, k_norm_weight, positions, eps, rope_theta, &a)) return;
+  launch<false>(a, q.size(2), stream);
+}
+
+void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& q_norm_weight, const TensorView& k_norm_weight,
+                        const TensorView& positions, float eps, float rope_theta,
+                        const TensorView& k_cache, const TensorView& v_cache,
+                        const TensorView& slot_mapping, cudaStream_t stream) {
+  RopeArgs a;
+  const bool any = rope_args(q, k, q_norm_weight, k_norm_weight, positions, eps, rope_theta, &a);
+  check_cuda_tensor(v, DType::kBf16, "qk_norm_rope_store v");
+  check_cuda_tensor(k_cache, DType::kBf16, "qk_norm_rope_store k_cache");
+  check_cuda_tensor(v_cache, DType::kBf16, "qk_norm_rope_store v_cache");
+  check_cuda_tensor(slot_mapping, DType::kI32, "qk_norm_rope_store slot_mapping");
+  CHECK_EQ(v.ndim, 3);
+  CHECK_EQ(k_cache.ndim, 4);
+  CHECK_EQ(v_cache.ndim, 4);
+  CHECK(k_cache.is_contiguous() && v_cache.is_contiguous());
+  const int64_t tokens = q.size(0), hkv = k.size(1), dim = q.size(2);
+  CHECK_EQ(v.size(0), tokens);
+  CHECK_EQ(v.size(1), hkv);
+  CHECK_EQ(v.size(2), dim);
+  CHECK_EQ(slot_mapping.numel(), tokens);
+  for (const TensorView* c : {&k_cache, &v_cache}) {
+    CHECK_EQ(c->size(2), hkv);
+    CHECK_EQ(c->size(3), dim);
+  }
+  CHECK_EQ(k_cache.numel(), v_cache.numel());
+  if (!any) return;
+  a.v = v.ptr<bf16>();
+  a.v_tok = v.stride[0];
+  a.v_head = v.stride[1];
+  a.k_cache = k_cache.ptr<bf16>();
+  a.v_cache = v_cache.ptr<bf16>();
+  a.slot_mapping = slot_mapping.ptr<int32_t>();
+  launch<true>(a, dim, stream);
 }
 
 }  // namespace nanovllm::kernels::cuda

@@ -1,6 +1,7 @@
-// CUDA paged attention (prefill on tensor cores, flash-decoding) against the CPU reference
-// on random paged caches with shuffled block tables. Outputs are bf16 convex combinations of
-// V rows in [-1, 1]; the CPU keeps softmax weights in f32 while the prefill kernel rounds P to
+// CUDA paged attention (prefill on tensor cores; decode with its device-planned split-KV, in
+// each scratch mode and inside a CUDA graph replayed with new lengths) against the CPU
+// reference on random paged caches with shuffled block tables. Outputs are bf16 convex combinations
+// of V rows in [-1, 1]; the CPU keeps softmax weights in f32 while the prefill kernel rounds P to
 // bf16 for the tensor cores (relative 2^-9 per weight, averaging out over keys), and both
 // round the output once: relative L2 error < 1e-2 and max |diff| < 2e-2 cover that with
 // margin, while any indexing or masking error gives O(1) differences.
@@ -9,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "kernels/attention.h"
 #include "tests/kernels/cuda_test_util.h"
@@ -36,16 +39,24 @@ struct PagedCase {
       total += nb;
     }
     num_blocks = total + 3;  // a few blocks nobody owns
+    deal(seqs, rng);
+    k = random_bf16(num_blocks * bs * hkv * d, rng);
+    v = random_bf16(num_blocks * bs * hkv * d, rng);
+  }
+  // Fresh tables for these sequences (each no longer than the case was built for): blocks
+  // drawn at random, without repeats, from the whole cache; rows of k_len 0 stay all -1.
+  void deal(const std::vector<Seq>& seqs, std::mt19937& rng) {
     std::vector<int32_t> perm(num_blocks);
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng);
     tables.assign(seqs.size() * max_blocks, -1);
     int64_t next = 0;
-    for (size_t b = 0; b < seqs.size(); ++b)
-      for (int64_t i = 0; i < (seqs[b].k_len + bs - 1) / bs; ++i)
-        tables[b * max_blocks + i] = perm[next++];
-    k = random_bf16(num_blocks * bs * hkv * d, rng);
-    v = random_bf16(num_blocks * bs * hkv * d, rng);
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      const int64_t nb = (seqs[b].k_len + bs - 1) / bs;
+      CHECK_LE(nb, max_blocks);
+      for (int64_t i = 0; i < nb; ++i) tables[b * max_blocks + i] = perm[next++];
+    }
+    CHECK_LE(next, num_blocks);
   }
 };
 
@@ -112,45 +123,150 @@ void check_prefill(const std::vector<Seq>& seqs, int64_t d, int64_t hq, int64_t 
   EXPECT_LT(e.max_abs, 2e-2);
 }
 
-void check_decode(const std::vector<int>& ctx, int64_t d, int64_t hq, int64_t hkv, int64_t bs,
-                  int max_splits, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<Seq> seqs;
-  for (int l : ctx) seqs.push_back({1, l});
-  PagedCase c(seqs, d, hq, hkv, bs, rng);
-  const int64_t batch = static_cast<int64_t>(ctx.size());
-  const int max_ctx = *std::max_element(ctx.begin(), ctx.end());
-  auto q = random_bf16(batch * hq * d, rng, -2, 2);
-  std::vector<int32_t> lens(ctx.begin(), ctx.end());
-  std::vector<uint16_t> ref(batch * hq * d);
-  kernels::DecodeAttentionParams hp;
-  hp.out = host_view(ref.data(), DType::kBf16, {batch, hq, d});
-  hp.q = host_view(q.data(), DType::kBf16, {batch, hq, d});
-  hp.kv = host_paged(c, batch);
-  hp.context_lens = host_view(lens.data(), DType::kI32, {batch});
-  hp.max_context_len = max_ctx;
-  hp.scale = 1.f / std::sqrt(static_cast<float>(d));
-  kernels::cpu::decode_attention(hp);
+// How the CUDA decode kernel is given its split-KV scratch.
+enum class Split {
+  kNone,         // no scratch: one CTA per (sequence, kv head)
+  kMergeKernel,  // scratch without counters: a second kernel merges split groups
+  kFused,        // scratch and counters: the last CTA of a split group merges it
+};
 
-  DevicePaged dev(c);
-  DevVec<uint16_t> dq(q), dout(batch * hq * d);
-  DevVec<int32_t> dlens(lens);
-  const int64_t ms = std::max(max_splits, 1);
-  DevVec<float> split_out(batch * hq * ms * d), split_lse(batch * hq * ms);
-  kernels::DecodeAttentionParams p = hp;
-  p.out = dout.view(DType::kBf16, {batch, hq, d});
-  p.q = dq.view(DType::kBf16, {batch, hq, d});
-  p.kv = dev.view(c, batch);
-  p.context_lens = dlens.view(DType::kI32, {batch});
-  if (max_splits > 0) {
-    p.split_out = split_out.view(DType::kF32, {batch, hq, ms, d});
-    p.split_lse = split_lse.view(DType::kF32, {batch, hq, ms});
+const char* split_name(Split s) {
+  switch (s) {
+    case Split::kNone:
+      return "no scratch";
+    case Split::kMergeKernel:
+      return "merge kernel";
+    case Split::kFused:
+      return "fused merge";
   }
-  kernels::cuda::decode_attention(p, nullptr);
-  const ErrorStats e = compare_bf16(dout.host(), ref);
-  EXPECT_TRUE(e.finite) << "unwritten or NaN output";
-  EXPECT_LT(e.rel_l2, 1e-2);
-  EXPECT_LT(e.max_abs, 2e-2);
+  return "?";
+}
+
+struct DecodeShape {
+  int64_t d = 128, hq = 16, hkv = 8, bs = 256;  // Qwen3-0.6B's attention by default
+};
+
+// A decode batch living on the device (cache, q, lengths, block tables, scratch), kept across
+// calls so that a captured graph can be replayed after set_lens() changed lengths and tables.
+// The cache has room for `capacity` (per sequence: the longest length it will be given).
+class DecodeRig {
+ public:
+  DecodeRig(const std::vector<int>& capacity, DecodeShape shape, Split split, uint32_t seed,
+            int64_t cells = 0)  // cells 0: every resident CTA slot
+      : s_(shape),
+        batch_(static_cast<int64_t>(capacity.size())),
+        q_pitch_((shape.hq + 2 * shape.hkv) * shape.d),  // q is a view into qkv rows
+        rng_(seed),
+        cache_(seqs_of(capacity), shape.d, shape.hq, shape.hkv, shape.bs, rng_),
+        dev_(cache_),
+        q_(random_bf16(batch_ * q_pitch_, rng_, -2, 2)),
+        dq_(q_),
+        dout_(batch_ * shape.hq * shape.d),
+        dlens_(capacity.size()),
+        cells_(cells > 0
+                   ? cells
+                   : kernels::cuda::decode_attention_split_cells(shape.hq, shape.hkv, shape.d)),
+        split_(split),
+        split_out_(cells_ * shape.d * (shape.hq / shape.hkv)),
+        split_lse_(cells_ * (shape.hq / shape.hkv)),
+        counters_(std::vector<int32_t>(cells_ / 2, 0)) {
+    set_lens(capacity);
+  }
+
+  // New lengths (each within the capacity), freshly dealt block tables, poisoned output.
+  void set_lens(const std::vector<int>& lens) {
+    CHECK_EQ(static_cast<int64_t>(lens.size()), batch_);
+    lens_.assign(lens.begin(), lens.end());
+    cache_.deal(seqs_of(lens), rng_);
+    dlens_.mem.upload(lens_);
+    dev_.tables.mem.upload(cache_.tables);
+    CUDA_CHECK(cudaMemset(dout_.mem.get(), 0xFF, dout_.mem.bytes()));
+  }
+
+  void run(cudaStream_t stream) const { kernels::cuda::decode_attention(device_params(), stream); }
+
+  // The output against the CPU reference; the counters must be back at zero.
+  void expect_matches_cpu(const std::string& what) {
+    std::vector<uint16_t> ref(batch_ * s_.hq * s_.d);
+    kernels::DecodeAttentionParams hp;
+    hp.out = host_view(ref.data(), DType::kBf16, {batch_, s_.hq, s_.d});
+    hp.q = host_view(q_.data(), DType::kBf16, {batch_, s_.hq, s_.d});
+    hp.q.stride[0] = q_pitch_;
+    hp.kv = host_paged(cache_, batch_);
+    hp.context_lens = host_view(lens_.data(), DType::kI32, {batch_});
+    hp.scale = scale();
+    kernels::cpu::decode_attention(hp);
+    const ErrorStats e = compare_bf16(dout_.host(), ref);
+    EXPECT_TRUE(e.finite) << what << ": unwritten or NaN output";
+    EXPECT_LT(e.rel_l2, 1e-2) << what;
+    EXPECT_LT(e.max_abs, 2e-2) << what;
+    if (split_ == Split::kFused) {
+      const std::vector<int32_t> c = counters_.host();
+      EXPECT_EQ(std::count(c.begin(), c.end(), 0), static_cast<int64_t>(c.size()))
+          << what << ": merge counters not left at zero";
+    }
+  }
+
+ private:
+  static std::vector<Seq> seqs_of(const std::vector<int>& lens) {
+    std::vector<Seq> seqs;
+    for (int l : lens) seqs.push_back({1, l});
+    return seqs;
+  }
+  float scale() const { return 1.f / std::sqrt(static_cast<float>(s_.d)); }
+
+  kernels::DecodeAttentionParams device_params() const {
+    const int64_t g = s_.hq / s_.hkv;
+    kernels::DecodeAttentionParams p;
+    p.out = dout_.view(DType::kBf16, {batch_, s_.hq, s_.d});
+    p.q = dq_.view(DType::kBf16, {batch_, s_.hq, s_.d});
+    p.q.stride[0] = q_pitch_;
+    p.kv = dev_.view(cache_, batch_);
+    p.context_lens = dlens_.view(DType::kI32, {batch_});
+    p.scale = scale();
+    if (split_ != Split::kNone) {
+      p.split_out = split_out_.view(DType::kF32, {cells_, g, s_.d});
+      p.split_lse = split_lse_.view(DType::kF32, {cells_, g});
+    }
+    if (split_ == Split::kFused) p.split_counters = counters_.view(DType::kI32, {cells_ / 2});
+    return p;
+  }
+
+  DecodeShape s_;
+  int64_t batch_, q_pitch_;
+  std::mt19937 rng_;
+  PagedCase cache_;
+  DevicePaged dev_;
+  std::vector<uint16_t> q_;  // [B, q_pitch]
+  DevVec<uint16_t> dq_, dout_;
+  DevVec<int32_t> dlens_;
+  std::vector<int32_t> lens_;
+  int64_t cells_;
+  Split split_;
+  DevVec<float> split_out_, split_lse_;  // poisoned: a partial never written reads as NaN
+  DevVec<int32_t> counters_;
+};
+
+constexpr Split kAllSplits[] = {Split::kNone, Split::kMergeKernel, Split::kFused};
+
+void check_decode(const std::vector<int>& lens, DecodeShape shape, Split split, uint32_t seed,
+                  int64_t cells = 0) {
+  DecodeRig rig(lens, shape, split, seed, cells);
+  rig.run(nullptr);
+  std::string what = std::string(split_name(split)) + ", B=" + std::to_string(lens.size()) + " d" +
+                     std::to_string(shape.d) + " " + std::to_string(shape.hq) + "q/" +
+                     std::to_string(shape.hkv) + "kv bs" + std::to_string(shape.bs);
+  if (lens.size() == 1) what += " ctx " + std::to_string(lens[0]);
+  if (cells > 0) what += " cells " + std::to_string(cells);
+  rig.expect_matches_cpu(what);
+}
+
+std::vector<int> random_lens(int64_t n, int lo, int hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> len(lo, hi);
+  std::vector<int> v(n);
+  for (auto& l : v) l = len(rng);
+  return v;
 }
 
 TEST(PrefillAttentionCuda, FullBlockSingleTokenAndCachedPrefixHeadDim128Gqa2) {
@@ -175,38 +291,118 @@ TEST(PrefillAttentionCuda, MaxModelLen4096) {
   check_prefill({{1000, 4096}}, 64, 4, 1, 256, 16);  // long cached prefix, GQA 4
 }
 
-TEST(DecodeAttentionCuda, Batch1ContextEdgesWithAndWithoutSplits) {
+TEST(DecodeAttentionCuda, Batch1TileEdgesAndLongContextsInEverySplitMode) {
   SKIP_WITHOUT_CUDA();
-  for (int splits : {0, 1, 16}) {
-    check_decode({1}, 128, 16, 8, 256, splits, 21);
-    check_decode({256}, 128, 16, 8, 256, splits, 22);  // one exactly full block
-    check_decode({4096}, 128, 16, 8, 256, splits, 23);
-    check_decode({257}, 64, 8, 2, 16, splits, 24);
+  for (Split split : kAllSplits) {
+    for (int ctx : {1, 31, 32, 33, 256, 257, 1000, 4096, 16384}) check_decode({ctx}, {}, split, 21);
+    for (int ctx : {1, 63, 64, 65, 257, 4096})  // head dim 64: 64-token tiles
+      check_decode({ctx}, {64, 8, 2, 16}, split, 22);
   }
 }
 
-TEST(DecodeAttentionCuda, MixedLengthsGqa124HeadDims) {
+TEST(DecodeAttentionCuda, MixedLengthsInOneBatchGqa1248HeadDims64And128) {
   SKIP_WITHOUT_CUDA();
-  std::mt19937 rng(25);
-  std::uniform_int_distribution<int> len(1, 700);
-  std::vector<int> ctx(37);
-  for (auto& l : ctx) l = len(rng);
-  ctx[0] = 1;
-  ctx[1] = 16;
-  for (int64_t g : {1, 2, 4}) {
-    check_decode(ctx, 128, 4 * g, 4, 16, 32, 26);
-    check_decode(ctx, 64, 2 * g, 2, 32, 0, 27);
+  const std::vector<int> lens{1, 31, 32, 33, 255, 256, 257, 1000, 4096, 2, 64, 65, 700, 16};
+  for (int64_t g : {1, 2, 4, 8}) {
+    for (Split split : kAllSplits) {
+      check_decode(lens, {128, 2 * g, 2, 256}, split, 23);
+      check_decode(lens, {64, 4 * g, 4, 16}, split, 24);
+    }
   }
 }
 
-TEST(DecodeAttentionCuda, Batch512) {
+TEST(DecodeAttentionCuda, Batch256RandomLengthsWithLongOnes) {
   SKIP_WITHOUT_CUDA();
-  std::mt19937 rng(28);
-  std::uniform_int_distribution<int> len(1, 300);
-  std::vector<int> ctx(512);
-  for (auto& l : ctx) l = len(rng);
-  check_decode(ctx, 128, 8, 2, 16, 8, 29);
-  check_decode(ctx, 64, 16, 8, 16, 0, 30);
+  std::vector<int> lens = random_lens(256, 1, 2048, 25);
+  lens[7] = lens[100] = 4096;
+  for (Split split : kAllSplits) check_decode(lens, {128, 4, 2, 256}, split, 26);
+}
+
+TEST(DecodeAttentionCuda, Batch512ShortLengths) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<int> lens = random_lens(512, 1, 300, 27);
+  check_decode(lens, {128, 8, 2, 16}, Split::kFused, 28);
+  check_decode(lens, {64, 16, 8, 16}, Split::kNone, 29);
+}
+
+TEST(DecodeAttentionCuda, PaddingRowsOfContextZeroGetZeros) {
+  SKIP_WITHOUT_CUDA();
+  for (Split split : kAllSplits) {
+    check_decode({0, 5, 0, 0, 300, 4096, 0}, {}, split, 30);
+    check_decode({0, 0, 0}, {}, split, 31);  // nothing to read at all
+    check_decode({1000, 0}, {64, 8, 1, 16}, split, 32);
+  }
+}
+
+TEST(DecodeAttentionCuda, NonPowerOfTwoBlockSize) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<int> lens{1, 47, 48, 49, 500, 1025, 3000};
+  for (Split split : kAllSplits) {
+    check_decode(lens, {128, 16, 8, 48}, split, 33);
+    check_decode(lens, {64, 4, 2, 100}, split, 34);
+  }
+}
+
+// Scratch smaller than the slots: few CTAs, each range crossing many (sequence, kv head)
+// groups, split and whole ones mixed; cells 2 is a single CTA doing everything.
+TEST(DecodeAttentionCuda, SmallScratchFewCtasEachCoveringManyGroups) {
+  SKIP_WITHOUT_CUDA();
+  std::vector<int> lens = random_lens(37, 1, 700, 35);
+  lens[3] = 0;
+  for (Split split : {Split::kMergeKernel, Split::kFused}) {
+    for (int64_t cells : {2, 6, 32, 70}) {
+      check_decode(lens, {}, split, 36, cells);
+      check_decode(lens, {64, 8, 2, 16}, split, 37, cells);
+    }
+  }
+}
+
+// One call captured in a CUDA graph, replayed after the lengths and block tables changed under
+// it (short, long, mixed, padding): every replay must match the CPU, which holds only if the
+// split plan comes from the live lengths, and the merge counters must be reset each time.
+TEST(DecodeAttentionCuda, GraphReplayFollowsLiveLengthsAndTables) {
+  SKIP_WITHOUT_CUDA();
+  const DecodeShape shape{128, 8, 2, 256};
+  std::vector<std::vector<int>> b1{{1}, {16384}, {33}, {4096}, {0}, {1000}};
+  std::vector<std::vector<int>> b16{random_lens(16, 1, 40, 40), random_lens(16, 1, 3000, 41),
+                                    std::vector<int>(16, 1024), random_lens(16, 100, 2048, 42)};
+  b16.push_back(std::vector<int>(16, 0));
+  b16.back()[15] = 77;
+  b16.push_back(std::vector<int>(16, 1));
+  b16.back()[0] = 16384;
+  for (Split split : {Split::kMergeKernel, Split::kFused}) {
+    for (const auto* configs : {&b1, &b16}) {
+      std::vector<int> capacity(configs->front().size(), 0);
+      for (const auto& c : *configs)
+        for (size_t i = 0; i < c.size(); ++i) capacity[i] = std::max(capacity[i], c[i]);
+      DecodeRig rig(capacity, shape, split, 43);
+      cudaStream_t stream;
+      CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      rig.set_lens(configs->front());
+      rig.run(stream);  // eager first: one-time set-up stays out of the capture
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      rig.expect_matches_cpu(std::string(split_name(split)) + " eager");
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      rig.run(stream);
+      CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int round = 0; round < 2; ++round) {
+        for (size_t i = 0; i < configs->size(); ++i) {
+          rig.set_lens((*configs)[i]);
+          CUDA_CHECK(cudaGraphLaunch(exec, stream));
+          CUDA_CHECK(cudaStreamSynchronize(stream));
+          rig.expect_matches_cpu(std::string(split_name(split)) + " replay " +
+                                 std::to_string(round) + "." + std::to_string(i) +
+                                 ", B=" + std::to_string(configs->front().size()));
+        }
+      }
+      CUDA_CHECK(cudaGraphExecDestroy(exec));
+      CUDA_CHECK(cudaGraphDestroy(graph));
+      CUDA_CHECK(cudaStreamDestroy(stream));
+    }
+  }
 }
 
 }  // namespace

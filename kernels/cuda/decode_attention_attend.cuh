@@ -1,0 +1,169 @@
+// The decode-attention work of one CTA on one run of tiles: the online softmax of a kv head's
+// G query heads over tiles [first_tile, first_tile + ntiles) of one sequence, streamed through
+// the cp.async ring (decode_attention_tile.cuh), then the lane groups merged and the result
+// written as output or as a partial. Included only by decode_attention.cu (kept apart to keep
+// files small).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_attention_tile.cuh"
+
+namespace nanovllm::kernels::cuda::decode {
+
+// Query heads hk * G .. hk * G + G - 1 of sequence b over tiles [first_tile, first_tile +
+// ntiles) of its context (ctx tokens). cell < 0: writes the bf16 output (the run is the whole
+// context); else the normalised partial and its log2-sum-exp into scratch cell `cell`. Uses
+// all of smem ([kSmemBytes] bytes); the caller syncs before reusing it.
+template <int D, int G>
+__device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, int ctx,
+                             int first_tile, int ntiles, int64_t cell) {
+  using L = Layout<D>;
+  // The K ring [kStages][kTokens, D] then the V ring, bf16; reused for the final merge.
+  bf16* const k_ring = reinterpret_cast<bf16*>(smem);
+  bf16* const v_ring = k_ring + kStages * L::kTileElems;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int dl = lane % L::kLanes, group = warp * L::kRows + lane / L::kLanes;
+  const int32_t* bt = a.block_tables + b * a.bt_stride;
+
+  // Prologue: fill kStages - 1 slots of the ring. Every thread commits one group per slot,
+  // empty or not, so the group count (and cp_async_wait's meaning) is the same everywhere.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < ntiles)
+      load_tile<D>(a, bt, hk, (first_tile + s) * L::kTokens, ctx, k_ring + s * L::kTileElems,
+                   v_ring + s * L::kTileElems);
+    cp_async_commit();
+  }
+
+  float q[G][8];  // this lane's 8 dims of each query head, pre-scaled to the log2 domain
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const Bf16x8 v = load8(a.q + b * a.q_tok + (hk * G + g) * a.q_head + dl * 8);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) q[g][j] = to_f32(v.v[j]) * a.scale_log2;
+  }
+  float m[G], l[G], acc[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[g][j] = 0.f;
+  }
+
+  for (int t = 0; t < ntiles; ++t) {
+    cp_async_wait<kStages - 2>();  // this thread's copies of tile t have landed
+    __syncthreads();               // everyone's have; and everyone is done with tile t - 1
+    {
+      const int nt = t + kStages - 1;  // refill the slot tile t - 1 used
+      if (nt < ntiles) {
+        const int slot = nt % kStages;
+        load_tile<D>(a, bt, hk, (first_tile + nt) * L::kTokens, ctx, k_ring + slot * L::kTileElems,
+                     v_ring + slot * L::kTileElems);
+      }
+      cp_async_commit();
+    }
+    const int slot = t % kStages;
+    const int tok0 = (first_tile + t) * L::kTokens;
+    const bf16* ks = k_ring + slot * L::kTileElems + group * D + dl * 8;
+    const bf16* vs = v_ring + slot * L::kTileElems + group * D + dl * 8;
+
+    // Scores of this group's kSteps tokens (rows u * kGroups + group); every lane runs every
+    // shuffle (no branch around them), masked tokens become -inf afterwards.
+    float sc[kSteps][G];
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const Bf16x8 kr = *reinterpret_cast<const Bf16x8*>(ks + u * L::kGroups * D);
+      float kf[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) kf[j] = to_f32(kr.v[j]);
+      const bool valid = tok0 + u * L::kGroups + group < ctx;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float s = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) s = fmaf(q[g][j], kf[j], s);
+          // xor < kLanes stays inside a lane group.
+#pragma unroll
+        for (int o = L::kLanes / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        sc[u][g] = valid ? s : -INFINITY;
+      }
+    }
+    // One online-softmax rescale per tile; masked tokens get p = 0 (their V is zero-filled,
+    // never NaN, so p * v = 0).
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mt = sc[0][g];
+#pragma unroll
+      for (int u = 1; u < kSteps; ++u) mt = fmaxf(mt, sc[u][g]);
+      const float m_new = fmaxf(m[g], mt);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float corr = fast_exp2(m[g] - m_use);  // m[g] = -inf -> 0
+      m[g] = m_new;
+      l[g] *= corr;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[g][j] *= corr;
+#pragma unroll
+      for (int u = 0; u < kSteps; ++u) {
+        sc[u][g] = fast_exp2(sc[u][g] - m_use);  // now p; masked -> 0
+        l[g] += sc[u][g];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const Bf16x8 vr = *reinterpret_cast<const Bf16x8*>(vs + u * L::kGroups * D);
+      float vf[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) vf[j] = to_f32(vr.v[j]);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(sc[u][g], vf[j], acc[g][j]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // only empty groups can be pending here; keep the ring quiet anyway
+  __syncthreads();     // the ring is free for the merge buffers
+
+  // Merge the lane groups: sm_acc [kGroups][G][D], sm_m / sm_l [kGroups][G], all f32.
+  float* const sm_acc = reinterpret_cast<float*>(smem);
+  float* const sm_m = sm_acc + L::kGroups * G * D;
+  float* const sm_l = sm_m + L::kGroups * G;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sm_acc[(group * G + g) * D + dl * 8 + j] = acc[g][j];
+    if (dl == 0) {
+      sm_m[group * G + g] = m[g];
+      sm_l[group * G + g] = l[g];
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < G * D; idx += kThreads) {
+    const int g = idx / D, d = idx % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < L::kGroups; ++i) mx = fmaxf(mx, sm_m[i * G + g]);
+    float sum = 0.f, o = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int i = 0; i < L::kGroups; ++i) {
+        const float w = fast_exp2(sm_m[i * G + g] - mx);
+        sum += sm_l[i * G + g] * w;
+        o += sm_acc[(i * G + g) * D + d] * w;
+      }
+    }
+    const float val = sum > 0.f ? o / sum : 0.f;
+    if (cell < 0) {
+      a.out[b * a.out_tok + (hk * G + g) * a.out_head + d] = to_bf16(val);
+    } else {
+      a.split_out[(cell * G + g) * D + d] = val;
+      if (d == 0) a.split_lse[cell * G + g] = sum > 0.f ? mx + log2f(sum) : -INFINITY;
+    }
+  }
+}
+
+}  // namespace nanovllm::kernels::cuda::decode

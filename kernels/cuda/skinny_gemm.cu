@@ -1,0 +1,226 @@
+// Launchers and configs of the decode-size GEMM (kernels/skinny_gemm.h); the kernel and its
+// design are in skinny_gemm_kernel.cuh.
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "kernels/cuda/skinny_gemm_kernel.cuh"
+#include "kernels/skinny_gemm.h"
+
+namespace nanovllm::kernels {
+namespace {
+
+// Resident warps that cover an H100/H200 (132 SMs x ~16 warps): below this a config splits K
+// further, so small weights still spread over every SM.
+constexpr int64_t kTargetWarps = 2048;
+constexpr size_t kMaxSmem = 100 * 1024;  // keep >= 2 blocks per SM
+
+int row_tiles(const SkinnyGemmConfig& c) {
+  return c.rows / 16;
+}
+int n_tiles(int64_t m) {  // 8-token MMA n-tiles the kernel is built for: 1, 2, 4 or 8
+  return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+}
+size_t smem_bytes(const SkinnyGemmConfig& c, int64_t m) {
+  return cuda::skinny::smem_bytes(row_tiles(c), n_tiles(m), c.warps);
+}
+int64_t total_chunks(int64_t k) {
+  return (k + cuda::skinny::kChunkK - 1) / cuda::skinny::kChunkK;
+}
+int64_t chunks_per_rank(int64_t k, int cluster) {
+  return (total_chunks(k) + cluster - 1) / cluster;
+}
+
+}  // namespace
+
+std::string SkinnyGemmConfig::name() const {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "r%dw%dc%d%s", rows, warps, cluster, pdl ? "+pdl" : "");
+  return buf;
+}
+
+bool skinny_gemm_supports(int64_t m, int64_t n, int64_t k) {
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  return m >= 1 && m <= kSkinnyGemmMaxM && n >= 1 && n <= kIntMax - 64 && k >= 8 && k % 8 == 0 &&
+         k <= kIntMax / 2 - cuda::skinny::kChunkK;
+}
+
+std::vector<SkinnyGemmConfig> skinny_gemm_configs(int64_t m, int64_t n, int64_t k, bool silu_mul) {
+  std::vector<SkinnyGemmConfig> out;
+  if (!skinny_gemm_supports(m, n, k)) return out;
+  // Best guess first (H200 timings): 32-row blocks where they alone cover the GPU (large
+  // weights, many waves of blocks), where 16-row ones would need a 4-way K split anyway and
+  // more than 8 tokens share each tile, and for the fused activation (recomputed by every
+  // block); else 16-row blocks (more blocks for small weights). With many tokens taller
+  // blocks, as x is fetched once per block (M / rows per weight row).
+  const bool big = (n + 31) / 32 * 8 >= kTargetWarps;
+  const bool split_anyway = m > 8 && (n + 15) / 16 * 8 * 4 <= kTargetWarps;
+  std::vector<int> rows_options =
+      big || split_anyway || silu_mul ? std::vector<int>{32, 16} : std::vector<int>{16, 32};
+  if (m > 16) rows_options.push_back(64);
+  if (m > 32) rows_options = {32, 64};
+  const std::vector<int> warps_options = m > 32 ? std::vector<int>{4, 8} : std::vector<int>{8, 4};
+  for (int rows : rows_options)
+    for (int warps : warps_options) {
+      const int64_t tiles = (n + rows - 1) / rows;
+      const auto fits = [&](int cluster) {  // every warp of every rank gets a chunk
+        return cluster <= 8 && (cluster == 1 || chunks_per_rank(k, cluster) >= warps) &&
+               smem_bytes({rows, warps, cluster}, m) <= kMaxSmem;
+      };
+      // The smallest cluster that puts kTargetWarps warps on the GPU, and twice that: timing
+      // decides. Twice first where warps would still loop over >= 8 chunks each (long K).
+      int first = 1;
+      while (first < 8 && tiles * first * warps < kTargetWarps && fits(first * 2)) first *= 2;
+      if (!fits(first)) continue;
+      std::vector<int> clusters{first};
+      if (fits(first * 2) && tiles * first * warps < 4 * kTargetWarps) {
+        const bool long_k = chunks_per_rank(k, first * 2) >= 8 * warps;
+        clusters.insert(long_k ? clusters.begin() : clusters.end(), first * 2);
+      }
+      for (int cluster : clusters) {
+        const SkinnyGemmConfig c{rows, warps, cluster};
+        if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+      }
+    }
+  return out;
+}
+
+namespace cuda {
+namespace {
+
+using skinny::Params;
+
+template <int kRowTiles, int kNt, typename OutT, bool kSiluMul>
+void launch(const Params& p, int warps, bool pdl, cudaStream_t stream) {
+  const auto kernel = skinny::skinny_gemm_kernel<kRowTiles, kNt, OutT, kSiluMul>;
+  constexpr size_t kMaxBytes = skinny::smem_bytes(kRowTiles, kNt, skinny::kMaxThreads / 32);
+  if constexpr (kMaxBytes > 48 * 1024) {
+    // Once per kernel variant, on the first (eager) call: see the header on graph capture.
+    static const bool raised = [&] {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kMaxBytes)));
+      return true;
+    }();
+    (void)raised;
+  }
+  const int64_t tiles = (int64_t{p.n} + 16 * kRowTiles - 1) / (16 * kRowTiles);
+  CHECK_LE(tiles * p.cluster, std::numeric_limits<int>::max());
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(tiles * p.cluster));
+  config.blockDim = dim3(static_cast<unsigned>(32 * warps));
+  config.dynamicSmemBytes = skinny::smem_bytes(kRowTiles, kNt, warps);
+  config.stream = stream;
+  cudaLaunchAttribute attr[2];
+  unsigned n_attr = 0;
+  if (p.cluster > 1) {
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(p.cluster);
+    attr[n_attr].val.clusterDim.y = 1;
+    attr[n_attr].val.clusterDim.z = 1;
+    ++n_attr;
+  }
+  if (pdl) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
+  config.attrs = attr;
+  config.numAttrs = n_attr;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
+}
+
+template <int kRowTiles, bool kSiluMul>
+void dispatch_tokens(const Params& p, bool f32_out, int warps, bool pdl, cudaStream_t stream) {
+  const auto go = [&](auto nt) {
+    if (f32_out)
+      launch<kRowTiles, decltype(nt)::value, float, kSiluMul>(p, warps, pdl, stream);
+    else
+      launch<kRowTiles, decltype(nt)::value, bf16, kSiluMul>(p, warps, pdl, stream);
+  };
+  switch (n_tiles(p.m)) {
+    case 1:
+      return go(std::integral_constant<int, 1>{});
+    case 2:
+      return go(std::integral_constant<int, 2>{});
+    case 4:
+      return go(std::integral_constant<int, 4>{});
+    default:
+      return go(std::integral_constant<int, 8>{});
+  }
+}
+
+template <bool kSiluMul>
+void dispatch(const Params& p, const SkinnyGemmConfig& cfg, bool f32_out, cudaStream_t stream) {
+  switch (cfg.rows) {
+    case 16:
+      return dispatch_tokens<1, kSiluMul>(p, f32_out, cfg.warps, cfg.pdl, stream);
+    case 32:
+      return dispatch_tokens<2, kSiluMul>(p, f32_out, cfg.warps, cfg.pdl, stream);
+    case 64:
+      return dispatch_tokens<4, kSiluMul>(p, f32_out, cfg.warps, cfg.pdl, stream);
+    default:
+      CHECK_MSG(false, "skinny_gemm: rows " << cfg.rows << " (supported: 16, 32, 64)");
+  }
+}
+
+// Checks shared by both entry points; x_width: K, or 2K for the fused gate_up input.
+void run(const TensorView& y, const TensorView& x, int64_t x_width, const TensorView& w,
+         const TensorView& bias, const SkinnyGemmConfig& cfg, bool silu_mul, cudaStream_t stream) {
+  check_cuda_tensor(x, DType::kBf16, "skinny_gemm x");
+  check_cuda_tensor(w, DType::kBf16, "skinny_gemm w");
+  CHECK_MSG(y.dtype == DType::kBf16 || y.dtype == DType::kF32, "skinny_gemm y must be bf16 or f32");
+  check_cuda_tensor(y, y.dtype, "skinny_gemm y");
+  CHECK(x.ndim == 2 && w.ndim == 2 && y.ndim == 2);
+  const int64_t m = x.size(0), n = w.size(0), k = w.size(1);
+  CHECK_EQ(x.size(1), x_width);
+  CHECK_EQ(y.size(0), m);
+  CHECK_EQ(y.size(1), n);
+  if (m == 0 || n == 0) return;
+  CHECK_MSG(skinny_gemm_supports(m, n, k),
+            "skinny_gemm: unsupported size M=" << m << " N=" << n << " K=" << k);
+  CHECK_MSG(aligned16(x.data) && x.stride[0] % 8 == 0,
+            "skinny_gemm x must be 16-byte aligned with a row stride that is a multiple of 8");
+  CHECK_MSG(aligned16(w.data) && w.stride[0] % 8 == 0,
+            "skinny_gemm w must be 16-byte aligned with a row stride that is a multiple of 8");
+  CHECK(cfg.warps == 4 || cfg.warps == 8);
+  CHECK(cfg.cluster == 1 || cfg.cluster == 2 || cfg.cluster == 4 || cfg.cluster == 8);
+  const bool has_bias = bias.data != nullptr;
+  if (has_bias) {
+    check_cuda_tensor(bias, DType::kBf16, "skinny_gemm bias");
+    CHECK_EQ(bias.numel(), n);
+  }
+  Params p{};
+  p.x = x.ptr<bf16>();
+  p.ldx = x.stride[0];
+  p.w = w.ptr<bf16>();
+  p.ldw = w.stride[0];
+  p.bias = has_bias ? bias.ptr<bf16>() : nullptr;
+  p.y = y.data;
+  p.ldy = y.stride[0];
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.cluster = cfg.cluster;
+  p.chunks_per_rank = static_cast<int>(chunks_per_rank(k, cfg.cluster));
+  const bool f32_out = y.dtype == DType::kF32;
+  if (silu_mul)
+    dispatch<true>(p, cfg, f32_out, stream);
+  else
+    dispatch<false>(p, cfg, f32_out, stream);
+}
+
+}  // namespace
+
+void skinny_gemm(const TensorView& y, const TensorView& x, const TensorView& w,
+                 const TensorView& bias, const SkinnyGemmConfig& cfg, cudaStream_t stream) {
+  run(y, x, w.size(1), w, bias, cfg, false, stream);
+}
+
+void skinny_gemm_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& w,
+                          const TensorView& bias, const SkinnyGemmConfig& cfg,
+                          cudaStream_t stream) {
+  run(y, gate_up, 2 * w.size(1), w, bias, cfg, true, stream);
+}
+
+}  // namespace cuda
+}  // namespace nanovllm::kernels

@@ -1,0 +1,254 @@
+// The decode-size GEMM kernel behind kernels/skinny_gemm.h: y[M, N] = x[M, K] @ w[N, K]^T.
+//
+// Tensor cores with the roles swapped: weight rows are the MMA's M (16 per tile) and tokens its
+// N (8 per n-tile), so a 16-row weight tile feeds up to 8 n-tiles of tokens and M = 1 wastes
+// only tensor-core issue slots, which are plentiful here; the weight stream is what counts.
+//
+// Weights go straight from global memory into MMA fragments, 16 bytes per load, no shared
+// memory: a dot product may visit k in any order as long as w and x use the same one, so lane
+// (g, t) (lane = 4g + t) loads 16 contiguous k of its rows g and g + 8 and the same 16 k of
+// token g, and each half (4 values) of a 16-byte load becomes one MMA's k-pairs (2t, 2t+1) and
+// (2t+8, 2t+9). A 64-k chunk is then one 128-byte line per weight row, read by the 4 lanes
+// of a quad.
+//
+// Work split: block b = (tile, rank) owns weight rows [16R * tile, +16R) and the rank-th
+// contiguous range of K chunks; its warps take the range's chunks round-robin (so a block's
+// warps read neighbouring lines together). Warps are summed through shared memory in warp
+// order, then the blocks of a cluster through distributed shared memory in rank order: the
+// same sum order every run.
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mma.cuh"
+
+namespace nanovllm::kernels::cuda::skinny {
+
+namespace cg = cooperative_groups;
+
+constexpr int kChunkK = 64;       // k per warp step: 4 lanes x 16 k = one 128-byte line a row
+constexpr int kMaxThreads = 256;  // 8 warps
+
+struct Params {
+  const bf16* x;  // [M, K] (row stride ldx), or [M, 2K] = [gate | up] when fused
+  int64_t ldx;
+  const bf16* w;  // [N, K] (row stride ldw)
+  int64_t ldw;
+  const bf16* bias;  // [N] or null
+  void* y;           // [M, N] bf16 or f32 (row stride ldy)
+  int64_t ldy;
+  int m, n, k;
+  int cluster;          // blocks per cluster (K ranges)
+  int chunks_per_rank;  // K chunks of one cluster rank's range (the last may hold fewer)
+};
+
+// Shared memory of a block: [warps][kNt * 8 tokens][16R rows + 4] f32 partial sums. The row
+// padding puts the 4 lanes t of a quad (tokens 2t) 8 banks apart: conflict-free stores.
+constexpr size_t smem_bytes(int row_tiles, int n_tiles, int warps) {
+  return static_cast<size_t>(warps) * n_tiles * 8 * (16 * row_tiles + 4) * sizeof(float);
+}
+
+// 16 bytes of weights, read once per call: skip L1.
+__device__ __forceinline__ uint4 load_weights(const bf16* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// silu(gate) * up in f32, rounded to bf16 like kernels/cuda/activation.cu, but with the fast
+// exp and divide: every block recomputes its slice of the activation, so this sits on the
+// path of every weight chunk; the result differs from the exact form by a few f32 ulp.
+__device__ __forceinline__ float silu_mul(float g, float u) {
+  return __fdividef(g, 1.f + __expf(-g)) * u;
+}
+__device__ __forceinline__ uint32_t silu_mul2(uint32_t gate, uint32_t up) {
+  const float2 g = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&gate));
+  const float2 u = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&up));
+  return pack_bf16x2(silu_mul(g.x, u.x), silu_mul(g.y, u.y));
+}
+
+// 8 input values of one token at p (fused: silu(gate) * up, up k_up elements further on).
+template <bool kSiluMul>
+__device__ __forceinline__ uint4 load_x(const bf16* p, int k_up) {
+  const uint4 a = __ldg(reinterpret_cast<const uint4*>(p));
+  if constexpr (!kSiluMul) {
+    return a;
+  } else {
+    const uint4 b = __ldg(reinterpret_cast<const uint4*>(p + k_up));
+    return make_uint4(silu_mul2(a.x, b.x), silu_mul2(a.y, b.y), silu_mul2(a.z, b.z),
+                      silu_mul2(a.w, b.w));
+  }
+}
+
+__device__ __forceinline__ void store_out(float* y, float v) {
+  *y = v;
+}
+__device__ __forceinline__ void store_out(bf16* y, float v) {
+  *y = to_bf16(v);
+}
+
+// Blocks of kMaxThreads an SM should hold: 4 (<= 64 registers a thread, which these fit
+// without spilling) for one n-tile of tokens, whose latency-bound loads want every warp.
+template <int kRowTiles, int kNt, bool kSiluMul>
+constexpr int kMinBlocks = kNt == 1 && kRowTiles <= 2 && !kSiluMul ? 4 : 1;
+
+// kRowTiles: 16-row weight tiles per block (R); kNt: 8-token n-tiles (M <= 8 kNt).
+template <int kRowTiles, int kNt, typename OutT, bool kSiluMul>
+__global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kSiluMul>))
+    skinny_gemm_kernel(const Params p) {
+  constexpr int kRows = 16 * kRowTiles, kCols = 8 * kNt, kPitch = kRows + 4;
+  // Chunks per loop step: 2 for one row tile, so every lane has >= 8 16-byte weight loads in
+  // flight before its MMAs.
+  constexpr int kUnroll = kRowTiles == 1 ? 2 : 1;
+  extern __shared__ float partial[];  // [warps][kCols][kPitch], see smem_bytes
+
+  const int warps = static_cast<int>(blockDim.x) / 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int tile = static_cast<int>(blockIdx.x) / p.cluster;
+  const int rank = static_cast<int>(blockIdx.x) % p.cluster;  // == cluster block rank
+  const int n0 = tile * kRows;
+  const int total_chunks = (p.k + kChunkK - 1) / kChunkK;
+  const int chunk_begin = rank * p.chunks_per_rank;
+  const int chunk_end = min(chunk_begin + p.chunks_per_rank, total_chunks);
+
+  // This lane's weight rows (h = 0: row g, h = 1: row g + 8 of each tile) and tokens, at its
+  // 16-k offset in a chunk. Rows and tokens past the end read nothing (zeros).
+  const bf16* w_row[kRowTiles][2];
+  bool w_ok[kRowTiles][2];
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = n0 + 16 * r + 8 * h + g;
+      w_ok[r][h] = row < p.n;
+      w_row[r][h] = p.w + (w_ok[r][h] ? row : 0) * p.ldw + 16 * t;
+    }
+  const bf16* x_row[kNt];
+  bool x_ok[kNt];
+#pragma unroll
+  for (int j = 0; j < kNt; ++j) {
+    const int token = 8 * j + g;
+    x_ok[j] = token < p.m;
+    x_row[j] = p.x + (x_ok[j] ? token : 0) * p.ldx + 16 * t;
+  }
+
+  float acc[kRowTiles][kNt][4] = {};
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  // kUnroll chunks c, c + warps, ...: weights into wv, predicated off past the range.
+  uint4 wv[kUnroll][kRowTiles][2][2];  // [chunk][tile][row g / g + 8][k 0-7 / 8-15]
+  const auto load_w = [&](int c) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int chunk = c + u * warps;
+      const int kk = chunk * kChunkK + 16 * t;
+#pragma unroll
+      for (int r = 0; r < kRowTiles; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int v = 0; v < 2; ++v) {
+            const bool ok = chunk < chunk_end && w_ok[r][h] && kk + 8 * v < p.k;
+            wv[u][r][h][v] = ok ? load_weights(w_row[r][h] + chunk * kChunkK + 8 * v) : zero;
+          }
+    }
+  };
+  const auto mma_chunks = [&](int c) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int chunk = c + u * warps;
+      const int kk = chunk * kChunkK + 16 * t;
+      uint4 xv[kNt][2];  // [n-tile][k 0-7 / 8-15] of token 8j + g
+#pragma unroll
+      for (int j = 0; j < kNt; ++j)
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          const bool ok = chunk < chunk_end && x_ok[j] && kk + 8 * v < p.k;
+          xv[j][v] = ok ? load_x<kSiluMul>(x_row[j] + chunk * kChunkK + 8 * v, p.k) : zero;
+        }
+        // Consecutive MMAs update different accumulators, so none waits on the one before.
+#pragma unroll
+      for (int v = 0; v < 2; ++v)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+          for (int j = 0; j < kNt; ++j)
+#pragma unroll
+            for (int r = 0; r < kRowTiles; ++r) {
+              const uint4& lo = wv[u][r][0][v];
+              const uint4& hi = wv[u][r][1][v];
+              const uint32_t a[4] = {half ? lo.z : lo.x, half ? hi.z : hi.x, half ? lo.w : lo.y,
+                                     half ? hi.w : hi.y};
+              mma_bf16_16816(acc[r][j], a, half ? xv[j][v].z : xv[j][v].x,
+                             half ? xv[j][v].w : xv[j][v].y);
+            }
+    }
+  };
+
+  // Programmatic dependent launch (a no-op without it): the weights are constant, so they
+  // may stream in while the previous kernel finishes; x, and y's writes, wait for it.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  bool waited = false;
+  for (int c = chunk_begin + warp; c < chunk_end; c += warps * kUnroll) {
+    load_w(c);
+    if (!waited) {
+      asm volatile("griddepcontrol.wait;\n" ::: "memory");
+      waited = true;
+    }
+    mma_chunks(c);
+  }
+  if (!waited) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+
+  // Accumulator (r, j): c0, c1 = (row 16r + g, tokens 8j + 2t, +1), c2, c3 = row + 8.
+  float* mine = partial + warp * kCols * kPitch;
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r)
+#pragma unroll
+    for (int j = 0; j < kNt; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        mine[(8 * j + 2 * t + (i & 1)) * kPitch + 16 * r + g + 8 * (i >> 1)] = acc[r][j][i];
+  __syncthreads();
+
+  // Element e = (token e / kRows, row e % kRows): consecutive threads, consecutive rows of y.
+  const int elems = kRows * p.m;
+  const auto sum_warps = [&](int e) {
+    const int off = (e / kRows) * kPitch + e % kRows;
+    float s = 0.f;
+    for (int w = 0; w < warps; ++w) s += partial[w * kCols * kPitch + off];
+    return s;
+  };
+  const auto write = [&](int e, float s) {
+    const int row = n0 + e % kRows, token = e / kRows;
+    if (row >= p.n) return;
+    if (p.bias != nullptr) s += to_f32(p.bias[row]);
+    store_out(static_cast<OutT*>(p.y) + token * p.ldy + row, s);
+  };
+  if (p.cluster == 1) {
+    for (int e = static_cast<int>(threadIdx.x); e < elems; e += static_cast<int>(blockDim.x))
+      write(e, sum_warps(e));
+    return;
+  }
+  // The block's sum goes to warp 0's slot (each element read and written by one thread only);
+  // rank q then adds up its share of the elements over all ranks.
+  for (int e = static_cast<int>(threadIdx.x); e < elems; e += static_cast<int>(blockDim.x))
+    partial[(e / kRows) * kPitch + e % kRows] = sum_warps(e);
+  const cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every rank's block sum is visible
+  const int share = (elems + p.cluster - 1) / p.cluster;
+  const int e_end = min(elems, (rank + 1) * share);
+  for (int e = rank * share + static_cast<int>(threadIdx.x); e < e_end;
+       e += static_cast<int>(blockDim.x)) {
+    const int off = (e / kRows) * kPitch + e % kRows;
+    float s = 0.f;
+    for (int q = 0; q < p.cluster; ++q) s += cluster.map_shared_rank(partial, q)[off];
+    write(e, s);
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+}
+
+}  // namespace nanovllm::kernels::cuda::skinny

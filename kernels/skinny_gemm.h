@@ -1,0 +1,76 @@
+// Decode-size GEMM: y = x @ w^T (+ bias) for few tokens (M <= 64), written to stream the weight
+// at HBM bandwidth, as an alternative to cuBLAS that the runtime times per shape at start-up.
+// Semantics are exactly kernels::linear's (kernels/linear.h): bf16 x and w, f32 accumulation,
+// bias added in f32, y (bf16 or f32) rounded once.
+//
+// Every config computes the same function; they differ only in how the work is cut:
+//   rows:    weight rows per thread block (16, 32 or 64), one 16-row tensor-core tile per 16;
+//   warps:   warps per block (4 or 8); they split the block's K range chunk by chunk (64 k a
+//            chunk) and are summed through shared memory;
+//   cluster: blocks of one thread-block cluster (1, 2, 4 or 8) splitting K into contiguous
+//            ranges, summed through distributed shared memory (sm_90). No workspace, no
+//            counters, no atomics: the sum order is fixed, so results are deterministic.
+// The call allocates nothing and never synchronizes the host, so it can be captured in a CUDA
+// graph; the first call of each kernel variant sets its shared-memory limit (a host-side
+// function attribute), so make one eager call per config before capturing, as a start-up
+// timing pass does anyway.
+//
+// Requirements beyond linear's (checked, CHECK fails otherwise): K % 8 == 0; x, w 16-byte
+// aligned with row strides that are multiples of 8 elements; 1 <= M <= 64.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace nanovllm::kernels {
+
+struct SkinnyGemmConfig {
+  int rows = 32;    // weight rows per block: 16, 32 or 64
+  int warps = 8;    // warps per block: 4 or 8
+  int cluster = 1;  // blocks per cluster splitting K: 1, 2, 4 or 8
+  // Programmatic dependent launch (sm_90): the kernel may start while the previous kernel on
+  // the stream is still finishing and stream its first weights meanwhile; it reads x (and
+  // writes y) only after griddepcontrol.wait, i.e. once that kernel has completed, so this is
+  // safe after any kernel. The kernel also lets the next PDL-launched kernel start early.
+  // skinny_gemm_configs leaves it off: it is the caller's choice for the whole graph.
+  bool pdl = false;
+  std::string name() const;  // e.g. "r32w8c2", "r32w8c2+pdl"
+  bool operator==(const SkinnyGemmConfig& o) const {
+    return rows == o.rows && warps == o.warps && cluster == o.cluster && pdl == o.pdl;
+  }
+};
+
+constexpr int64_t kSkinnyGemmMaxM = 64;
+
+// Whether skinny_gemm handles this problem size (M tokens, N weight rows, K inputs).
+bool skinny_gemm_supports(int64_t m, int64_t n, int64_t k);
+
+// The configs worth timing for this size (a few, best guess first); empty if unsupported.
+// silu_mul: for skinny_gemm_silu_mul (same configs, another best guess). The guess is only a
+// default: time the list against cuBLAS per shape; on an H200 cuBLAS in a graph wins most
+// shapes from M = 16 on (bench/gemm_bench).
+std::vector<SkinnyGemmConfig> skinny_gemm_configs(int64_t m, int64_t n, int64_t k,
+                                                  bool silu_mul = false);
+
+namespace cuda {
+
+// y = x @ w^T (+ bias). x: [M, K] bf16 (row stride may exceed K); w: [N, K] bf16;
+// bias: [N] bf16 or data == nullptr; y: [M, N] bf16 or f32 (row stride may exceed N).
+void skinny_gemm(const TensorView& y, const TensorView& x, const TensorView& w,
+                 const TensorView& bias, const SkinnyGemmConfig& cfg, cudaStream_t stream);
+
+// The same with the MLP's activation fused into the input: y = silu_and_mul(gate_up) @ w^T
+// (+ bias), gate_up: [M, 2K] bf16 = [gate | up] (row stride may exceed 2K). The activation is
+// rounded to bf16 as kernels::silu_and_mul rounds it, computed with the fast exp and divide
+// (a few f32 ulp off, so now and then one bf16 step). Every block recomputes the activation
+// of its K range, so this pays off only for few tokens (time it against silu_and_mul + GEMM).
+void skinny_gemm_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& w,
+                          const TensorView& bias, const SkinnyGemmConfig& cfg, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace nanovllm::kernels

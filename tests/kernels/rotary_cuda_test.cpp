@@ -1,0 +1,177 @@
+// The fused CUDA q/k norm + rotary + KV store (kernels::cuda::qk_norm_rope_store) against the
+// CPU reference pair it replaces (cpu::qk_norm_rope, then cpu::store_kvcache), on qkv rows
+// laid out as in the model (q | k | v heads, token stride possibly past the three).
+// Tolerances: both sides round once to bf16 from f32, but their inv_freq differ by a few f32
+// ulps (pow vs exp2), which at positions up to 40000 moves an angle by < 0.008 rad: < 0.05
+// on a pair of magnitude < 6, plus one bf16 step (0.03 below 8). Copies (v, and every cache
+// row no token addresses) must be exact.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "kernels/kv_cache.h"
+#include "kernels/rotary.h"
+#include "tests/kernels/cuda_test_util.h"
+
+namespace nanovllm::test {
+namespace {
+
+struct Case {
+  int64_t d, hq, hkv, tokens;
+  bool norm;
+  int64_t pad;  // extra elements per qkv row past the q, k and v heads
+  int max_pos;
+};
+
+struct Layout {
+  int64_t d, hq, hkv, tokens, pitch;
+  // A [T, heads, D] view of qkv starting at head `first_head` (q heads first, then k, then v).
+  TensorView heads(void* base, Device dev, int64_t first_head, int64_t num) const {
+    TensorView t(static_cast<uint16_t*>(base) + first_head * d, DType::kBf16, {tokens, num, d},
+                 dev);
+    t.stride[0] = pitch;
+    return t;
+  }
+};
+
+void run_case(const Case& c, std::mt19937& rng) {
+  SCOPED_TRACE(::testing::Message() << "d " << c.d << " hq " << c.hq << " hkv " << c.hkv << " T "
+                                    << c.tokens << " norm " << c.norm << " pad " << c.pad);
+  const Layout l{c.d, c.hq, c.hkv, c.tokens, (c.hq + 2 * c.hkv) * c.d + c.pad};
+  const int64_t bs = 16, blocks = (c.tokens + bs - 1) / bs + 2, slots = blocks * bs;
+  const int64_t row = c.hkv * c.d;  // one cache slot
+  auto qkv = random_bf16(c.tokens * l.pitch, rng, -2, 2);
+  auto qw = random_bf16(c.d, rng, 0.5, 1.5), kw = random_bf16(c.d, rng, 0.5, 1.5);
+  std::vector<int32_t> pos(c.tokens);
+  std::uniform_int_distribution<int> pick_pos(0, c.max_pos);
+  for (auto& p : pos) p = pick_pos(rng);
+  pos[0] = 0;
+  if (c.tokens > 1) pos[c.tokens - 1] = c.max_pos;
+  // Distinct slots (a permutation), every third token -1; the last slot of the cache is used.
+  std::vector<int32_t> perm(slots), slot(c.tokens);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::swap(perm[c.tokens > 1 ? 1 : 0], *std::find(perm.begin(), perm.end(), slots - 1));
+  for (int64_t t = 0; t < c.tokens; ++t) slot[t] = t % 3 == 2 ? -1 : perm[t];
+  // Poisoned caches: rows no token addresses must come back unchanged.
+  const auto kc0 = random_bf16(slots * row, rng, -100, 100);
+  const auto vc0 = random_bf16(slots * row, rng, -100, 100);
+
+  // Reference: the CPU pair.
+  auto ref = qkv, kc_ref = kc0, vc_ref = vc0;
+  const TensorView none;
+  kernels::cpu::qk_norm_rope(l.heads(ref.data(), Device::kCpu, 0, c.hq),
+                             l.heads(ref.data(), Device::kCpu, c.hq, c.hkv),
+                             c.norm ? host_view(qw.data(), DType::kBf16, {c.d}) : none,
+                             c.norm ? host_view(kw.data(), DType::kBf16, {c.d}) : none,
+                             host_view(pos.data(), DType::kI32, {c.tokens}), 1e-6f, 1e6f);
+  kernels::cpu::store_kvcache(l.heads(ref.data(), Device::kCpu, c.hq, c.hkv),
+                              l.heads(ref.data(), Device::kCpu, c.hq + c.hkv, c.hkv),
+                              host_view(kc_ref.data(), DType::kBf16, {blocks, bs, c.hkv, c.d}),
+                              host_view(vc_ref.data(), DType::kBf16, {blocks, bs, c.hkv, c.d}),
+                              host_view(slot.data(), DType::kI32, {c.tokens}));
+
+  // The fused kernel, through the dispatcher the layer calls.
+  DevVec<uint16_t> dqkv(qkv), dqw(qw), dkw(kw), dkc(kc0), dvc(vc0);
+  DevVec<int32_t> dpos(pos), dslot(slot);
+  TensorView none_dev;
+  none_dev.device = Device::kCuda;
+  ExecContext ctx;
+  void* base = dqkv.mem.get();
+  kernels::qk_norm_rope_store(
+      l.heads(base, Device::kCuda, 0, c.hq), l.heads(base, Device::kCuda, c.hq, c.hkv),
+      l.heads(base, Device::kCuda, c.hq + c.hkv, c.hkv),
+      c.norm ? dqw.view(DType::kBf16, {c.d}) : none_dev,
+      c.norm ? dkw.view(DType::kBf16, {c.d}) : none_dev, dpos.view(DType::kI32, {c.tokens}), 1e-6f,
+      1e6f, dkc.view(DType::kBf16, {blocks, bs, c.hkv, c.d}),
+      dvc.view(DType::kBf16, {blocks, bs, c.hkv, c.d}), dslot.view(DType::kI32, {c.tokens}), ctx);
+  const auto got = dqkv.host(), kc = dkc.host(), vc = dvc.host();
+
+  // q and k in place, close to the reference; v and the row padding untouched.
+  std::vector<uint16_t> got_qk, ref_qk;
+  for (int64_t t = 0; t < c.tokens; ++t) {
+    const int64_t r = t * l.pitch, qk = (c.hq + c.hkv) * c.d;
+    got_qk.insert(got_qk.end(), got.begin() + r, got.begin() + r + qk);
+    ref_qk.insert(ref_qk.end(), ref.begin() + r, ref.begin() + r + qk);
+    for (int64_t i = qk; i < l.pitch; ++i)
+      ASSERT_EQ(got[r + i], qkv[r + i]) << "token " << t << " element " << i;
+  }
+  const ErrorStats e = compare_bf16(got_qk, ref_qk);
+  EXPECT_TRUE(e.finite);
+  EXPECT_LT(e.rel_l2, 1e-2);
+  EXPECT_LT(e.max_abs, 0.125);
+
+  // v_cache: exactly the reference's (stored rows are copies, the rest is the poison).
+  EXPECT_EQ(vc, vc_ref);
+  // k_cache: the rows of tokens with a slot hold exactly that token's k as left in qkv (one
+  // rounding, written twice) and are close to the reference; every other row is the poison.
+  std::vector<bool> addressed(slots, false);
+  std::vector<uint16_t> got_k, ref_k;
+  for (int64_t t = 0; t < c.tokens; ++t) {
+    if (slot[t] < 0) continue;
+    addressed[slot[t]] = true;
+    const auto k_in_qkv = got.begin() + t * l.pitch + c.hq * c.d;
+    const auto k_row = kc.begin() + slot[t] * row;
+    ASSERT_TRUE(std::equal(k_row, k_row + row, k_in_qkv)) << "token " << t;
+    got_k.insert(got_k.end(), k_row, k_row + row);
+    ref_k.insert(ref_k.end(), kc_ref.begin() + slot[t] * row, kc_ref.begin() + (slot[t] + 1) * row);
+  }
+  for (int64_t s = 0; s < slots; ++s) {
+    if (addressed[s]) continue;
+    ASSERT_TRUE(std::equal(kc.begin() + s * row, kc.begin() + (s + 1) * row, kc0.begin() + s * row))
+        << "slot " << s << " was written";
+  }
+  const ErrorStats ek = compare_bf16(got_k, ref_k);
+  EXPECT_TRUE(ek.finite);
+  EXPECT_LT(ek.rel_l2, 1e-2);
+  EXPECT_LT(ek.max_abs, 0.125);
+}
+
+TEST(QkNormRopeStoreCuda, MatchesCpuRopeThenStoreForQwen3HeadCounts) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(11);
+  // Qwen3 0.6B/1.7B (16/8), 4B/8B (32/8), their tensor-parallel shards (8/4, 4/2, 2/1), and
+  // GQA groups of 4 and 8.
+  for (const Case c : {Case{128, 16, 8, 37, true, 0, 40000}, Case{128, 32, 8, 300, true, 0, 40000},
+                       Case{128, 8, 4, 1, true, 0, 40000}, Case{128, 4, 2, 64, true, 8, 4095},
+                       Case{128, 2, 1, 129, true, 24, 40000}, Case{64, 16, 2, 50, true, 0, 40000},
+                       Case{64, 8, 1, 17, true, 8, 40000}})
+    run_case(c, rng);
+}
+
+TEST(QkNormRopeStoreCuda, MatchesCpuWithoutNormWeightsAndWithPaddedRows) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(12);
+  for (const Case c :
+       {Case{128, 16, 8, 33, false, 0, 40000}, Case{128, 8, 2, 200, false, 40, 40000},
+        Case{64, 4, 4, 9, false, 8, 40000}, Case{64, 32, 8, 1, false, 0, 100}})
+    run_case(c, rng);
+}
+
+TEST(QkNormRopeStoreCuda, AllSlotsMinusOneStoresNothingButStillRotates) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(13);
+  const int64_t d = 128, hq = 16, hkv = 8, tokens = 8, pitch = (hq + 2 * hkv) * d;
+  const int64_t slots = 32, row = hkv * d;
+  auto qkv = random_bf16(tokens * pitch, rng, -2, 2);
+  std::vector<int32_t> pos(tokens, 7), slot(tokens, -1);
+  const auto cache0 = random_bf16(slots * row, rng);
+  DevVec<uint16_t> dqkv(qkv), dkc(cache0), dvc(cache0);
+  DevVec<int32_t> dpos(pos), dslot(slot);
+  const Layout l{d, hq, hkv, tokens, pitch};
+  void* base = dqkv.mem.get();
+  TensorView none_dev;
+  none_dev.device = Device::kCuda;
+  kernels::cuda::qk_norm_rope_store(
+      l.heads(base, Device::kCuda, 0, hq), l.heads(base, Device::kCuda, hq, hkv),
+      l.heads(base, Device::kCuda, hq + hkv, hkv), none_dev, none_dev,
+      dpos.view(DType::kI32, {tokens}), 1e-6f, 1e6f, dkc.view(DType::kBf16, {2, 16, hkv, d}),
+      dvc.view(DType::kBf16, {2, 16, hkv, d}), dslot.view(DType::kI32, {tokens}), nullptr);
+  EXPECT_EQ(dkc.host(), cache0);
+  EXPECT_EQ(dvc.host(), cache0);
+  EXPECT_NE(dqkv.host(), qkv);  // q and k were still rotated in place
+}
+
+}  // namespace
+}  // namespace nanovllm::test

@@ -1,0 +1,362 @@
+// skinny_gemm (the decode-size GEMM) against the CPU reference kernels::cpu::linear, for every
+// config skinny_gemm_configs offers and every kernel variant (rows x warps x cluster).
+// Every element is checked, not only a norm: |got - ref| <= rtol |ref| + atol rms(ref), with
+// f32 output rtol 1e-4 (both sum in f32, in another order) and bf16 output rtol 1/64 (two
+// roundings of nearly equal sums may land one bf16 step apart, 2^-7 relative at most), so one
+// wrong element fails. y is poisoned first (NaN) and its row padding must stay poisoned.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "kernels/activation.h"
+#include "kernels/linear.h"
+#include "kernels/skinny_gemm.h"
+#include "tests/kernels/cuda_test_util.h"
+
+namespace nanovllm::test {
+namespace {
+
+using kernels::SkinnyGemmConfig;
+
+int cpu_threads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+struct Problem {
+  int64_t m, n, k;
+  bool bias = false;
+  DType out = DType::kBf16;
+  bool silu_mul = false;  // x is gate_up [M, 2K], the kernel applies silu_and_mul on load
+  uint32_t seed = 1;
+};
+
+// Host data and the CPU reference y of one problem; x and y rows are strided (x pitch K + 24,
+// y pitch N + 5) to prove the strides are honoured. `weights_of`: reuse another case's w and
+// bias (same shapes), drawing only a new x.
+struct Case {
+  explicit Case(const Problem& p, const Case* weights_of = nullptr) : p(p) {
+    std::mt19937 rng(p.seed);
+    x_width = p.silu_mul ? 2 * p.k : p.k;
+    x_pitch = x_width + 24;
+    y_pitch = p.n + 5;
+    x = random_bf16(p.m * x_pitch, rng, p.silu_mul ? -3.f : -1.f, p.silu_mul ? 3.f : 1.f);
+    w = weights_of ? weights_of->w : random_bf16(p.n * p.k, rng, -0.1f, 0.1f);
+    b = weights_of ? weights_of->b : random_bf16(p.n, rng);
+    TensorView hx = host_view(x.data(), DType::kBf16, {p.m, x_width});
+    hx.stride[0] = x_pitch;
+    std::vector<uint16_t> act;  // [M, K] bf16: silu_and_mul(gate_up), the fused input
+    if (p.silu_mul) {
+      act.resize(p.m * p.k);
+      kernels::cpu::silu_and_mul(host_view(act.data(), DType::kBf16, {p.m, p.k}), hx);
+      hx = host_view(act.data(), DType::kBf16, {p.m, p.k});
+    }
+    ref.resize(p.m * p.n);
+    std::vector<uint8_t> raw(p.m * p.n * esize());
+    const TensorView none;
+    kernels::cpu::linear(host_view(raw.data(), p.out, {p.m, p.n}), hx,
+                         host_view(w.data(), DType::kBf16, {p.n, p.k}),
+                         p.bias ? host_view(b.data(), DType::kBf16, {p.n}) : none, cpu_threads());
+    for (int64_t i = 0; i < p.m * p.n; ++i) ref[i] = value(raw.data(), i);
+    double ss = 0;
+    for (float v : ref) ss += double{v} * v;
+    rms = std::sqrt(ss / static_cast<double>(ref.size()));
+  }
+  size_t esize() const { return p.out == DType::kF32 ? 4 : 2; }
+  float value(const uint8_t* base, int64_t i) const {
+    if (p.out == DType::kF32) {
+      float f;
+      std::memcpy(&f, base + i * 4, 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, base + i * 2, 2);
+    return bf16_to_float(h);
+  }
+
+  Problem p;
+  int64_t x_width = 0, x_pitch = 0, y_pitch = 0;
+  std::vector<uint16_t> x, w, b;  // [M, x_pitch], [N, K], [N] bf16
+  std::vector<float> ref;         // [M, N]
+  double rms = 0;
+};
+
+// Device copies of a Case's inputs and a poisoned, strided y.
+struct DeviceCase {
+  explicit DeviceCase(const Case& c)
+      : c(c), dx(c.x), dw(c.w), db(c.b), dy(c.p.m * c.y_pitch * c.esize()) {}
+  TensorView x() const {
+    TensorView v = dx.view(DType::kBf16, {c.p.m, c.x_width});
+    v.stride[0] = c.x_pitch;
+    return v;
+  }
+  TensorView y() const {
+    TensorView v = dy.view(c.p.out, {c.p.m, c.p.n});
+    v.stride[0] = c.y_pitch;
+    return v;
+  }
+  void run(const SkinnyGemmConfig& cfg, cudaStream_t stream) const {
+    TensorView none;
+    none.device = Device::kCuda;
+    const TensorView w = dw.view(DType::kBf16, {c.p.n, c.p.k});
+    const TensorView bias = c.p.bias ? db.view(DType::kBf16, {c.p.n}) : none;
+    if (c.p.silu_mul)
+      kernels::cuda::skinny_gemm_silu_mul(y(), x(), w, bias, cfg, stream);
+    else
+      kernels::cuda::skinny_gemm(y(), x(), w, bias, cfg, stream);
+    CUDA_CHECK(cudaGetLastError());
+  }
+  void poison_y() const { CUDA_CHECK(cudaMemset(dy.mem.get(), 0xFF, dy.mem.bytes())); }
+
+  const Case& c;
+  DevVec<uint16_t> dx, dw, db;
+  DevVec<uint8_t> dy;
+};
+
+std::string describe(const Problem& p, const SkinnyGemmConfig& cfg) {
+  std::ostringstream os;
+  os << "M=" << p.m << " N=" << p.n << " K=" << p.k << (p.bias ? " bias" : "")
+     << (p.out == DType::kF32 ? " f32" : " bf16") << (p.silu_mul ? " silu_mul" : "") << " "
+     << cfg.name();
+  return os.str();
+}
+
+// Every element of the downloaded y against the reference; the padding of each row untouched.
+void expect_matches(const Case& c, const std::vector<uint8_t>& got, const std::string& what) {
+  const double rtol = c.p.out == DType::kF32 ? 1e-4 : 1.0 / 64, atol = rtol * c.rms + 1e-6;
+  int64_t bad = 0, first = -1;
+  for (int64_t r = 0; r < c.p.m; ++r)
+    for (int64_t j = 0; j < c.p.n; ++j) {
+      const double g = c.value(got.data(), r * c.y_pitch + j), ref = c.ref[r * c.p.n + j];
+      if (!(std::abs(g - ref) <= rtol * std::abs(ref) + atol)) {
+        if (bad++ == 0) first = r * c.p.n + j;
+      }
+    }
+  EXPECT_EQ(bad, 0) << what << ": first bad element (token " << first / c.p.n << ", row "
+                    << first % c.p.n << "): got "
+                    << c.value(got.data(), (first / c.p.n) * c.y_pitch + first % c.p.n) << ", want "
+                    << c.ref[std::max<int64_t>(first, 0)];
+  int64_t touched = 0;
+  for (int64_t r = 0; r < c.p.m; ++r)
+    for (int64_t j = c.p.n; j < c.y_pitch; ++j)
+      for (size_t byte = 0; byte < c.esize(); ++byte)
+        touched += got[(r * c.y_pitch + j) * c.esize() + byte] != 0xFF;
+  EXPECT_EQ(touched, 0) << what << ": bytes written past N in y's row padding";
+}
+
+// Runs each config on one problem and checks it (y poisoned before each run).
+void check_configs(const Problem& p, const std::vector<SkinnyGemmConfig>& configs) {
+  ASSERT_FALSE(configs.empty()) << describe(p, {});
+  const Case c(p);
+  const DeviceCase d(c);
+  for (const SkinnyGemmConfig& cfg : configs) {
+    d.poison_y();
+    d.run(cfg, nullptr);
+    expect_matches(c, d.dy.host(), describe(p, cfg));
+  }
+}
+
+void check_offered_configs(const Problem& p) {
+  check_configs(p, kernels::skinny_gemm_configs(p.m, p.n, p.k, p.silu_mul));
+}
+
+// Every kernel variant, whether or not the heuristic would offer it (launched with PDL too,
+// for one row count: the launch differs, the kernel does not).
+std::vector<SkinnyGemmConfig> every_variant() {
+  std::vector<SkinnyGemmConfig> out;
+  for (int rows : {16, 32, 64})
+    for (int warps : {4, 8})
+      for (int cluster : {1, 2, 4, 8}) {
+        out.push_back({rows, warps, cluster});
+        if (rows == 32) out.push_back({rows, warps, cluster, true});
+      }
+  return out;
+}
+
+constexpr int64_t kTokens[] = {1, 2, 3, 7, 8, 9, 16, 17, 33, 64};
+
+TEST(SkinnyGemmConfigs, OfferedForDecodeSizesOnly) {
+  // Host-only: runs without a GPU.
+  for (int64_t m : kTokens)
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{4096, 1024},
+                        {1024, 2048},
+                        {6144, 1024},
+                        {1024, 3072},
+                        {151936, 1024},
+                        {1000, 1024},
+                        {4097, 12288},
+                        {8, 8}}) {
+      ASSERT_TRUE(kernels::skinny_gemm_supports(m, n, k)) << m << " " << n << " " << k;
+      const auto configs = kernels::skinny_gemm_configs(m, n, k);
+      EXPECT_FALSE(configs.empty()) << m << " " << n << " " << k;
+      for (const SkinnyGemmConfig& c : configs) {
+        EXPECT_TRUE(c.rows == 16 || c.rows == 32 || c.rows == 64) << c.name();
+        EXPECT_TRUE(c.warps == 4 || c.warps == 8) << c.name();
+        EXPECT_TRUE(c.cluster == 1 || c.cluster == 2 || c.cluster == 4 || c.cluster == 8)
+            << c.name();
+      }
+    }
+  EXPECT_FALSE(kernels::skinny_gemm_supports(65, 1024, 1024));
+  EXPECT_FALSE(kernels::skinny_gemm_supports(0, 1024, 1024));
+  EXPECT_FALSE(kernels::skinny_gemm_supports(1, 1024, 1020));  // K % 8 != 0
+  EXPECT_TRUE(kernels::skinny_gemm_configs(65, 1024, 1024).empty());
+}
+
+TEST(SkinnyGemmConfigs, SplitKWhereTheWeightIsSmall) {
+  // o_proj of Qwen3-0.6B: 32 blocks of 32 rows would leave most SMs idle.
+  bool clustered = false;
+  for (const SkinnyGemmConfig& c : kernels::skinny_gemm_configs(1, 1024, 2048))
+    clustered |= c.cluster > 1;
+  EXPECT_TRUE(clustered);
+}
+
+TEST(SkinnyGemmCuda, EveryTokenCountOddNAndK1024) {
+  SKIP_WITHOUT_CUDA();
+  for (int64_t m : kTokens) check_offered_configs({m, 1000, 1024, false, DType::kBf16, false, 10});
+}
+
+TEST(SkinnyGemmCuda, EveryTokenCountNPastATileWithBiasK2048) {
+  SKIP_WITHOUT_CUDA();
+  for (int64_t m : kTokens) check_offered_configs({m, 4097, 2048, true, DType::kBf16, false, 11});
+}
+
+TEST(SkinnyGemmCuda, EveryTokenCountF32OutK3072) {
+  SKIP_WITHOUT_CUDA();
+  for (int64_t m : kTokens) check_offered_configs({m, 1024, 3072, false, DType::kF32, false, 12});
+}
+
+TEST(SkinnyGemmCuda, LongKDownProjection) {
+  SKIP_WITHOUT_CUDA();
+  for (int64_t m : {1, 9, 33, 64}) {
+    check_offered_configs({m, 520, 12288, false, DType::kBf16, false, 13});
+    check_offered_configs({m, 130, 12288, true, DType::kF32, false, 14});
+  }
+}
+
+TEST(SkinnyGemmCuda, ModelShapes) {
+  SKIP_WITHOUT_CUDA();
+  // Qwen3-0.6B qkv / gate_up and an 8B-sized o_proj, and a slice of the LM head (f32 logits).
+  check_offered_configs({4, 4096, 1024, false, DType::kBf16, false, 15});
+  check_offered_configs({2, 6144, 1024, false, DType::kBf16, false, 16});
+  check_offered_configs({16, 4096, 4096, false, DType::kBf16, false, 17});
+  check_offered_configs({8, 15194, 1024, false, DType::kF32, false, 18});
+}
+
+TEST(SkinnyGemmCuda, EveryVariantOnTailsOfNAndK) {
+  SKIP_WITHOUT_CUDA();
+  // K = 200: a partial last chunk (64 k a chunk) and ranks with no chunk at all (cluster 8).
+  for (int64_t m : {1, 5, 16, 40, 64})
+    for (bool bias : {false, true})
+      check_configs({m, 333, 200, bias, bias ? DType::kF32 : DType::kBf16, false,
+                     static_cast<uint32_t>(20 + m)},
+                    every_variant());
+  check_configs({3, 77, 8, true, DType::kBf16, false, 30}, every_variant());     // K = 8
+  check_configs({64, 1, 4096, false, DType::kF32, false, 31}, every_variant());  // N = 1
+}
+
+TEST(SkinnyGemmCuda, FusedSiluMulInputEqualsSiluAndMulThenLinear) {
+  SKIP_WITHOUT_CUDA();
+  for (int64_t m : {1, 3, 16, 33, 64}) {
+    check_offered_configs({m, 1024, 3072, false, DType::kBf16, true, 40});
+    check_offered_configs({m, 1000, 1000, true, DType::kF32, true, 41});
+  }
+  check_configs({7, 100, 136, false, DType::kBf16, true, 42}, every_variant());
+}
+
+TEST(SkinnyGemmCuda, DeterministicAcrossRuns) {
+  SKIP_WITHOUT_CUDA();
+  const Problem p{9, 4096, 2048, true, DType::kF32, false, 50};
+  const Case c(p);
+  const DeviceCase d(c);
+  for (const SkinnyGemmConfig& cfg : kernels::skinny_gemm_configs(p.m, p.n, p.k)) {
+    d.run(cfg, nullptr);
+    const auto first = d.dy.host();
+    d.poison_y();
+    d.run(cfg, nullptr);
+    EXPECT_TRUE(first == d.dy.host()) << cfg.name() << ": results differ between two runs";
+  }
+}
+
+TEST(SkinnyGemmCuda, PdlLaunchWaitsForTheKernelThatWritesX) {
+  SKIP_WITHOUT_CUDA();
+  // x = silu_and_mul(gate_up) by the activation kernel, then the GEMM launched with PDL right
+  // behind it, into a poisoned x each round: reading x before the producer finished would
+  // show as NaN or a wrong sum. Eagerly and in a captured graph.
+  const Problem p{33, 4097, 3072, true, DType::kBf16, true, 70};
+  const Case c(p);  // its reference is silu_and_mul then linear
+  const DeviceCase d(c);
+  DevVec<uint16_t> act(p.m * p.k);  // [M, K] bf16
+  TensorView none;
+  none.device = Device::kCuda;
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (SkinnyGemmConfig cfg : kernels::skinny_gemm_configs(p.m, p.n, p.k)) {
+    cfg.pdl = true;
+    const auto round = [&] {
+      CUDA_CHECK(cudaMemsetAsync(act.mem.get(), 0xFF, act.mem.bytes(), stream));
+      kernels::cuda::silu_and_mul(act.view(DType::kBf16, {p.m, p.k}), d.x(), stream);
+      kernels::cuda::skinny_gemm(d.y(), act.view(DType::kBf16, {p.m, p.k}),
+                                 d.dw.view(DType::kBf16, {p.n, p.k}),
+                                 d.db.view(DType::kBf16, {p.n}), cfg, stream);
+      CUDA_CHECK(cudaGetLastError());
+    };
+    d.poison_y();
+    round();
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_matches(c, d.dy.host(), describe(p, cfg) + " eager");
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < 3; ++i) round();
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    d.poison_y();
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_matches(c, d.dy.host(), describe(p, cfg) + " graph");
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST(SkinnyGemmCuda, GraphCaptureReplaysWithNewInputs) {
+  SKIP_WITHOUT_CUDA();
+  // Two problems with the same shapes and weights but different x: one graph, replayed on
+  // each x in turn, must give each one's result.
+  const Problem p1{5, 4097, 2048, true, DType::kBf16, false, 60};
+  Problem p2 = p1;
+  p2.seed = 61;
+  const Case c1(p1);
+  const Case c2(p2, &c1);
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const SkinnyGemmConfig& cfg : kernels::skinny_gemm_configs(p1.m, p1.n, p1.k)) {
+    DeviceCase d(c1);
+    d.run(cfg, stream);  // eager first: one-time set-up stays out of the capture
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    d.run(cfg, stream);
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 2; ++replay) {
+      const Case& c = replay == 0 ? c1 : c2;
+      d.dx.mem.upload(c.x);
+      d.poison_y();
+      CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      expect_matches(c, d.dy.host(), describe(c.p, cfg) + " replay " + std::to_string(replay));
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+}  // namespace nanovllm::test
