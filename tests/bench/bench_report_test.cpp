@@ -38,6 +38,18 @@ TEST(BenchReport, NoLimitMeansNullPercent) {
   const json r = run_json(measure(2.0));
   EXPECT_TRUE(r["limit_s"].is_null());
   EXPECT_TRUE(r["pct_of_limit"].is_null());
+  EXPECT_TRUE(r["decode_pct_of_limit"].is_null());
+}
+
+TEST(BenchReport, DecodePercentIsTheDecodeStepsLimitOverTheirTime) {
+  RunMeasure m = measure(2.0, 1.0);
+  m.decode_s = 1.5;
+  m.decode_limit_s = 0.6;
+  const json r = run_json(m);
+  EXPECT_DOUBLE_EQ(r["decode_pct_of_limit"].get<double>(), 40.0);
+  EXPECT_DOUBLE_EQ(r["pct_of_limit"].get<double>(), 50.0);  // the whole run's, unchanged
+  m.decode_s = 0.0;                                         // no decode step: no figure
+  EXPECT_TRUE(run_json(m)["decode_pct_of_limit"].is_null());
 }
 
 TEST(BenchReport, MedianIsPerFieldAndSpreadIsOverOutputRate) {

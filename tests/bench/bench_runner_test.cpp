@@ -131,6 +131,10 @@ TEST(BenchRunner, RunCountsTheWorkloadsTokensAndSumsTheLimitOverItsSteps) {
   std::vector<Step> steps{prefill_step(std::vector<int64_t>{10, 10, 10})};
   for (int64_t context = 11; context <= 13; ++context) steps.push_back(decode_step(3, context));
   EXPECT_NEAR(*limited.limit_s, run_limit_s(setup, steps), 1e-12);
+  // S_TG's own limit: the decode steps alone.
+  ASSERT_TRUE(limited.decode_limit_s.has_value());
+  EXPECT_NEAR(*limited.decode_limit_s, run_limit_s(setup, std::span<const Step>(steps).subspan(1)),
+              1e-12);
   EXPECT_FALSE(limited.limit_breakdown.empty());
 }
 

@@ -123,8 +123,11 @@ class Reference {
   const Checkpoint& ckpt_;
 };
 
-// Prefill of one sequence through the model, block_size 16; logits of the last token.
-std::vector<float> model_last_logits(const test::TempModel& m, const std::vector<int32_t>& ids) {
+// Prefill of one sequence through the model, block_size 16; logits [rows, V] of the tokens
+// `rows` names (explicit logits_indices), or of every token in order when rows is null (a null
+// index view, the decode path's form).
+std::vector<float> model_logits(const test::TempModel& m, const std::vector<int32_t>& ids,
+                                const std::vector<int32_t>* rows) {
   const ModelConfig& c = m.config();
   const Checkpoint ckpt = Checkpoint::open(m.dir());
   SingleRankCommunicator comm;
@@ -150,11 +153,18 @@ std::vector<float> model_last_logits(const test::TempModel& m, const std::vector
   ctx.cpu_threads = 2;
   const TensorView hidden = model.forward(TensorView(input.data(), DType::kI32, {t}),
                                           TensorView(pos.data(), DType::kI32, {t}), meta, ctx);
-  std::vector<float> logits(c.vocab_size);
-  std::vector<int32_t> last{static_cast<int32_t>(t - 1)};
-  model.compute_logits(TensorView(logits.data(), DType::kF32, {1, c.vocab_size}), hidden,
-                       TensorView(last.data(), DType::kI32, {1}), ctx);
+  const int64_t s = rows ? static_cast<int64_t>(rows->size()) : t;
+  std::vector<float> logits(static_cast<size_t>(s * c.vocab_size));
+  const TensorView indices =
+      rows ? TensorView(const_cast<int32_t*>(rows->data()), DType::kI32, {s}) : TensorView();
+  model.compute_logits(TensorView(logits.data(), DType::kF32, {s, c.vocab_size}), hidden, indices,
+                       ctx);
   return logits;
+}
+
+std::vector<float> model_last_logits(const test::TempModel& m, const std::vector<int32_t>& ids) {
+  const std::vector<int32_t> last{static_cast<int32_t>(ids.size()) - 1};
+  return model_logits(m, ids, &last);
 }
 
 void expect_close_logits(const std::vector<float>& got, const std::vector<double>& want) {
@@ -189,6 +199,21 @@ TEST(Qwen3Model, UntiedHeadDim128PrefillLogitsMatchDenseDoubleReference) {
   const std::vector<int32_t> ids{1, 2, 3, 4, 5, 1000, 2000, 3000, 151935};
   const Checkpoint ckpt = Checkpoint::open(m.dir());
   expect_close_logits(model_last_logits(m, ids), Reference(m.config(), ckpt).last_logits(ids));
+}
+
+TEST(Qwen3Model, NullLogitsIndicesGiveEveryRowInOrderAsTheExplicitGatherDoes) {
+  test::TempModel m("tiny");
+  const std::vector<int32_t> ids{9707, 11, 1879, 0, 42, 100, 7, 3, 25, 17, 5, 6, 77, 8, 2, 1, 4};
+  std::vector<int32_t> every(ids.size());
+  for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int32_t>(i);
+  const std::vector<int32_t> reversed(every.rbegin(), every.rend());
+  const std::vector<float> in_place = model_logits(m, ids, nullptr);
+  EXPECT_EQ(in_place, model_logits(m, ids, &every));  // same rows, same head: bit for bit
+  // A real gather differs (so the comparison above could fail): the reversed rows.
+  const std::vector<float> gathered = model_logits(m, ids, &reversed);
+  const size_t v = static_cast<size_t>(m.config().vocab_size);
+  EXPECT_NE(in_place, gathered);
+  EXPECT_TRUE(std::equal(gathered.end() - v, gathered.end(), in_place.begin()));
 }
 
 }  // namespace
