@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "kernels/check.h"
 #include "kernels/tensor.h"
@@ -71,6 +72,38 @@ inline bool aligned16(const void* p) {
 
 inline int ceil_div(int64_t a, int64_t b) {
   return static_cast<int>((a + b - 1) / b);
+}
+
+// Programmatic dependent launch (sm_90). A kernel started by launch_dependent may be launched
+// while the previous kernel on the stream is still running, so its CTAs are resident and
+// waiting when that kernel ends (no launch gap between the two; in a decode graph of ~250
+// small kernels the gaps are a large part of a batch-1 step). Such a kernel calls
+// wait_for_previous_grid() before it touches memory (it returns once the previous kernel has
+// completed and its writes are visible, so what follows is ordered as a plain launch would
+// order it), then allow_next_grid() so the kernel after it may be launched early in turn.
+// What the previous kernel wrote must not be read through the non-coherent path (__ldg,
+// ld.global.nc): that kernel may have been running on the same SM after ours started, and the
+// gpu_generation preemption check caught exactly that (see skinny_gemm_kernel.cuh's load_x16).
+__device__ __forceinline__ void wait_for_previous_grid() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+__device__ __forceinline__ void allow_next_grid() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+template <typename... Params, typename... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
+                      Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
 }  // namespace nanovllm::kernels::cuda

@@ -50,6 +50,7 @@ using decode::PlanSmem;
 template <int D, int G>
 __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
     decode_whole_kernel(const DecodeArgs a) {
+  decode::wait_then_allow_next();
   __shared__ float4 smem[Layout<D>::kSmemBytes / 16];
   const int hk = blockIdx.x, b = blockIdx.y;
   const int ctx = a.context_lens[b];
@@ -102,6 +103,7 @@ template <int D, int G, bool kFused>
 __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
     decode_split_kernel(const DecodeArgs a) {
   using L = Layout<D>;
+  decode::wait_then_allow_next();
   __shared__ float4 smem[L::kSmemBytes / 16];
   // The plan's few words sit at the end of the ring, past the lane-group merge buffers of
   // attend_tiles and merge_group's stage; the ring's tiles overwrite them only after the plan
@@ -153,6 +155,7 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
 // begins in its range and goes on past it, if there is one (a group's first CTA is unique).
 template <int D, int G>
 __global__ void __launch_bounds__(kThreads) decode_merge_kernel(const DecodeArgs a) {
+  decode::wait_then_allow_next();
   __shared__ float4 stage[kThreads * 24 / 16];  // merge_group's slices
   __shared__ PlanSmem ps;
   const decode::SeqScan s = decode::scan_units<D>(a, &ps);
@@ -217,10 +220,9 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
             cudaStream_t stream) {
   if (p.split_out.data == nullptr) {
     CHECK_LE(batch, 65535);  // gridDim.y
-    decode_whole_kernel<D, G>
-        <<<dim3(static_cast<unsigned>(hkv), static_cast<unsigned>(batch)), kThreads, 0, stream>>>(
-            a);
-    CUDA_CHECK_LAUNCH();
+    launch_dependent(decode_whole_kernel<D, G>,
+                     dim3(static_cast<unsigned>(hkv), static_cast<unsigned>(batch)), dim3(kThreads),
+                     stream, a);
     return;
   }
   check_cuda_tensor(p.split_out, DType::kF32, "split_out");
@@ -248,13 +250,11 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   }
   const unsigned grid = static_cast<unsigned>(ctas);
   if (fused) {
-    decode_split_kernel<D, G, true><<<grid, kThreads, 0, stream>>>(a);
-    CUDA_CHECK_LAUNCH();
+    launch_dependent(decode_split_kernel<D, G, true>, dim3(grid), dim3(kThreads), stream, a);
   } else {
-    decode_split_kernel<D, G, false><<<grid, kThreads, 0, stream>>>(a);
-    CUDA_CHECK_LAUNCH();
-    decode_merge_kernel<D, G><<<grid, kThreads, 0, stream>>>(a);  // same grid: same plan
-    CUDA_CHECK_LAUNCH();
+    launch_dependent(decode_split_kernel<D, G, false>, dim3(grid), dim3(kThreads), stream, a);
+    // Same grid: same plan.
+    launch_dependent(decode_merge_kernel<D, G>, dim3(grid), dim3(kThreads), stream, a);
   }
 }
 

@@ -31,6 +31,13 @@ struct Layout {
   static_assert(kSmemBytes <= 48 * 1024, "static shared memory is limited to 48 KB");
 };
 
+// Every decode kernel is started by launch_dependent (common.cuh): it waits for the previous
+// kernel (the q / k / v producer) before touching memory, then lets the next one launch.
+__device__ __forceinline__ void wait_then_allow_next() {
+  wait_for_previous_grid();
+  allow_next_grid();
+}
+
 struct DecodeArgs {
   bf16* out;  // [B, Hq, D], strides out_tok, out_head
   int64_t out_tok, out_head;

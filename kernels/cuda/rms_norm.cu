@@ -15,6 +15,8 @@ template <bool VEC, bool FUSED>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* residual,
                     int64_t r_stride, const bf16* __restrict__ weight, int hidden, float eps) {
+  wait_for_previous_grid();  // launched early (launch_dependent): x is the previous kernel's
+  allow_next_grid();
   const int64_t t = blockIdx.x;
   bf16* xr = x + t * x_stride;
   bf16* rr = FUSED ? residual + t * r_stride : nullptr;
@@ -67,17 +69,17 @@ void launch(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* resi
   const bool fused = residual != nullptr;
   const int h = static_cast<int>(hidden);
   if (vec && fused)
-    rms_norm_kernel<true, true><<<tokens, kThreads, 0, stream>>>(
-        out, out_stride, x, x_stride, residual, r_stride, weight, h, eps);
+    launch_dependent(rms_norm_kernel<true, true>, dim3(tokens), dim3(kThreads), stream, out,
+                     out_stride, x, x_stride, residual, r_stride, weight, h, eps);
   else if (vec)
-    rms_norm_kernel<true, false><<<tokens, kThreads, 0, stream>>>(
-        out, out_stride, x, x_stride, residual, r_stride, weight, h, eps);
+    launch_dependent(rms_norm_kernel<true, false>, dim3(tokens), dim3(kThreads), stream, out,
+                     out_stride, x, x_stride, residual, r_stride, weight, h, eps);
   else if (fused)
-    rms_norm_kernel<false, true><<<tokens, kThreads, 0, stream>>>(
-        out, out_stride, x, x_stride, residual, r_stride, weight, h, eps);
+    launch_dependent(rms_norm_kernel<false, true>, dim3(tokens), dim3(kThreads), stream, out,
+                     out_stride, x, x_stride, residual, r_stride, weight, h, eps);
   else
-    rms_norm_kernel<false, false><<<tokens, kThreads, 0, stream>>>(
-        out, out_stride, x, x_stride, residual, r_stride, weight, h, eps);
+    launch_dependent(rms_norm_kernel<false, false>, dim3(tokens), dim3(kThreads), stream, out,
+                     out_stride, x, x_stride, residual, r_stride, weight, h, eps);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -31,6 +31,8 @@ struct RopeArgs {
 // Work items per token: its q heads, its k heads, and (STORE) its v heads, in that order.
 template <int D, bool STORE>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const RopeArgs a) {
+  wait_for_previous_grid();  // launched early (launch_dependent): qkv is the previous kernel's
+  allow_next_grid();
   constexpr int kPairs = D / 64;  // pairs per lane
   const int lane = threadIdx.x & 31;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
@@ -142,8 +144,10 @@ template <bool STORE>
 void launch(const RopeArgs& a, int64_t dim, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(a.tokens) * (a.hq + a.hkv * (STORE ? 2 : 1));
   const int blocks = ceil_div(items, kWarpsPerBlock);
-  DISPATCH_HEAD_DIM(
-      dim, D, { qk_norm_rope_kernel<D, STORE><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a); });
+  DISPATCH_HEAD_DIM(dim, D, {
+    launch_dependent(qk_norm_rope_kernel<D, STORE>, dim3(blocks), dim3(kWarpsPerBlock * 32), stream,
+                     a);
+  });
   CUDA_CHECK_LAUNCH();
 }
 
