@@ -117,9 +117,9 @@ int64_t Qwen3ForCausalLM::decode_split_cells() const {
                                                      attn.num_kv_heads(), config_.head_dim);
 }
 
-void Qwen3ForCausalLM::reserve_decode_scratch(int64_t /*max_batch*/) {
+void Qwen3ForCausalLM::reserve_decode_scratch() {
   // The kernel's grid is the GPU's resident CTA slots whatever the batch, so one size serves
-  // every batch up to max_batch (and beyond).
+  // every batch.
   const Qwen3Attention& attn = layers_.front()->self_attn();
   const int64_t cells = decode_split_cells();
   const int64_t g = attn.q_width() / config_.head_dim / attn.num_kv_heads();

@@ -64,9 +64,9 @@ class Qwen3ForCausalLM {
                       const TensorView& logits_indices, const ExecContext& ctx);
 
   // CUDA decode: allocates the split-KV scratch now (its size depends on the GPU and the head
-  // shape only, so it serves any batch, max_batch included), so graphs captured later never
-  // see those slots grow.
-  void reserve_decode_scratch(int64_t max_batch);
+  // shape only, so it serves any batch) and zeroes its merge counters, so graphs captured
+  // later never see those slots grow.
+  void reserve_decode_scratch();
   // No workspace slot may grow from here on (CUDA graphs hold their addresses).
   void freeze_workspace() { workspace_.freeze(); }
   size_t workspace_bytes() const { return workspace_.nbytes(); }

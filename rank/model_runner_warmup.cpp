@@ -90,7 +90,7 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
   uint64_t zero = 0;
   CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
   allocate_kv_cache(1);  // placeholder, see warmup_command
-  model_->reserve_decode_scratch(o.max_num_seqs);
+  model_->reserve_decode_scratch();
   logits_ = DeviceBuffer(static_cast<size_t>(rows * config_.vocab_size) * sizeof(float), device_);
   const auto t0 = std::chrono::steady_clock::now();
   const StepCommand cmd = warmup_command(tokens, len, rows, width, o.max_num_seqs);

@@ -208,6 +208,21 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   }
 }
 
+// The launch of `rows` rows of c-block clusters; attr: the one attribute it points at.
+cudaLaunchConfig_t cluster_config(int c, int rows, cudaStream_t stream, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(c), static_cast<unsigned>(rows));
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = static_cast<unsigned>(c);
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return config;
+}
+
 // Clusters of c blocks that run at once (0 when c blocks cannot form a cluster here).
 int max_active_clusters(int c) {
   static int cached[kMaxCluster + 1] = {};
@@ -216,16 +231,8 @@ int max_active_clusters(int c) {
   if (c > 8)
     CUDA_CHECK(
         cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(c), 1);
-  config.blockDim = dim3(kThreads);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(c);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t config = cluster_config(c, 1, nullptr, &attr);
   int n = 0;
   if (cudaOccupancyMaxActiveClusters(&n, sample_kernel, &config) != cudaSuccess) {
     (void)cudaGetLastError();  // a size this GPU cannot form: not a failure, not a choice
@@ -289,17 +296,8 @@ void sample(const SamplingBatch& s, cudaStream_t stream) {
                s.last_tokens.data ? s.last_tokens.ptr<int32_t>() : nullptr,
                s.row_passes.data ? s.row_passes.ptr<int32_t>() : nullptr};
   const int c = cluster_size(batch);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(c), static_cast<unsigned>(batch));
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(c);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t config = cluster_config(c, static_cast<int>(batch), stream, &attr);
   CUDA_CHECK(cudaLaunchKernelEx(&config, sample_kernel, a));
 }
 
