@@ -82,7 +82,7 @@ Row measure(const std::filesystem::path& dir, const ModelConfig& config, const O
     }
     auto t0 = std::chrono::steady_clock::now();
     std::vector<int32_t> next =
-        runner.execute(build_prefill_command(seqs, kBlockSize, slots)).sampled_token_ids;
+        runner.execute(build_prefill_command(seqs, kBlockSize, slots, {})).sampled_token_ids;
     best_prefill = std::min(best_prefill, seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
     for (int step = 0; step < o.decode_steps; ++step) {

@@ -11,6 +11,7 @@
 #include "bench/nanovllm_bench_report.h"
 #include "bench/nanovllm_bench_runner.h"
 #include "engine/sampling_defaults.h"
+#include "engine/tokenizer.h"
 #include "launcher/logging.h"
 #include "launcher/rank_processes.h"
 #include "launcher/run_settings.h"
@@ -45,7 +46,8 @@ json sampling_json(const BenchOptions& o) {
             {"top_k", opt(f.top_k)},
             {"top_p", opt(f.top_p)},
             {"min_p", opt(f.min_p)},
-            {"seed", opt(f.seed)}}}};
+            {"seed", opt(f.seed)}}},
+          {"stop", o.stop}};
 }
 
 json engine_json(const EngineConfig& e, const RunSettings& s) {
@@ -104,7 +106,11 @@ int bench_rank0(const BenchOptions& o, const RunSettings& s, const ExecutorFacto
   const ModelShape shape = model_shape(s.model);
   std::optional<LimitSetup> limit;
   if (machine) limit = LimitSetup{shape, s.tp_size, *machine};
-  BenchRunner runner(executor, engine, limit);
+  // Stop strings need the completions' text.
+  std::optional<Tokenizer> tokenizer;
+  if (!o.stop.empty())
+    tokenizer.emplace(Tokenizer::from_file((o.model / "tokenizer.json").string()));
+  BenchRunner runner(executor, engine, limit, tokenizer ? &*tokenizer : nullptr);
   startup["warmup_request_s"] = runner.warm_up(o.token_scale);
 
   r["workloads"] = json::array();

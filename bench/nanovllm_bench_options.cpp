@@ -138,6 +138,9 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_option("--min-p", o.sampling_flags.min_p, "every request's min-p")
       ->check(CLI::Range(0.0f, 1.0f));
   app.add_option("--seed", o.sampling_flags.seed, "request i samples with seed N + i");
+  app.add_option("--stop", o.stop,
+                 "a stop string for every request (repeat the flag for several; the model "
+                 "folder's tokenizer.json detokenizes the completions)");
 
   app.add_option("--workloads", workloads,
                  "nanovllm, fixed, latency, shared-prefix, decode-step, or all")

@@ -44,6 +44,9 @@ struct BenchOptions {
 
   SamplingMode sampling = SamplingMode::kWorkload;
   SamplingOverrides sampling_flags;  // temperature, top_p, top_k, min_p, seed (set = given)
+  // --stop: every request's stop strings (the engine then detokenizes and searches each
+  // completion as it grows: what stop strings cost).
+  std::vector<std::string> stop;
 
   std::vector<std::string> workloads;  // of kAllWorkloads, in that order
   int runs = 3;                        // repetitions, each on a fresh engine

@@ -38,8 +38,8 @@ void add_all(LLMEngine& engine, const Workload& w) {
 }  // namespace
 
 BenchRunner::BenchRunner(StepRecorder& executor, const EngineConfig& engine,
-                         std::optional<LimitSetup> limit)
-    : executor_(executor), engine_(engine), limit_(std::move(limit)) {}
+                         std::optional<LimitSetup> limit, const Tokenizer* tokenizer)
+    : executor_(executor), engine_(engine), limit_(std::move(limit)), tokenizer_(tokenizer) {}
 
 double BenchRunner::warm_up(double token_scale) {
   Workload w{"warm-up", "warm-up"};
@@ -68,7 +68,7 @@ RunMeasure BenchRunner::run(const Workload& w) {
   executor_.take_steps();
 
   const auto start = Clock::now();
-  LLMEngine engine(engine_, executor_);
+  LLMEngine engine(engine_, executor_, tokenizer_);
   add_all(engine, w);
   while (!engine.is_finished()) {
     if (interrupt_requested()) throw std::runtime_error("interrupted");

@@ -14,6 +14,7 @@
 #include "bench/nanovllm_bench_workloads.h"
 #include "bench/step_recorder.h"
 #include "engine/engine_config.h"
+#include "engine/tokenizer.h"
 
 namespace nanovllm::bench {
 
@@ -40,7 +41,9 @@ struct RunMeasure {
 class BenchRunner {
  public:
   // `engine`: the engine limits with num_kvcache_blocks set; `limit`: unset on the CPU.
-  BenchRunner(StepRecorder& executor, const EngineConfig& engine, std::optional<LimitSetup> limit);
+  // tokenizer: for workloads with stop strings (may be null otherwise); it outlives this.
+  BenchRunner(StepRecorder& executor, const EngineConfig& engine, std::optional<LimitSetup> limit,
+              const Tokenizer* tokenizer = nullptr);
 
   // One short request first, as bench.py does (kernels, allocator, graphs warmed); seconds.
   double warm_up(double token_scale);
@@ -52,6 +55,7 @@ class BenchRunner {
   StepRecorder& executor_;
   EngineConfig engine_;
   std::optional<LimitSetup> limit_;
+  const Tokenizer* tokenizer_;
 };
 
 }  // namespace nanovllm::bench

@@ -159,6 +159,8 @@ std::vector<Workload> make_workloads(const BenchOptions& o, int64_t vocab_size) 
     for (Workload& w : out)
       for (size_t i = 0; i < w.requests.size(); ++i)
         w.requests[i].params.seed = *o.sampling_flags.seed + i;
+  for (Workload& w : out)
+    for (BenchRequest& r : w.requests) r.params.stop = o.stop;
   return out;
 }
 

@@ -76,6 +76,22 @@ PrefixMatch BlockManager::match_prefix(const Sequence& seq) const {
   return match;
 }
 
+PrefixMatch BlockManager::match_fork(const Sequence& seq, const Sequence& source) const {
+  CHECK_EQ(seq.request_id, source.request_id);
+  CHECK_EQ(seq.num_prompt_tokens, source.num_prompt_tokens);
+  PrefixMatch match = match_prefix(seq);
+  // Full prompt blocks only (a completion's own tokens follow), and never seq's last block:
+  // the model needs a query token, and a shared block is never written.
+  const int shared = std::min({seq.num_prompt_tokens / block_size_, seq.num_blocks() - 1,
+                               static_cast<int>(source.block_table.size())});
+  if (shared * block_size_ <= match.num_cached_tokens) return match;
+  // Source's blocks are in use (ref_count >= 1): shared, never revived from the free list.
+  match.cached_block_ids.assign(source.block_table.begin(), source.block_table.begin() + shared);
+  match.num_cached_tokens = shared * block_size_;
+  match.num_blocks_needed = seq.num_blocks() - shared;
+  return match;
+}
+
 bool BlockManager::can_allocate(const Sequence& seq) const {
   return can_allocate(match_prefix(seq));
 }

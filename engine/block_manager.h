@@ -50,6 +50,10 @@ class BlockManager {
   // block (see Block). When every block of seq would hit, the last one is reported as a
   // miss so the model still has a query token and a shared block is never written.
   PrefixMatch match_prefix(const Sequence& seq) const;
+  // seq is a completion of the same request as `source`, which holds KV blocks (n > 1): the
+  // better of match_prefix(seq) and sharing source's full prompt blocks (all but seq's last
+  // block), so the prompt is computed once even without prefix caching.
+  PrefixMatch match_fork(const Sequence& seq, const Sequence& source) const;
   bool can_allocate(const Sequence& seq) const;
   bool can_allocate(const PrefixMatch& match) const {
     return match.num_blocks_needed <= num_free_blocks();

@@ -4,6 +4,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/sampling_params.h"
+#include "ipc/step_command.h"
+
 namespace nanovllm {
 
 namespace {
@@ -43,6 +46,12 @@ void EngineConfig::validate() const {
   for (const int32_t id : eos_token_ids)
     if (id < 0)
       throw std::invalid_argument("eos_token_ids must be >= 0, got " + std::to_string(id));
+  // min_tokens masks eos and a request's stop_token_ids in one fixed-width row per slot.
+  constexpr int kMaxEosTokenIds = kMaxMinTokensMaskedIds - kMaxStopTokenIds;
+  if (static_cast<int>(eos_token_ids.size()) > kMaxEosTokenIds)
+    throw std::invalid_argument("the model names " + std::to_string(eos_token_ids.size()) +
+                                " eos token ids, more than the " + std::to_string(kMaxEosTokenIds) +
+                                " supported");
 }
 
 }  // namespace nanovllm

@@ -35,6 +35,12 @@ LLMEngine::LLMEngine(const EngineConfig& config, StepExecutor& executor, BlockHa
       scheduler_(config_, block_manager_),
       sampling_slots_(config_.max_num_seqs) {}
 
+LLMEngine::LLMEngine(const EngineConfig& config, StepExecutor& executor, const Tokenizer* tokenizer,
+                     BlockHashFn hash_fn)
+    : LLMEngine(config, executor, std::move(hash_fn)) {
+  tokenizer_ = tokenizer;
+}
+
 // A sequence that stops running gives its slot back; its next prefill (a recompute after
 // preemption) takes one again and sends its parameters again.
 void LLMEngine::release_sampling_slot(Sequence& seq) {
@@ -47,20 +53,72 @@ AddRequestResult LLMEngine::add_request(std::vector<int32_t> prompt_token_ids,
                                         SamplingParams params, std::string user_tag) {
   AddRequestResult result;
   result.error = scheduler_.rejection_reason(static_cast<int>(prompt_token_ids.size()), params);
+  if (result.error.empty() && !params.stop.empty() && tokenizer_ == nullptr)
+    result.error = "stop strings need a tokenizer, and this engine has none";
+  if (result.error.empty() && params.n < 1)
+    result.error = "n must be >= 1, got " + std::to_string(params.n);
   if (!result.error.empty()) {
     ++stats_.num_rejected;
     spdlog::debug("rejected request {}: {}", user_tag, result.error);
     return result;
   }
-  const int64_t id = next_seq_id_++;
-  if (!params.seed) params.seed = default_sequence_seed(id);
-  auto seq = std::make_unique<Sequence>(id, std::move(prompt_token_ids), std::move(params),
-                                        config_.kvcache_block_size);
-  scheduler_.add(seq.get());
-  sequences_.emplace(id, std::move(seq));
-  if (!user_tag.empty()) user_tags_.emplace(id, std::move(user_tag));
-  result.seq_id = id;
+  const int64_t request_id = next_seq_id_;
+  const uint64_t seed = params.seed ? *params.seed : default_sequence_seed(request_id);
+  const int n = params.n;
+  for (int32_t i = 0; i < n; ++i) {
+    SamplingParams p = params;
+    p.seed = completion_seed(seed, i);
+    auto seq = std::make_unique<Sequence>(next_seq_id_++, prompt_token_ids, std::move(p),
+                                          config_.kvcache_block_size);
+    seq->request_id = request_id;
+    seq->completion_index = i;
+    if (!seq->sampling_params.stop.empty())
+      seq->stop_checker = std::make_unique<StopChecker>(*tokenizer_, seq->sampling_params);
+    scheduler_.add(seq.get());
+    sequences_.emplace(seq->seq_id, std::move(seq));
+  }
+  user_tags_.emplace(request_id, RequestTag{std::move(user_tag), n});
+  result.seq_id = request_id;
   return result;
+}
+
+std::optional<std::string> LLMEngine::completion_text(const Sequence& seq) const {
+  if (tokenizer_ == nullptr) return std::nullopt;
+  if (seq.stop_match) return seq.stop_checker->text_until(*seq.stop_match);
+  std::span<const int32_t> ids = seq.completion_token_ids();
+  // The eos / stop token that ended it: a special one adds no text (vLLM drops it).
+  const SamplingParams& p = seq.sampling_params;
+  if (seq.finish_reason == FinishReason::kStop && !ids.empty() && !p.include_stop_str_in_output &&
+      tokenizer_->is_special(ids.back()))
+    ids = ids.first(ids.size() - 1);
+  return tokenizer_->decode(ids, p.skip_special_tokens);
+}
+
+RequestOutput LLMEngine::output_of(Sequence& seq) {
+  RequestOutput out;
+  out.seq_id = seq.seq_id;
+  out.request_id = seq.request_id;
+  out.index = seq.completion_index;
+  out.num_completions = seq.sampling_params.n;
+  if (auto tag = user_tags_.find(seq.request_id); tag != user_tags_.end()) {
+    if (--tag->second.num_unfinished == 0) {
+      out.user_tag = std::move(tag->second.user_tag);
+      user_tags_.erase(tag);
+    } else {
+      out.user_tag = tag->second.user_tag;
+    }
+  }
+  out.text = completion_text(seq);
+  if (seq.stop_match) out.stop_string = seq.stop_checker->stop_string(*seq.stop_match);
+  out.stop_token_id = seq.stop_token_id;
+  const auto completion = seq.completion_token_ids();
+  out.completion_token_ids.assign(completion.begin(), completion.end());
+  seq.token_ids.resize(seq.num_prompt_tokens);
+  out.prompt_token_ids = std::move(seq.token_ids);
+  out.finish_reason = seq.finish_reason;
+  out.num_cached_tokens = seq.first_prefill_cached_tokens;
+  out.num_preemptions = seq.num_preemptions;
+  return out;
 }
 
 void LLMEngine::stop_workers() {
@@ -84,7 +142,7 @@ std::vector<RequestOutput> LLMEngine::step() {
   for (Sequence* seq : batch.preempted) release_sampling_slot(*seq);
 
   StepCommand cmd = batch.is_prefill ? build_prefill_command(batch.seqs, config_.kvcache_block_size,
-                                                             sampling_slots_)
+                                                             sampling_slots_, config_.eos_token_ids)
                                      : build_decode_command(batch.seqs, config_.kvcache_block_size);
   cmd.step_id = next_step_id_++;
   stats_.scheduler_seconds += seconds_since(start);
@@ -108,20 +166,7 @@ std::vector<RequestOutput> LLMEngine::step() {
   const std::vector<Sequence*> finished = scheduler_.postprocess(batch.seqs, tokens);
   for (Sequence* seq : finished) {
     release_sampling_slot(*seq);
-    RequestOutput out;
-    out.seq_id = seq->seq_id;
-    if (auto tag = user_tags_.find(seq->seq_id); tag != user_tags_.end()) {
-      out.user_tag = std::move(tag->second);
-      user_tags_.erase(tag);
-    }
-    const auto completion = seq->completion_token_ids();
-    out.completion_token_ids.assign(completion.begin(), completion.end());
-    seq->token_ids.resize(seq->num_prompt_tokens);
-    out.prompt_token_ids = std::move(seq->token_ids);
-    out.finish_reason = seq->finish_reason;
-    out.num_cached_tokens = seq->first_prefill_cached_tokens;
-    out.num_preemptions = seq->num_preemptions;
-    outputs.push_back(std::move(out));
+    outputs.push_back(output_of(*seq));
     CHECK_EQ(sequences_.erase(seq->seq_id), 1u);  // frees the Sequence
   }
   stats_.num_finished += static_cast<int64_t>(finished.size());

@@ -15,6 +15,7 @@
 #include "engine/sampling_slots.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/tokenizer.h"
 #include "ipc/step_executor.h"
 
 namespace nanovllm {
@@ -26,13 +27,23 @@ struct AddRequestResult {
   bool ok() const { return seq_id.has_value(); }
 };
 
-// A finished request, detached from the engine (its Sequence is freed).
+// A finished completion, detached from the engine (its Sequence is freed). A request with
+// n > 1 gives n of these, one as each completion finishes, in any order.
 struct RequestOutput {
-  int64_t seq_id = -1;
+  int64_t seq_id = -1;          // this completion's sequence
+  int64_t request_id = -1;      // what add_request returned (completion 0's seq_id)
+  int32_t index = 0;            // completion index in [0, n)
+  int32_t num_completions = 1;  // the request's n
   std::string user_tag;
   std::vector<int32_t> prompt_token_ids;
-  std::vector<int32_t> completion_token_ids;  // includes the eos token when one ended it
+  std::vector<int32_t> completion_token_ids;  // includes the eos / stop token that ended it
   FinishReason finish_reason = FinishReason::kNone;
+  std::optional<std::string> stop_string;  // the stop string that ended it
+  std::optional<int32_t> stop_token_id;    // the stop_token_ids entry that ended it (not eos)
+  // The completion's text, when the engine has a tokenizer (else unset): detokenized with the
+  // request's skip_special_tokens, cut before a stop string (or after it, with
+  // include_stop_str_in_output); the eos / stop token that ended it adds no text when special.
+  std::optional<std::string> text;
   int num_cached_tokens = 0;  // prefix-cache hit tokens at its first prefill
   int num_preemptions = 0;
 };
@@ -58,8 +69,14 @@ class LLMEngine {
   // ever served from the cache (hash_fn is then never called).
   LLMEngine(const EngineConfig& config, StepExecutor& executor,
             BlockHashFn hash_fn = compute_block_hash);
+  // With a tokenizer (it must outlive the engine): requests may have stop strings, and every
+  // RequestOutput carries its text.
+  LLMEngine(const EngineConfig& config, StepExecutor& executor, const Tokenizer* tokenizer,
+            BlockHashFn hash_fn = compute_block_hash);
 
-  // A request without a seed gets default_sequence_seed(its seq_id).
+  // A request without a seed gets default_sequence_seed(its seq_id). With params.n > 1 it
+  // runs as n sequences, completion i seeded completion_seed(seed, i); the returned id is the
+  // RequestOutputs' request_id.
   AddRequestResult add_request(std::vector<int32_t> prompt_token_ids, SamplingParams params,
                                std::string user_tag = {});
   // One scheduler step; returns the requests that finished in it (possibly none).
@@ -80,6 +97,13 @@ class LLMEngine {
  private:
   static const EngineConfig& validated(const EngineConfig& config);
   void release_sampling_slot(Sequence& seq);
+  RequestOutput output_of(Sequence& seq);
+  std::optional<std::string> completion_text(const Sequence& seq) const;
+
+  struct RequestTag {
+    std::string user_tag;
+    int num_unfinished = 0;  // completions still running
+  };
 
   EngineConfig config_;
   StepExecutor& executor_;
@@ -87,7 +111,8 @@ class LLMEngine {
   Scheduler scheduler_;
   SamplingSlots sampling_slots_;  // one per sequence that can run at once (max_num_seqs)
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> sequences_;  // unfinished ones
-  std::unordered_map<int64_t, std::string> user_tags_;
+  const Tokenizer* tokenizer_ = nullptr;
+  std::unordered_map<int64_t, RequestTag> user_tags_;  // request_id -> its tag
   int64_t next_seq_id_ = 0;
   uint64_t next_step_id_ = 0;
   EngineStats stats_;

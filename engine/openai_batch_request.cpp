@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "engine/request_fields.h"
+#include "engine/request_only_fields.h"
 #include "engine/sampling_defaults.h"
 
 namespace nanovllm {
@@ -13,39 +14,39 @@ constexpr std::string_view kEnvelopeFields[] = {"custom_id", "method", "url", "b
 constexpr std::string_view kChatUrl = "/v1/chat/completions";
 constexpr std::string_view kCompletionUrl = "/v1/completions";
 
-// Body fields we read; "model" and "user" are accepted and not used.
+// Body fields we read; "model" and "user" are accepted and not used. The request-only
+// sampling fields (stop, n, ...) and the refused ones (refused_request_fields) come on top.
 constexpr std::string_view kChatFields[] = {
     "messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
-    "min_p", "seed", "ignore_eos", "chat_template_kwargs", "user",
+    "min_p", "seed", "ignore_eos", "chat_template_kwargs", "user", "stop", "stop_token_ids",
+    "include_stop_str_in_output", "min_tokens", "skip_special_tokens",
+    "spaces_between_special_tokens", "n",
     // Accepted only at their default (checked below):
-    "n", "stream", "logprobs", "top_logprobs", "stop", "frequency_penalty", "presence_penalty",
-    "logit_bias", "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls",
-    "response_format", "stream_options"};
+    "stream", "logprobs", "top_logprobs", "frequency_penalty", "presence_penalty", "logit_bias",
+    "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "stream_options"};
 constexpr std::string_view kCompletionFields[] = {
     "prompt", "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "ignore_eos",
-    "user",
+    "user", "stop", "stop_token_ids", "include_stop_str_in_output", "min_tokens",
+    "skip_special_tokens", "spaces_between_special_tokens", "n",
     // Accepted only at their default (checked below):
-    "n", "stream", "logprobs", "stop", "frequency_penalty", "presence_penalty", "logit_bias",
-    "echo", "suffix", "best_of", "stream_options"};
+    "stream", "logprobs", "frequency_penalty", "presence_penalty", "logit_bias", "echo", "suffix",
+    "stream_options"};
 
 // A field we know but cannot honour: fine when null or at its no-op value.
 bool at_default(std::string_view key, const nlohmann::json& v) {
   if (v.is_null()) return true;
-  if (key == "n" || key == "best_of") return v.is_number_integer() && v.get<int64_t>() == 1;
   if (key == "stream" || key == "echo" || key == "parallel_tool_calls")
     return v.is_boolean() && !v.get<bool>();
   if (key == "logprobs") return v.is_boolean() && !v.get<bool>();  // chat's bool form
   if (key == "frequency_penalty" || key == "presence_penalty")
     return v.is_number() && v.get<double>() == 0.0;
-  if (key == "stop" || key == "tools" || key == "functions") return v.is_array() && v.empty();
+  if (key == "tools" || key == "functions") return v.is_array() && v.empty();
   if (key == "logit_bias") return v.is_object() && v.empty();
   if (key == "tool_choice" || key == "function_call") return v == "none";
   return false;
 }
 
 std::string unsupported_message(std::string_view key) {
-  if (key == "n" || key == "best_of") return "only one completion per request is supported";
-  if (key == "stop") return "stop strings are not supported yet";
   if (key == "stream") return "streaming is not supported in batch mode";
   return "is not supported";
 }
@@ -53,28 +54,19 @@ std::string unsupported_message(std::string_view key) {
 void read_body(const nlohmann::json& body, bool chat, Request& r) {
   auto fail = [&r](const FieldProblem& p) { r.fail(p.message, p.field); };
   if (chat) {
-    if (auto p = check_known_fields(body, kChatFields, "body")) return fail(*p);
+    if (auto p = check_known_fields(body, kChatFields, "body", refused_request_fields()))
+      return fail(*p);
   } else {
-    if (auto p = check_known_fields(body, kCompletionFields, "body")) return fail(*p);
+    if (auto p = check_known_fields(body, kCompletionFields, "body", refused_request_fields()))
+      return fail(*p);
   }
-  static constexpr std::string_view kDefaultOnly[] = {"n",
-                                                      "best_of",
-                                                      "stream",
-                                                      "echo",
-                                                      "parallel_tool_calls",
-                                                      "logprobs",
-                                                      "top_logprobs",
-                                                      "frequency_penalty",
-                                                      "presence_penalty",
-                                                      "stop",
-                                                      "tools",
-                                                      "functions",
-                                                      "logit_bias",
-                                                      "tool_choice",
-                                                      "function_call",
-                                                      "response_format",
-                                                      "suffix",
-                                                      "stream_options"};
+  if (auto p = check_refused_fields(body, "body")) return fail(*p);
+  static constexpr std::string_view kDefaultOnly[] = {
+      "stream",           "echo",          "parallel_tool_calls",
+      "logprobs",         "top_logprobs",  "frequency_penalty",
+      "presence_penalty", "tools",         "functions",
+      "logit_bias",       "tool_choice",   "function_call",
+      "suffix",           "stream_options"};
   for (std::string_view key : kDefaultOnly) {
     const std::string name(key);
     if (body.contains(name) && !at_default(key, body[name]))
@@ -128,6 +120,7 @@ void read_body(const nlohmann::json& body, bool chat, Request& r) {
       return fail(*p);
     r.max_tokens_field = "max_completion_tokens";
   }
+  if (auto p = read_request_only_fields(body, "body", r.request_only)) return fail(*p);
 }
 
 }  // namespace

@@ -37,6 +37,20 @@ struct SamplingOverrides {
   std::optional<bool> ignore_eos;
 };
 
+// Sampling fields only a request sets (generation_config.json and the command line have no
+// say); validation copies them into Request::sampling_params as given (vLLM's meanings, see
+// SamplingParams). Read values are type- and count-checked; the vocabulary bound of
+// stop_token_ids and min_tokens <= max_tokens are checked at validation.
+struct RequestOnlySampling {
+  std::vector<std::string> stop;        // a lone string becomes one entry
+  std::vector<int32_t> stop_token_ids;  // each >= 0 until the vocabulary is known
+  bool include_stop_str_in_output = false;
+  int32_t min_tokens = 0;
+  bool skip_special_tokens = true;
+  bool spaces_between_special_tokens = true;
+  int32_t n = 1;
+};
+
 struct Request {
   std::string id;             // the line's id / custom_id; default: "line-<N>" (generated_id)
   bool generated_id = false;  // the line named none: its id depends on its line number
@@ -53,6 +67,7 @@ struct Request {
   std::vector<int32_t> prompt_token_ids;
 
   SamplingOverrides overrides;                  // this request's own sampling fields
+  RequestOnlySampling request_only;             // ... and those no lower level sets
   std::string max_tokens_field = "max_tokens";  // its spelling there, named in errors
   SamplingParams sampling_params;   // resolved by validation (all levels + context room)
   bool temperature_raised = false;  // a temperature in (0, 0.01) was raised to 0.01 (vLLM)

@@ -44,9 +44,11 @@ std::optional<std::string_view> closest_field(std::string_view key,
 
 std::optional<FieldProblem> check_known_fields(const nlohmann::json& object,
                                                std::span<const std::string_view> known,
-                                               std::string_view prefix) {
+                                               std::string_view prefix,
+                                               std::span<const std::string_view> also_accepted) {
   for (const auto& [key, value] : object.items()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    if (std::find(also_accepted.begin(), also_accepted.end(), key) != also_accepted.end()) continue;
     std::string message = "unknown field '" + key + "'";
     if (auto guess = closest_field(key, known)) {
       message += " (did you mean '" + std::string(*guess) + "'?)";

@@ -23,10 +23,12 @@ size_t edit_distance(std::string_view a, std::string_view b);
 // The known field closest to `key`, if it is close enough to be a plausible typo.
 std::optional<std::string_view> closest_field(std::string_view key,
                                               std::span<const std::string_view> known);
-// First key of `object` not in `known`: "unknown field 'x' (did you mean 'y'?)".
-std::optional<FieldProblem> check_known_fields(const nlohmann::json& object,
-                                               std::span<const std::string_view> known,
-                                               std::string_view prefix);
+// First key of `object` in neither `known` nor `also_accepted`: "unknown field 'x' (did you
+// mean 'y'?)". Only `known` is suggested or listed (`also_accepted` holds the names read
+// only to be refused, see refused_request_fields).
+std::optional<FieldProblem> check_known_fields(
+    const nlohmann::json& object, std::span<const std::string_view> known, std::string_view prefix,
+    std::span<const std::string_view> also_accepted = {});
 
 // Byte offset of the first invalid UTF-8 sequence in `text`, if any.
 std::optional<size_t> invalid_utf8_offset(std::string_view text);

@@ -7,6 +7,7 @@
 #include "engine/file_error.h"
 #include "engine/openai_batch_request.h"
 #include "engine/request_fields.h"
+#include "engine/request_only_fields.h"
 #include "engine/sequence.h"
 
 namespace nanovllm {
@@ -26,7 +27,13 @@ constexpr std::string_view kNativeFields[] = {"id",
                                               "min_p",
                                               "seed",
                                               "ignore_eos",
-                                              "stop"};
+                                              "stop",
+                                              "stop_token_ids",
+                                              "include_stop_str_in_output",
+                                              "min_tokens",
+                                              "skip_special_tokens",
+                                              "spaces_between_special_tokens",
+                                              "n"};
 
 bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r\n") == std::string_view::npos;
@@ -43,7 +50,9 @@ std::string parse_error_reason(const nlohmann::json::parse_error& e) {
 
 void parse_native_line(const nlohmann::json& object, Request& r) {
   auto fail = [&r](const FieldProblem& p) { r.fail(p.message, p.field); };
-  if (auto p = check_known_fields(object, kNativeFields, "")) return fail(*p);
+  if (auto p = check_known_fields(object, kNativeFields, "", refused_request_fields()))
+    return fail(*p);
+  if (auto p = check_refused_fields(object, "")) return fail(*p);
 
   // Exactly one prompt field.
   std::vector<std::string> given;
@@ -73,16 +82,12 @@ void parse_native_line(const nlohmann::json& object, Request& r) {
     if (!v.is_boolean()) return r.fail("must be true or false", "enable_thinking");
     r.enable_thinking = v.get<bool>();
   }
-  if (object.contains("stop")) {
-    const auto& v = object["stop"];
-    const bool empty = v.is_null() || (v.is_array() && v.empty());
-    if (!empty) return r.fail("stop strings are not supported yet", "stop");
-  }
   for (std::string_view field : kSamplingFields) {
     const std::string name(field);
     if (!object.contains(name)) continue;
     if (auto p = read_sampling_field(object[name], field, name, r.overrides)) return fail(*p);
   }
+  if (auto p = read_request_only_fields(object, "", r.request_only)) return fail(*p);
 }
 
 // Reads the id before anything else, so that even a line failing later is answered
@@ -202,6 +207,25 @@ void validate_request(Request& r, const RequestValidator& v, const SamplingLevel
                       std::to_string(prompt_len) + "-token prompt exceeds max_model_len " +
                       std::to_string(v.max_model_len),
                   join_field(prefix, r.max_tokens_field));
+  apply_request_only(r.request_only, r.sampling_params);
+  const std::vector<int32_t>& stop_ids = r.sampling_params.stop_token_ids;
+  for (size_t i = 0; i < stop_ids.size(); ++i) {
+    if (stop_ids[i] < v.vocab_size) continue;
+    return r.fail("token id " + std::to_string(stop_ids[i]) + " is outside the vocabulary [0, " +
+                      std::to_string(v.vocab_size) + ")",
+                  join_field(prefix, "stop_token_ids") + "[" + std::to_string(i) + "]");
+  }
+  // vLLM's check, against max_tokens as resolved (a default is the context room left).
+  const int32_t max_tokens = r.sampling_params.max_tokens;
+  if (r.sampling_params.min_tokens > max_tokens)
+    return r.fail("min_tokens must be less than or equal to " + r.max_tokens_field + "=" +
+                      std::to_string(max_tokens) + ", got " +
+                      std::to_string(r.sampling_params.min_tokens) +
+                      (r.overrides.max_tokens
+                           ? std::string()
+                           : std::string(" (max_tokens not given: the default, capped to the "
+                                         "context room left)")),
+                  join_field(prefix, "min_tokens"));
 }
 
 std::vector<Request> read_requests(std::istream& in, const RequestValidator& validator,

@@ -3,7 +3,12 @@
 //
 // Native line: {"id"?, one of "prompt" | "prompt_token_ids" | "messages",
 //   "enable_thinking"? (messages only), max_tokens?, temperature?, top_p?, top_k?, min_p?,
-//   seed?, ignore_eos?, stop? (only empty until stop strings exist)}
+//   seed?, ignore_eos?, stop? (a string or <= 32 non-empty strings), stop_token_ids?
+//   (<= 32 ids in the vocabulary), include_stop_str_in_output?, min_tokens? (0 ..
+//   max_tokens), skip_special_tokens?, spaces_between_special_tokens?, n? (1 .. 64)}
+//   (vLLM's SamplingParams meanings; null = unset). guided_json and the other structured
+//   output fields, response_format other than {"type": "text"}, bad_words,
+//   allowed_token_ids and best_of (other than 1) are refused by name (request_fields.h).
 // Batch line: {"custom_id", "method": "POST", "url": "/v1/chat/completions" |
 //   "/v1/completions", "body": {...}} (see openai_batch_request.h).
 //

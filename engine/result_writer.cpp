@@ -1,5 +1,6 @@
 #include "engine/result_writer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -45,13 +46,12 @@ std::string tagged(std::string_view prefix, const ResultWriterOptions& o, uint64
   return std::string(prefix) + o.run_tag + "-" + std::to_string(serial);
 }
 
-nlohmann::json openai_body(const Request& r, const CompletionOutput& out,
-                           const ResultWriterOptions& o, uint64_t serial) {
-  const auto completion_tokens = static_cast<int64_t>(out.token_ids.size());
-  nlohmann::json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", to_string(out.finish_reason)}};
-  const bool chat = r.format == RequestFormat::kOpenAIChat;
-  if (chat) {
+nlohmann::json openai_choice(const Request& r, const CompletionOutput& out) {
+  nlohmann::json choice = {{"index", out.index},
+                           {"logprobs", nullptr},
+                           {"finish_reason", to_string(out.finish_reason)},
+                           {"stop_reason", stop_reason_json(out)}};
+  if (r.format == RequestFormat::kOpenAIChat) {
     const ReasoningSplit split = split_reasoning(out.text, r.enable_thinking);
     choice["message"] = {{"role", "assistant"},
                          {"content", optional_string(split.content)},
@@ -59,33 +59,60 @@ nlohmann::json openai_body(const Request& r, const CompletionOutput& out,
   } else {
     choice["text"] = out.text;
   }
+  return choice;
+}
+
+// `outs` ordered by index.
+nlohmann::json openai_body(const Request& r, std::span<const CompletionOutput* const> outs,
+                           const ResultWriterOptions& o, uint64_t serial) {
+  nlohmann::json choices = nlohmann::json::array();
+  int64_t completion_tokens = 0;
+  for (const CompletionOutput* out : outs) {
+    choices.push_back(openai_choice(r, *out));
+    completion_tokens += static_cast<int64_t>(out->token_ids.size());
+  }
+  // The prompt is counted once (vLLM's usage for n > 1); its cache hits are completion 0's.
+  const CompletionOutput& first = *outs.front();
+  const bool chat = r.format == RequestFormat::kOpenAIChat;
   return {{"id", tagged(chat ? "chatcmpl-" : "cmpl-", o, serial)},
           {"object", chat ? "chat.completion" : "text_completion"},
           {"created", unix_time(o)},
           {"model", model_name(r, o)},
-          {"choices", nlohmann::json::array({choice})},
+          {"choices", std::move(choices)},
           {"usage",
-           {{"prompt_tokens", out.prompt_tokens},
+           {{"prompt_tokens", first.prompt_tokens},
             {"completion_tokens", completion_tokens},
-            {"total_tokens", out.prompt_tokens + completion_tokens},
-            {"prompt_tokens_details", {{"cached_tokens", out.cached_tokens}}}}}};
+            {"total_tokens", first.prompt_tokens + completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", first.cached_tokens}}}}}};
+}
+
+nlohmann::json openai_record(const Request& r, std::span<const CompletionOutput* const> outs,
+                             const ResultWriterOptions& o, uint64_t serial) {
+  return {{"id", tagged("batch_req_", o, serial)},
+          {"custom_id", r.id},
+          {"response",
+           {{"status_code", 200},
+            {"request_id", tagged("req_", o, serial)},
+            {"body", openai_body(r, outs, o, serial)}}},
+          {"error", nullptr}};
 }
 
 }  // namespace
+
+nlohmann::json stop_reason_json(const CompletionOutput& out) {
+  if (out.stop_string) return *out.stop_string;
+  if (out.stop_token_id) return *out.stop_token_id;
+  return nullptr;
+}
 
 nlohmann::json result_json(const Request& r, const CompletionOutput& out,
                            const ResultWriterOptions& o, uint64_t serial) {
   CHECK(r.ok());
   if (r.format != RequestFormat::kNative) {
-    return {{"id", tagged("batch_req_", o, serial)},
-            {"custom_id", r.id},
-            {"response",
-             {{"status_code", 200},
-              {"request_id", tagged("req_", o, serial)},
-              {"body", openai_body(r, out, o, serial)}}},
-            {"error", nullptr}};
+    const CompletionOutput* const outs[] = {&out};
+    return openai_record(r, outs, o, serial);
   }
-  nlohmann::json j = {{"id", r.id}};
+  nlohmann::json j = {{"id", r.id}, {"index", out.index}};
   if (r.splits_reasoning()) {
     const ReasoningSplit split = split_reasoning(out.text, r.enable_thinking);
     j["text"] = optional_string(split.content);
@@ -95,10 +122,23 @@ nlohmann::json result_json(const Request& r, const CompletionOutput& out,
   }
   j["token_ids"] = out.token_ids;
   j["finish_reason"] = to_string(out.finish_reason);
+  j["stop_reason"] = stop_reason_json(out);
   j["prompt_tokens"] = out.prompt_tokens;
   j["completion_tokens"] = out.token_ids.size();
   j["cached_tokens"] = out.cached_tokens;
   return j;
+}
+
+nlohmann::json result_json(const Request& r, std::span<const CompletionOutput> outputs,
+                           const ResultWriterOptions& o, uint64_t serial) {
+  CHECK(r.ok());
+  CHECK(r.format != RequestFormat::kNative);
+  CHECK(!outputs.empty());
+  std::vector<const CompletionOutput*> outs;
+  outs.reserve(outputs.size());
+  for (const CompletionOutput& out : outputs) outs.push_back(&out);
+  std::ranges::sort(outs, {}, &CompletionOutput::index);
+  return openai_record(r, outs, o, serial);
 }
 
 nlohmann::json error_json(const Request& r, const ResultWriterOptions& o, uint64_t serial) {
@@ -112,10 +152,13 @@ nlohmann::json error_json(const Request& r, const ResultWriterOptions& o, uint64
              {{"status_code", 400}, {"request_id", tagged("req_", o, serial)}, {"body", nullptr}}},
             {"error", std::move(error)}};
   }
+  // The keys of a result line, so every native line has the same shape; one per request.
   return {{"id", r.id},
+          {"index", 0},
           {"text", ""},
           {"token_ids", nlohmann::json::array()},
           {"finish_reason", "error"},
+          {"stop_reason", nullptr},
           {"prompt_tokens", r.prompt_token_ids.size()},
           {"completion_tokens", 0},
           {"cached_tokens", 0},
@@ -158,6 +201,15 @@ std::unique_ptr<ResultWriter> ResultWriter::open(const std::filesystem::path& pa
 
 void ResultWriter::write(const Request& request, const CompletionOutput& output) {
   write_line(result_json(request, output, options_, serial_++));
+  ++num_ok_;
+}
+
+void ResultWriter::write(const Request& request, std::span<const CompletionOutput> outputs) {
+  if (request.format == RequestFormat::kNative) {
+    for (const CompletionOutput& output : outputs) write(request, output);
+    return;
+  }
+  write_line(result_json(request, outputs, options_, serial_++));
   ++num_ok_;
 }
 

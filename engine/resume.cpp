@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -9,6 +11,7 @@
 
 #include "engine/file_error.h"
 #include "engine/result_writer.h"
+#include "kernels/check.h"
 
 namespace nanovllm {
 namespace {
@@ -21,6 +24,18 @@ bool is_blank(const std::string& line) {
 bool looks_like_result(const nlohmann::json& j) {
   return j.is_object() && ((j.contains("custom_id") && j["custom_id"].is_string()) ||
                            (j.contains("id") && j["id"].is_string()));
+}
+
+// A native line's completion index: its "index", 0 when it has none (lines written before
+// n existed). Throws for one that is not a non-negative integer.
+int32_t completion_index(const nlohmann::json& j, const std::filesystem::path& output,
+                         int64_t number) {
+  const auto index = j.find("index");
+  if (index == j.end()) return 0;
+  if (!index->is_number_integer() || index->get<int64_t>() < 0 || index->get<int64_t>() > INT32_MAX)
+    throw std::runtime_error(output.string() + ":" + std::to_string(number) +
+                             ": \"index\" is not a completion index, refusing to resume into it");
+  return static_cast<int32_t>(index->get<int64_t>());
 }
 
 }  // namespace
@@ -61,6 +76,8 @@ ResumeState prepare_resume(const std::filesystem::path& output) {
                                ": not a result line (no id), refusing to resume into it");
     std::string id;
     if (is_successful_result(j, id)) {
+      if (!j.contains("custom_id"))
+        state.done_indexes[id].insert(completion_index(j, output, number));
       state.done_ids.insert(id);
       ++state.kept_lines;
     } else {
@@ -103,10 +120,43 @@ ResumeState prepare_resume(const std::filesystem::path& output) {
   return state;
 }
 
+std::vector<int32_t> written_completions(const Request& r, const ResumeState& state) {
+  std::vector<int32_t> written;
+  if (!r.ok()) return written;
+  const int32_t n = std::max(r.sampling_params.n, 1);
+  if (r.format != RequestFormat::kNative) {
+    if (state.done_ids.contains(r.id))
+      for (int32_t i = 0; i < n; ++i) written.push_back(i);
+    return written;
+  }
+  const auto found = state.done_indexes.find(r.id);
+  if (found == state.done_indexes.end()) return written;
+  for (const int32_t i : found->second)  // ascending (a std::set)
+    if (i < n) written.push_back(i);
+  return written;
+}
+
 std::vector<Request> pending_requests(std::vector<Request> requests, const ResumeState& state) {
-  std::erase_if(requests,
-                [&](const Request& r) { return r.ok() && state.done_ids.contains(r.id); });
+  std::erase_if(requests, [&](const Request& r) {
+    return r.ok() && static_cast<int32_t>(written_completions(r, state).size()) >=
+                         std::max(r.sampling_params.n, 1);
+  });
   return requests;
+}
+
+std::vector<CompletionRun> completion_runs(const Request& r, std::span<const int32_t> written) {
+  CHECK(r.ok());
+  if (written.empty()) return {CompletionRun{std::nullopt, r.sampling_params}};
+  CHECK(r.sampling_params.seed.has_value());  // the job derives one for every request
+  std::vector<CompletionRun> runs;
+  for (int32_t index = 0; index < std::max(r.sampling_params.n, 1); ++index) {
+    if (std::ranges::binary_search(written, index)) continue;
+    CompletionRun run{index, r.sampling_params};
+    run.params.n = 1;
+    run.params.seed = completion_seed(*r.sampling_params.seed, index);
+    runs.push_back(std::move(run));
+  }
+  return runs;
 }
 
 }  // namespace nanovllm

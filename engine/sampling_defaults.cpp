@@ -164,4 +164,14 @@ SamplingParams resolve_sampling(const SamplingLevels& levels, const SamplingOver
   return out;
 }
 
+void apply_request_only(const RequestOnlySampling& request, SamplingParams& out) {
+  out.stop = request.stop;
+  out.stop_token_ids = request.stop_token_ids;
+  out.include_stop_str_in_output = request.include_stop_str_in_output;
+  out.min_tokens = request.min_tokens;
+  out.skip_special_tokens = request.skip_special_tokens;
+  out.spaces_between_special_tokens = request.spaces_between_special_tokens;
+  out.n = request.n;
+}
+
 }  // namespace nanovllm

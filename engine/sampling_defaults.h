@@ -57,4 +57,9 @@ SamplingOverrides load_generation_config(const std::filesystem::path& model_dir)
 SamplingParams resolve_sampling(const SamplingLevels& levels, const SamplingOverrides& request,
                                 int32_t prompt_len, int32_t max_model_len);
 
+// Copies the request-only fields (stop strings and ids, min_tokens, detokenization flags, n)
+// into resolved parameters; no lower level sets them, so the request's values (or
+// SamplingParams' defaults, which RequestOnlySampling's mirror) are final.
+void apply_request_only(const RequestOnlySampling& request, SamplingParams& out);
+
 }  // namespace nanovllm

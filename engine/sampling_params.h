@@ -13,6 +13,11 @@ namespace nanovllm {
 // samplers apply the same bound, kernels::kMinTemperature).
 inline constexpr float kMinSamplingTemperature = 0.01f;
 
+// Request limits checked where requests are read (an error record past them).
+inline constexpr int kMaxStopStrings = 32;
+inline constexpr int kMaxStopTokenIds = 32;
+inline constexpr int kMaxCompletionsPerRequest = 64;  // n
+
 struct SamplingParams {
   float temperature = 1.0f;      // 0 = greedy
   int32_t top_k = -1;            // <= 0: disabled
@@ -21,9 +26,34 @@ struct SamplingParams {
   std::optional<uint64_t> seed;  // unset: the engine derives one from its seed and the request
   int32_t max_tokens = 64;
   bool ignore_eos = false;
-  std::vector<std::string> stop;  // stop strings (later issue)
+  // Stop conditions (vLLM's SamplingParams). A stop string ends generation when the
+  // detokenized completion contains it (the text is cut before it unless
+  // include_stop_str_in_output); a stop_token_ids entry ends it like eos. Until min_tokens
+  // completion tokens exist, eos and stop_token_ids cannot be sampled and stop strings are
+  // not looked for.
+  std::vector<std::string> stop;        // [<= kMaxStopStrings] non-empty strings
+  std::vector<int32_t> stop_token_ids;  // [<= kMaxStopTokenIds] ids in the vocabulary
+  bool include_stop_str_in_output = false;
+  int32_t min_tokens = 0;  // [0, max_tokens]
+  // Detokenization of the output text (vLLM's meaning; with a byte-level BPE tokenizer such
+  // as Qwen3's, spaces_between_special_tokens changes nothing, as in vLLM's fast path).
+  bool skip_special_tokens = true;
+  bool spaces_between_special_tokens = true;
+  // Completions of the prompt; completion i > 0 samples with completion_seed(seed, i).
+  int32_t n = 1;
 
   bool greedy() const { return temperature == 0.0f; }
 };
+
+// The seed of completion `index` of a request seeded `seed`: the seed itself for index 0 (so
+// n = 1 samples as before), else a splitmix64 mix of both, so each completion draws its own,
+// reproducible tokens.
+inline uint64_t completion_seed(uint64_t seed, int32_t index) {
+  if (index == 0) return seed;
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 }  // namespace nanovllm

@@ -46,6 +46,15 @@ void Scheduler::add(Sequence* seq) {
   CHECK_MSG(rejection_reason(seq->num_prompt_tokens, seq->sampling_params).empty(),
             "inadmissible sequence " << seq->seq_id);
   waiting_.push_back(seq);
+  if (seq->sampling_params.n > 1) siblings_[seq->request_id].push_back(seq);
+}
+
+const Sequence* Scheduler::running_sibling(const Sequence& seq) const {
+  const auto it = siblings_.find(seq.request_id);
+  if (it == siblings_.end()) return nullptr;
+  for (const Sequence* s : it->second)
+    if (s != &seq && !s->block_table.empty()) return s;
+  return nullptr;
 }
 
 ScheduledBatch Scheduler::schedule() {
@@ -60,7 +69,9 @@ bool Scheduler::schedule_prefill(ScheduledBatch& batch) {
   // the next decode batch; nano-vllm lets running grow past it and starves the overflow.
   while (!waiting_.empty() && static_cast<int>(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
-    const PrefixMatch match = block_manager_.match_prefix(*seq);
+    const Sequence* sibling = running_sibling(*seq);
+    const PrefixMatch match =
+        sibling ? block_manager_.match_fork(*seq, *sibling) : block_manager_.match_prefix(*seq);
     // Only uncached tokens cost compute.
     const int num_new_tokens = seq->num_tokens() - match.num_cached_tokens;
     if (num_batched_tokens + num_new_tokens > config_.max_num_batched_tokens ||
@@ -125,6 +136,27 @@ bool Scheduler::is_eos(int32_t token_id) const {
          config_.eos_token_ids.end();
 }
 
+FinishReason Scheduler::finish_reason_after(Sequence& seq, int32_t token) const {
+  const SamplingParams& p = seq.sampling_params;
+  const int num_generated = seq.num_completion_tokens();
+  // Before min_tokens the sampler masks eos and stop ids; this guards the rule on the host.
+  if (num_generated >= p.min_tokens) {
+    if (!p.ignore_eos && is_eos(token)) return FinishReason::kStop;
+    if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
+        p.stop_token_ids.end()) {
+      seq.stop_token_id = token;
+      return FinishReason::kStop;
+    }
+  }
+  if (seq.stop_checker) {
+    seq.stop_match = seq.stop_checker->append(token, /*search=*/num_generated > p.min_tokens);
+    if (seq.stop_match) return FinishReason::kStop;
+  }
+  if (num_generated >= p.max_tokens || seq.num_tokens() >= config_.max_model_len)
+    return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
 std::vector<Sequence*> Scheduler::postprocess(std::span<Sequence* const> seqs,
                                               std::span<const int32_t> token_ids) {
   CHECK_EQ(seqs.size(), token_ids.size());
@@ -134,13 +166,7 @@ std::vector<Sequence*> Scheduler::postprocess(std::span<Sequence* const> seqs,
     CHECK(seq->status == SequenceStatus::kRunning);
     const int32_t token = token_ids[i];
     seq->append_token(token);
-    FinishReason reason = FinishReason::kNone;
-    if (!seq->sampling_params.ignore_eos && is_eos(token)) {
-      reason = FinishReason::kStop;
-    } else if (seq->num_completion_tokens() >= seq->sampling_params.max_tokens ||
-               seq->num_tokens() >= config_.max_model_len) {
-      reason = FinishReason::kLength;
-    }
+    const FinishReason reason = finish_reason_after(*seq, token);
     if (reason == FinishReason::kNone) continue;
     seq->finish_reason = reason;
     seq->status = SequenceStatus::kFinished;
@@ -148,6 +174,10 @@ std::vector<Sequence*> Scheduler::postprocess(std::span<Sequence* const> seqs,
     const auto it = std::find(running_.begin(), running_.end(), seq);
     CHECK(it != running_.end());
     running_.erase(it);
+    if (const auto group = siblings_.find(seq->request_id); group != siblings_.end()) {
+      std::erase(group->second, seq);
+      if (group->second.empty()) siblings_.erase(group);
+    }
     finished.push_back(seq);
   }
   return finished;

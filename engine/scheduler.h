@@ -1,12 +1,16 @@
 // Continuous batching (nano-vllm's Scheduler): a waiting and a running queue; each step is
 // either a prefill of waiting sequences or one decode token for every running one. When a
 // decode cannot get a KV block, the most recently admitted running sequence is preempted
-// (its blocks freed, recomputed later from its tokens).
+// (its blocks freed, recomputed later from its tokens). The n completions of one request
+// are prefilled together: the first computes the prompt, the others share its full blocks
+// (reference counts) and compute only the partly filled last block.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/block_manager.h"
@@ -40,8 +44,10 @@ class Scheduler {
   void add(Sequence* seq);  // to the back of waiting; seq must be admissible
   bool is_finished() const { return waiting_.empty() && running_.empty(); }
   ScheduledBatch schedule();
-  // Appends each sequence's token, finishes it on eos / max_tokens / max_model_len (freeing
-  // its blocks and dropping it from running). Returns the sequences finished now.
+  // Appends each sequence's token and finishes it (freeing its blocks, dropping it from
+  // running) on, in this order: eos (unless ignore_eos) or a stop_token_ids entry, once
+  // min_tokens completion tokens exist; a stop string (searched once more than min_tokens
+  // exist); max_tokens or max_model_len. Returns the sequences finished now.
   std::vector<Sequence*> postprocess(std::span<Sequence* const> seqs,
                                      std::span<const int32_t> token_ids);
 
@@ -55,11 +61,18 @@ class Scheduler {
   void schedule_decode(ScheduledBatch& batch);
   void preempt(Sequence* seq);
   bool is_eos(int32_t token_id) const;
+  // Why seq, which just got `token`, finishes now (kNone: it goes on); records the stop
+  // string or stop token that ended it.
+  FinishReason finish_reason_after(Sequence& seq, int32_t token) const;
+  // A completion of seq's request that holds KV blocks now, to share its prompt's; or null.
+  const Sequence* running_sibling(const Sequence& seq) const;
 
   EngineConfig config_;
   BlockManager& block_manager_;
   std::deque<Sequence*> waiting_;
   std::deque<Sequence*> running_;
+  // request_id -> its unfinished completions, for requests with n > 1.
+  std::unordered_map<int64_t, std::vector<Sequence*>> siblings_;
   int64_t num_preemptions_ = 0;
 };
 

@@ -29,6 +29,7 @@ std::string prompt_room_error(int64_t num_prompt_tokens, int max_model_len) {
 
 Sequence::Sequence(int64_t id, std::vector<int32_t> prompt, SamplingParams params, int bs)
     : seq_id(id),
+      request_id(id),
       token_ids(std::move(prompt)),
       last_token(token_ids.empty() ? -1 : token_ids.back()),
       num_prompt_tokens(static_cast<int>(token_ids.size())),

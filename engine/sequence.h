@@ -2,17 +2,21 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "engine/stop_checker.h"
 
 namespace nanovllm {
 
 enum class SequenceStatus : uint8_t { kWaiting, kRunning, kFinished };
 
-// Why a request finished: kStop = an eos token was sampled; kLength = max_tokens completion
+// Why a request finished: kStop = an eos or stop token was sampled, or a stop string
+// appeared; kLength = max_tokens completion
 // tokens or max_model_len total tokens reached; kError = it could not run (result files
 // only). kNone while it is unfinished.
 enum class FinishReason : uint8_t { kNone, kStop, kLength, kError };
@@ -30,6 +34,10 @@ class Sequence {
            int block_size);
 
   int64_t seq_id;
+  // A request with n completions runs as n sequences; they share request_id (completion 0's
+  // seq_id) and their prompt's full KV blocks.
+  int64_t request_id;
+  int32_t completion_index = 0;  // [0, sampling_params.n)
   SequenceStatus status = SequenceStatus::kWaiting;
   std::vector<int32_t> token_ids;  // prompt followed by completion
   int32_t last_token;
@@ -45,6 +53,10 @@ class Sequence {
   // none. Taken at its prefill, given back when it finishes or is preempted, so a recompute
   // prefill sends its parameters again.
   int sampling_slot = -1;
+  // Set when the request has stop strings: the completion's text, searched as it grows.
+  std::unique_ptr<StopChecker> stop_checker;
+  std::optional<StopMatch> stop_match;   // the stop string that finished it
+  std::optional<int32_t> stop_token_id;  // the stop_token_ids entry that finished it
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_completion_tokens() const { return num_tokens() - num_prompt_tokens; }

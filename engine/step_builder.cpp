@@ -1,6 +1,8 @@
 #include "engine/step_builder.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "kernels/check.h"
 
@@ -33,14 +35,37 @@ void fill_block_tables(StepCommand& cmd, std::span<Sequence* const> seqs) {
               cmd.block_tables.begin() + static_cast<std::ptrdiff_t>(b * width));
 }
 
+// The ids min_tokens keeps from being sampled: eos (unless ignore_eos), then stop_token_ids,
+// each once.
+std::vector<int32_t> min_tokens_masked_ids(const Sequence& seq,
+                                           std::span<const int32_t> eos_token_ids) {
+  const SamplingParams& p = seq.sampling_params;
+  std::vector<int32_t> ids;
+  const auto add = [&](int32_t id) {
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  };
+  if (!p.ignore_eos)
+    for (const int32_t id : eos_token_ids) add(id);
+  for (const int32_t id : p.stop_token_ids) add(id);
+  CHECK_MSG(ids.size() <= static_cast<size_t>(kMaxMinTokensMaskedIds),
+            "seq " << seq.seq_id << " masks " << ids.size() << " eos / stop token ids until "
+                   << "min_tokens, more than " << kMaxMinTokensMaskedIds);
+  return ids;
+}
+
 // A sequence new to a slot: take the lowest free one and send its parameters once (rank 0's
 // sampler keeps them until the slot is refilled).
-void assign_sampling_slot(StepCommand& cmd, Sequence& seq, SamplingSlots& slots) {
+void assign_sampling_slot(StepCommand& cmd, Sequence& seq, SamplingSlots& slots,
+                          std::span<const int32_t> eos_token_ids) {
   const SamplingParams& p = seq.sampling_params;
   CHECK_MSG(p.seed.has_value(), "seq " << seq.seq_id << " has no resolved seed");
-  seq.sampling_slot = slots.acquire();
-  cmd.new_slot_params.push_back(
-      SlotSamplingParams{seq.sampling_slot, p.temperature, p.top_k, p.top_p, p.min_p, *p.seed});
+  SlotSamplingParams slot{-1, p.temperature, p.top_k, p.top_p, p.min_p, *p.seed};
+  if (p.min_tokens > 0) {
+    slot.min_tokens_position = seq.num_prompt_tokens + p.min_tokens;
+    slot.min_tokens_masked_ids = min_tokens_masked_ids(seq, eos_token_ids);
+  }
+  seq.sampling_slot = slot.slot = slots.acquire();
+  cmd.new_slot_params.push_back(std::move(slot));
 }
 
 }  // namespace
@@ -55,7 +80,7 @@ StepLimits step_limits(const EngineConfig& config) {
 }
 
 StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size,
-                                  SamplingSlots& slots) {
+                                  SamplingSlots& slots, std::span<const int32_t> eos_token_ids) {
   StepCommand cmd;
   cmd.kind = StepKind::kPrefill;
   cmd.cu_seqlens_q.push_back(0);
@@ -73,7 +98,7 @@ StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_siz
     cmd.max_seqlen_q = std::max(cmd.max_seqlen_q, len - start);
     cmd.max_seqlen_k = std::max(cmd.max_seqlen_k, len);
     cmd.logits_indices.push_back(cmd.cu_seqlens_q.back() - 1);
-    if (s->sampling_slot < 0) assign_sampling_slot(cmd, *s, slots);
+    if (s->sampling_slot < 0) assign_sampling_slot(cmd, *s, slots, eos_token_ids);
     cmd.sample_slots.push_back(s->sampling_slot);
   }
   fill_block_tables(cmd, seqs);

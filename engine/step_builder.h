@@ -16,9 +16,12 @@ namespace nanovllm {
 
 // Prefill: the tokens [num_cached_tokens, num_tokens) of each sequence; one sampled row per
 // sequence (its last token). A sequence without a sampling slot takes the lowest free one from
-// `slots` and its parameters go into new_slot_params (its seed must be resolved: CHECK).
+// `slots` and its parameters go into new_slot_params (its seed must be resolved: CHECK). With
+// min_tokens > 0 they carry its min_tokens mask: min_tokens_position = num_prompt_tokens +
+// min_tokens, masked ids = eos_token_ids (the engine's; none when ignore_eos) then its
+// stop_token_ids, each id once (more than kMaxMinTokensMaskedIds: CHECK).
 StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size,
-                                  SamplingSlots& slots);
+                                  SamplingSlots& slots, std::span<const int32_t> eos_token_ids);
 // Decode: the last token of each sequence. Each one holds a sampling slot since its prefill
 // (CHECK); no parameters travel.
 StepCommand build_decode_command(std::span<Sequence* const> seqs, int block_size);

@@ -12,7 +12,7 @@ enum class StepKind : uint8_t { kPrefill, kDecode, kExit };
 
 // Bumped whenever StepCommand's fields or their meaning change; the ring's header carries it,
 // so a worker of another build refuses the ring instead of misreading commands.
-inline constexpr uint32_t kStepCommandSchemaVersion = 2;
+inline constexpr uint32_t kStepCommandSchemaVersion = 3;
 
 // A sampling slot's parameters (rank 0's sampler keeps them on the device until the slot is
 // refilled). temperature 0 = greedy; top_k <= 0 or >= vocab, top_p >= 1, min_p <= 0 = no
@@ -24,7 +24,16 @@ struct SlotSamplingParams {
   float top_p = 1.0f;
   float min_p = 0.0f;
   uint64_t seed = 0;
+  // min_tokens: a row of this slot whose sampled token lands below position
+  // min_tokens_position (row position + 1 < it) cannot sample min_tokens_masked_ids (the
+  // stop_token_ids, and eos unless ignore_eos): they are set to -inf before anything else.
+  // 0 / empty: nothing masked.
+  int32_t min_tokens_position = 0;
+  std::vector<int32_t> min_tokens_masked_ids;  // [<= kMaxMinTokensMaskedIds]
 };
+
+// eos ids (a model has a few) plus kMaxStopTokenIds (engine/sampling_params.h).
+inline constexpr int kMaxMinTokensMaskedIds = 48;
 
 struct StepCommand {
   StepKind kind = StepKind::kExit;

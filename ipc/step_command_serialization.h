@@ -18,6 +18,7 @@ namespace nanovllm {
 template <class Archive>
 void serialize(Archive& ar, SlotSamplingParams& p, const unsigned int /*version*/) {
   ar& p.slot& p.temperature& p.top_k& p.top_p& p.min_p& p.seed;
+  ar& p.min_tokens_position& p.min_tokens_masked_ids;
 }
 
 template <class Archive>

@@ -29,8 +29,11 @@ StepCommand worst_case_step_command(const StepLimits& limits) {
   c.block_table_width = width;
   c.logits_indices.assign(b, 0);
   c.sample_slots.assign(b, 0);
-  // Every running sequence new to its slot at once (a prefill of max_num_seqs sequences).
-  c.new_slot_params.assign(b, SlotSamplingParams{});
+  // Every running sequence new to its slot at once (a prefill of max_num_seqs sequences),
+  // each with the longest min_tokens mask.
+  SlotSamplingParams widest;
+  widest.min_tokens_masked_ids.assign(kMaxMinTokensMaskedIds, 0);
+  c.new_slot_params.assign(b, widest);
   return c;
 }
 

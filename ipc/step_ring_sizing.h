@@ -21,7 +21,8 @@ struct StepLimits {
 
 // Every vector at the longest length the limits allow, the prefill and decode fields together:
 // T = max(max_num_batched_tokens, max_num_seqs) tokens, B = max_num_seqs sequences (all sampled,
-// all new to their sampling slots), block tables [B, ceil(max_model_len / block_size)].
+// all new to their sampling slots, each with kMaxMinTokensMaskedIds min_tokens masked ids),
+// block tables [B, ceil(max_model_len / block_size)].
 StepCommand worst_case_step_command(const StepLimits& limits);
 
 // encode_step_command(worst_case_step_command(config)).size(): the binary archive's length

@@ -3,6 +3,11 @@
 // backends share, so they agree token for token).
 //
 // Row b, slot s = slots[b] (< 0: a padding row, out_tokens[b] = 0 and nothing else written):
+//   0. min_tokens, before every rule below (greedy rows included): when
+//      positions[b] + 1 < min_tokens_position[s], the logit of each id in
+//      min_tokens_masked_ids[s, :] counts as -inf (entries outside [0, V) are padding). The
+//      CUDA sampler writes those -inf into the logits rows in place (the buffer is its input
+//      and is not read after it); the CPU reference works on a copy of the row.
 //   temperature[s] == 0: greedy argmax over the raw logits (lowest id wins ties).
 //   otherwise l = logits / effective_temperature(temperature[s]) (-0 counts as +0), ordered by
 //   (l descending, id ascending): the candidates are
@@ -39,6 +44,10 @@ struct SamplingSlotParams {
   TensorView top_p;         // [N] f32
   TensorView min_p;         // [N] f32
   TensorView seeds;         // [N] i64 (bit pattern of a u64)
+  // min_tokens (rule 0 above); both empty = nothing masked anywhere. A slot that masks nothing
+  // has min_tokens_position <= 0 (its row of ids is then never read).
+  TensorView min_tokens_position;    // [N] i32
+  TensorView min_tokens_masked_ids;  // [N, M] i32, rows padded with -1
 };
 
 struct SamplingBatch {

@@ -22,7 +22,8 @@ class SlotSamplingState {
   SlotSamplingState(int num_slots, Device device);
 
   // Copies the changed parameters into the device arrays, ordered on `stream` before whatever
-  // samples next (CPU: at once). A slot outside [0, num_slots) is a bug on rank 0: CHECK.
+  // samples next (CPU: at once). A slot outside [0, num_slots) or more than
+  // kMaxMinTokensMaskedIds masked ids is a bug on rank 0: CHECK.
   void apply(std::span<const SlotSamplingParams> changed, cudaStream_t stream);
 
   kernels::SamplingSlotParams params() const;
@@ -32,11 +33,17 @@ class SlotSamplingState {
  private:
   int num_slots_;
   Device device_;
-  // One allocation, five [num_slots] arrays back to back: temperatures f32 | top_k i32 |
-  // top_p f32 | min_p f32 | seeds i64 (the i64 array first, for its alignment).
+  // One allocation, six [num_slots] arrays back to back: seeds i64 | temperatures f32 |
+  // top_k i32 | top_p f32 | min_p f32 | min_tokens_position i32 (the i64 array first, for its
+  // alignment).
   DeviceBuffer params_;
   std::vector<uint8_t> host_;  // the same layout on the host: what apply() copies
-  DeviceBuffer last_tokens_;   // [num_slots] i32
+  // [num_slots, kMaxMinTokensMaskedIds] i32, each row padded with -1. Meaningful only where
+  // min_tokens_position > 0: a slot that masks nothing gets position 0 and its row is left as
+  // it was on the device (apply() copies only the rows of slots that mask something).
+  DeviceBuffer masked_ids_;
+  std::vector<int32_t> masked_host_;  // the same on the host
+  DeviceBuffer last_tokens_;          // [num_slots] i32
 };
 
 }  // namespace nanovllm

@@ -8,7 +8,8 @@
 #            (scripts/make_gpu_reference.py, FP32 + BF16), run gpu_generation_test against it
 #   launch   nanovllm-launch --device cuda on examples/prompts.jsonl (tiny model with the real
 #            tokenizer, then the first preset's model): exit 0 and one result per request
-#            (run right after the first preset, so a slow second preset cannot starve it)
+#            (run right after the first preset, so a slow second preset cannot starve it);
+#            then examples/request_fields.jsonl on the tiny model, --device cuda vs cpu
 #   tp       per preset (NANOVLLM_GPU_TP_PRESETS, default "qwen3-0.6b"), on >= 2 GPUs: greedy
 #            nanovllm-launch --tp 1 and --tp 2 on the examples (token ids compared per request,
 #            the first divergence reported), then nanovllm-bench --tp 1,2 (nano-vllm's
@@ -153,12 +154,43 @@ EOF2
     "$dir" --device cuda --tp 1,2 --workloads nanovllm,decode-step --json "$logs/tp_bench_$preset.json"
 }
 
+# fields_check NAME MODEL_DIR: examples/request_fields.jsonl (greedy: stop strings, stop ids,
+# min_tokens, n, special tokens) on --device cuda and --device cpu: the same results.
+fields_check() {
+  local name=$1 dir=$2 dev
+  for dev in cuda cpu; do
+    step "fields $dev $name" 150 "$bundle/bin/nanovllm-launch" "$dir" examples/request_fields.jsonl \
+      --device "$dev" -o "$logs/fields_${dev}_$name.jsonl" || return
+  done
+  python3 - "$logs/fields_cuda_$name.jsonl" "$logs/fields_cpu_$name.jsonl" <<'EOF3' >"$logs/fields_${name}_compare.log" 2>&1
+import json, sys
+def load(p):
+    out = {}
+    for line in open(p):
+        r = json.loads(line)
+        if "custom_id" in r:
+            for c in r["response"]["body"]["choices"]:
+                out[(r["custom_id"], c["index"])] = (c["finish_reason"], c["stop_reason"], c.get("message", c.get("text")))
+        else:
+            out[(r["id"], r["index"])] = (r["token_ids"], r["text"], r["finish_reason"], r["stop_reason"])
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+same = [k for k in a if a[k] == b.get(k)]
+for k in a:
+    if a[k] != b.get(k):
+        print(f"{k}: cuda {a[k]} cpu {b.get(k)}")
+print(f"cuda vs cpu request fields: {len(same)}/{len(a)} identical ({len(b)} on cpu)")
+EOF3
+  row "$(printf '%-34s        %s' "fields cuda vs cpu $name" "$(tail -n 1 "$logs/fields_${name}_compare.log")")"
+}
+
 launch_checks() {
   if [ ! -x "$bundle/bin/nanovllm-launch" ]; then row "$(printf '%-34s  MISSING (not bundled)' nanovllm-launch)"; return; fi
   if [ ! -d "$bundle/tokenizer" ]; then row "$(printf '%-34s  SKIPPED (no tokenizer)' nanovllm-launch)"; return; fi
   if step "mkmodel tiny" 60 "$bundle/bin/nanovllm-mkmodel" --preset tiny --seed 1 \
       --tokenizer-dir "$bundle/tokenizer" "$work/tiny"; then
     launch_check tiny "$work/tiny"
+    fields_check tiny "$work/tiny"
   fi
   local first; first=$(echo "$presets" | awk '{print $1}')
   if has_phase model && [ -f "$work/$first/tokenizer.json" ]; then launch_check "$first" "$work/$first"; fi

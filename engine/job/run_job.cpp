@@ -3,8 +3,11 @@
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -56,11 +59,18 @@ std::unique_ptr<ResultWriter> open_writer(const JobSettings& s) {
   return std::make_unique<ResultWriter>(std::cout, options);
 }
 
-CompletionOutput completion_of(const RequestOutput& out, const Tokenizer& tokenizer) {
+// Completion `index` of `r` as the engine gave it. The engine's text (detokenized with the
+// request's settings, cut at a stop string) when it has one, else decoded here.
+CompletionOutput completion_of(const RequestOutput& out, int32_t index, const Request& r,
+                               const Tokenizer& tokenizer) {
   CompletionOutput c;
+  c.index = index;
   c.token_ids = out.completion_token_ids;
-  c.text = tokenizer.decode(c.token_ids, /*skip_special_tokens=*/true);
+  c.text =
+      out.text ? *out.text : tokenizer.decode(c.token_ids, r.sampling_params.skip_special_tokens);
   c.finish_reason = out.finish_reason;
+  c.stop_string = out.stop_string;
+  c.stop_token_id = out.stop_token_id;
   c.prompt_tokens = static_cast<int32_t>(out.prompt_token_ids.size());
   c.cached_tokens = out.num_cached_tokens;
   return c;
@@ -84,42 +94,96 @@ std::string kv_cache_shortfall(int num_blocks, int block_size, int max_model_len
 
 namespace {
 
+// The requests to run, and for each (same positions) the completion indexes --resume found
+// already written (empty without --resume).
+struct PendingWork {
+  std::vector<Request> requests;
+  std::vector<std::vector<int32_t>> written;
+};
+
 // Every request of the file, validated, less those --resume finds answered.
-std::vector<Request> pending_requests_of(const JobSettings& s, const Tokenizer& tokenizer) {
-  std::vector<Request> requests = read_and_validate(s, tokenizer);
-  if (!s.resume) return requests;
-  const ResumeState state = prepare_resume(*s.output);
-  const size_t before = requests.size();
-  requests = pending_requests(std::move(requests), state);
-  spdlog::info("--resume: {} of {} requests already answered in {}; {} to go",
-               before - requests.size(), before, s.output->string(), requests.size());
-  return requests;
+PendingWork pending_requests_of(const JobSettings& s, const Tokenizer& tokenizer) {
+  PendingWork work{read_and_validate(s, tokenizer), {}};
+  if (s.resume) {
+    const ResumeState state = prepare_resume(*s.output);
+    const size_t before = work.requests.size();
+    work.requests = pending_requests(std::move(work.requests), state);
+    int64_t partial = 0;
+    for (const Request& r : work.requests) {
+      work.written.push_back(written_completions(r, state));
+      partial += work.written.back().empty() ? 0 : 1;
+    }
+    spdlog::info("--resume: {} of {} requests already answered in {}; {} to go",
+                 before - work.requests.size(), before, s.output->string(), work.requests.size());
+    if (partial > 0)
+      spdlog::info(
+          "--resume: {} of them have some of their n completions written; only the "
+          "missing ones run",
+          partial);
+  }
+  work.written.resize(work.requests.size());
+  return work;
 }
 
-// The engine loop over the valid requests; results written as they finish.
-int run_engine(const JobSettings& s, StepExecutor& executor, std::vector<Request>& requests,
+// The engine loop over the valid requests; results written as they finish: a native
+// request's completions one line each, at once; an OpenAI request's in one record once all n
+// are in. A request counts as finished (progress) when all its completions are written.
+int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
                const Tokenizer& tokenizer, ResultWriter& writer, Progress& progress) {
+  std::vector<Request>& requests = work.requests;
   EngineConfig engine_config = s.engine;
   engine_config.num_kvcache_blocks = executor.num_kv_blocks();  // what every rank allocated
-  LLMEngine engine(engine_config, executor);
-  std::unordered_map<int64_t, size_t> request_of;  // seq_id -> index into requests
+  // With the tokenizer: stop strings, and the completion text in every RequestOutput.
+  LLMEngine engine(engine_config, executor, &tokenizer);
+  // What one engine request (add_request's id) answers: which of `requests`, and, for a
+  // single completion run on its own, its index (else the engine's RequestOutput::index).
+  struct Submitted {
+    size_t request;
+    std::optional<int32_t> index;
+  };
+  std::unordered_map<int64_t, Submitted> submitted;    // RequestOutput::request_id -> ...
+  std::vector<int32_t> remaining(requests.size(), 0);  // completions still to write
+  std::vector<std::vector<CompletionOutput>> buffered(requests.size());  // OpenAI, until all n
   for (size_t i = 0; i < requests.size(); ++i) {
     Request& r = requests[i];
     if (!r.ok()) continue;
-    const AddRequestResult added = engine.add_request(r.prompt_token_ids, r.sampling_params, r.id);
-    if (added.ok()) {
-      request_of.emplace(*added.seq_id, i);
-      continue;
+    const int32_t n = std::max(r.sampling_params.n, 1);
+    // A native request resumed with some completions written runs only the missing ones
+    // (completion_runs says how; resume.h).
+    std::string error;
+    for (const CompletionRun& run : completion_runs(r, work.written[i])) {
+      const AddRequestResult added = engine.add_request(r.prompt_token_ids, run.params, r.id);
+      if (!added.ok()) {  // the prompt cannot run: the same for every completion
+        error = added.error;
+        break;
+      }
+      submitted.emplace(*added.seq_id, Submitted{i, run.index});
+      remaining[i] += run.index ? 1 : n;
     }
-    r.fail(added.error, "");
+    if (error.empty()) continue;
+    // Completions already submitted finish unwritten (the request is no longer ok()).
+    remaining[i] = 0;
+    r.fail(error, "");
     writer.write_error(r);
     progress.request_finished(false);
   }
 
   while (!engine.is_finished() && !interrupt_requested()) {
     for (const RequestOutput& out : engine.step()) {
-      writer.write(requests[request_of.at(out.seq_id)], completion_of(out, tokenizer));
-      progress.request_finished(true);
+      const Submitted& from = submitted.at(out.request_id);
+      Request& r = requests[from.request];
+      if (!r.ok()) continue;
+      CompletionOutput c = completion_of(out, from.index.value_or(out.index), r, tokenizer);
+      if (r.format == RequestFormat::kNative) {
+        writer.write(r, c);
+      } else {
+        buffered[from.request].push_back(std::move(c));
+        if (remaining[from.request] == 1) {
+          writer.write(r, std::span<const CompletionOutput>(buffered[from.request]));
+          buffered[from.request].clear();
+        }
+      }
+      if (--remaining[from.request] == 0) progress.request_finished(true);
     }
     progress.set_tokens(engine.stats().num_prefill_tokens, engine.stats().num_decode_tokens);
     progress.update();
@@ -127,8 +191,10 @@ int run_engine(const JobSettings& s, StepExecutor& executor, std::vector<Request
   engine.stop_workers();
   progress.finish();
   if (interrupt_requested()) {  // the launcher's closing line says what was kept
-    record_interrupted_job({writer.num_ok() + writer.num_failed(),
-                            static_cast<int64_t>(engine.num_unfinished_requests())});
+    // Unfinished: not every completion written (an OpenAI request's buffered ones are lost;
+    // --resume runs it again whole).
+    const auto unfinished = std::ranges::count_if(remaining, [](int32_t k) { return k > 0; });
+    record_interrupted_job({writer.num_ok() + writer.num_failed(), unfinished});
     return kExitInterrupted;
   }
   return writer.num_failed() > 0 ? kExitRequestsFailed : kExitOk;
@@ -138,7 +204,8 @@ int run_engine(const JobSettings& s, StepExecutor& executor, std::vector<Request
 
 int run_job(const JobSettings& s, const ExecutorFactory& load_model) {
   const Tokenizer tokenizer = Tokenizer::from_file((s.model_dir / "tokenizer.json").string());
-  std::vector<Request> requests = pending_requests_of(s, tokenizer);
+  PendingWork work = pending_requests_of(s, tokenizer);
+  const std::vector<Request>& requests = work.requests;
   const std::unique_ptr<ResultWriter> writer = open_writer(s);
   ProgressOptions progress_options;
   progress_options.live = stderr_is_terminal();
@@ -165,7 +232,7 @@ int run_job(const JobSettings& s, const ExecutorFactory& load_model) {
     executor->execute(StepCommand{});  // EXIT: the workers leave their loops
     throw JobConfigError(shortfall);
   }
-  return run_engine(s, *executor, requests, tokenizer, *writer, progress);
+  return run_engine(s, *executor, work, tokenizer, *writer, progress);
 }
 
 }  // namespace nanovllm

@@ -95,6 +95,23 @@ int32_t sample_row(const float* logits, int64_t vocab, const RowParams& p) {
   return best;
 }
 
+// Rule 0 (min_tokens): the row's logits with slot s's masked ids at -inf, in `copy`, when the
+// row's token lands before min_tokens_position[s]; else the row itself.
+const float* min_tokens_masked(const SamplingBatch& b, int64_t row, int32_t s, int64_t vocab,
+                               std::vector<float>& copy) {
+  const float* logits = elem<float>(b.logits, row);
+  if (b.params.min_tokens_position.data == nullptr) return logits;
+  const int32_t position = *elem<int32_t>(b.positions, row) + 1;
+  if (!(position < *elem<int32_t>(b.params.min_tokens_position, s))) return logits;
+  copy.assign(logits, logits + vocab);
+  const int64_t width = b.params.min_tokens_masked_ids.size(1);
+  for (int64_t j = 0; j < width; ++j) {
+    const int32_t id = *elem<int32_t>(b.params.min_tokens_masked_ids, s, j);
+    if (id >= 0 && id < vocab) copy[static_cast<size_t>(id)] = -INFINITY;
+  }
+  return copy.data();
+}
+
 }  // namespace
 
 void sample(const SamplingBatch& b) {
@@ -108,6 +125,16 @@ void sample(const SamplingBatch& b) {
   CHECK_GT(vocab, 0);
   CHECK_EQ(b.slots.size(0), rows);
   CHECK_EQ(b.positions.size(0), rows);
+  CHECK_EQ(b.params.min_tokens_position.data == nullptr,
+           b.params.min_tokens_masked_ids.data == nullptr);
+  if (b.params.min_tokens_position.data != nullptr) {
+    CHECK(b.params.min_tokens_position.dtype == DType::kI32);
+    CHECK(b.params.min_tokens_masked_ids.dtype == DType::kI32);
+    CHECK_EQ(b.params.min_tokens_position.size(0), num_slots);
+    CHECK_EQ(b.params.min_tokens_masked_ids.ndim, 2);
+    CHECK_EQ(b.params.min_tokens_masked_ids.size(0), num_slots);
+  }
+  std::vector<float> masked_row;  // [V] rule 0's copy of a row
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t s = *elem<int32_t>(b.slots, r);
     int32_t token = 0;
@@ -119,7 +146,7 @@ void sample(const SamplingBatch& b) {
                         *elem<float>(b.params.min_p, s),
                         static_cast<uint64_t>(*elem<int64_t>(b.params.seeds, s)),
                         *elem<int32_t>(b.positions, r) + 1};
-      token = sample_row(elem<float>(b.logits, r), vocab, p);
+      token = sample_row(min_tokens_masked(b, r, s, vocab, masked_row), vocab, p);
       if (b.last_tokens.data != nullptr) *elem<int32_t>(b.last_tokens, s) = token;
     }
     *elem<int32_t>(b.out_tokens, r) = token;

@@ -23,6 +23,8 @@
 //       11-bit digits of the 64-bit candidate key narrow the range until one of the above
 //       applies.
 // Typical Qwen3 defaults (top_k 20, top_p 0.95): three passes over the row.
+// min_tokens (rule 0) runs first, as its own small kernel: one warp per row writes -inf over
+// the row's masked ids in place, or leaves at once when the row's slot masks nothing.
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/common.cuh"
@@ -55,6 +57,42 @@ struct Args {
   int32_t* last_tokens;  // [N] or null
   int32_t* row_passes;   // [B] or null
 };
+
+struct MaskArgs {
+  float* logits;
+  int64_t ld;  // row stride
+  int vocab;
+  int rows;                            // B
+  const int32_t* slots;                // [B]
+  const int32_t* positions;            // [B]
+  const int32_t* min_tokens_position;  // [N]
+  const int32_t* masked_ids;           // [N, width], row stride masked_ld
+  int64_t masked_ld;
+  int width;
+  int num_slots;  // N
+};
+
+constexpr int kMaskWarps = 4;  // rows per block
+
+// Rule 0 (min_tokens): warp w of block x handles row 4x + w. A row whose slot masks nothing
+// (padding, or its token at or past min_tokens_position) costs three loads and leaves.
+// Launched as a dependent grid (common.cuh): every memory access follows the wait, and no
+// load goes through the non-coherent path. sample_kernel is launched plainly after it, so it
+// starts once these writes are complete and visible (its __ldg reads of the row are safe).
+__global__ void __launch_bounds__(32 * kMaskWarps) min_tokens_mask_kernel(MaskArgs a) {
+  wait_for_previous_grid();
+  const int row = static_cast<int>(blockIdx.x) * kMaskWarps + static_cast<int>(threadIdx.x) / 32;
+  if (row >= a.rows) return;
+  const int32_t slot = a.slots[row];
+  if (slot < 0 || slot >= a.num_slots) return;  // padding; sample_kernel traps on the other
+  if (a.positions[row] + 1 >= a.min_tokens_position[slot]) return;
+  const int32_t* ids = a.masked_ids + slot * a.masked_ld;
+  float* logits = a.logits + row * a.ld;
+  for (int j = static_cast<int>(threadIdx.x) % 32; j < a.width; j += 32) {
+    const int32_t id = ids[j];
+    if (id >= 0 && id < a.vocab) logits[id] = -INFINITY;  // -1 pads the row
+  }
+}
 
 __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   __shared__ Shared sh;
@@ -274,6 +312,16 @@ void check_batch(const SamplingBatch& s) {
   CHECK(s.params.top_k.size(0) == n && s.params.top_p.size(0) == n && s.params.min_p.size(0) == n &&
         s.params.seeds.size(0) == n);
   CHECK(!s.last_tokens.data || s.last_tokens.size(0) == n);
+  const TensorView &mp = s.params.min_tokens_position, &ids = s.params.min_tokens_masked_ids;
+  CHECK_MSG((mp.data == nullptr) == (ids.data == nullptr),
+            "sampler min_tokens_position and min_tokens_masked_ids: both or neither");
+  if (mp.data) {
+    check_cuda_tensor(mp, DType::kI32, "sampler min_tokens_position");
+    check_cuda_tensor(ids, DType::kI32, "sampler min_tokens_masked_ids");
+    CHECK_EQ(ids.ndim, 2);
+    CHECK(mp.size(0) == n && ids.size(0) == n);
+    CHECK_LT(ids.size(1), int64_t{1} << 20);
+  }
 }
 
 }  // namespace
@@ -295,6 +343,21 @@ void sample(const SamplingBatch& s, cudaStream_t stream) {
                s.out_tokens.ptr<int32_t>(),
                s.last_tokens.data ? s.last_tokens.ptr<int32_t>() : nullptr,
                s.row_passes.data ? s.row_passes.ptr<int32_t>() : nullptr};
+  if (s.params.min_tokens_position.data) {
+    const MaskArgs m{s.logits.ptr<float>(),
+                     s.logits.stride[0],
+                     static_cast<int>(s.logits.size(1)),
+                     static_cast<int>(batch),
+                     s.slots.ptr<int32_t>(),
+                     s.positions.ptr<int32_t>(),
+                     s.params.min_tokens_position.ptr<int32_t>(),
+                     s.params.min_tokens_masked_ids.ptr<int32_t>(),
+                     s.params.min_tokens_masked_ids.stride[0],
+                     static_cast<int>(s.params.min_tokens_masked_ids.size(1)),
+                     static_cast<int>(s.params.temperatures.size(0))};
+    launch_dependent(min_tokens_mask_kernel, dim3(ceil_div(batch, kMaskWarps)),
+                     dim3(32 * kMaskWarps), stream, m);
+  }
   const int c = cluster_size(batch);
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t config = cluster_config(c, static_cast<int>(batch), stream, &attr);

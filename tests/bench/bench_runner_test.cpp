@@ -40,7 +40,7 @@ StepCommand prefill_of(int prompt_len) {
   for (int b = 0; b < owned.back()->num_blocks(); ++b) owned.back()->block_table.push_back(b);
   const std::vector<Sequence*> seqs{owned.back().get()};
   SamplingSlots slots(1);  // each command is a run of its own: slot 0, parameters sent
-  return build_prefill_command(seqs, kBlockSize, slots);
+  return build_prefill_command(seqs, kBlockSize, slots, {});
 }
 
 double phase(const PhaseTimes& t, Phase p) {

@@ -53,7 +53,7 @@ TEST(BenchStepRecorder, PrefillStepCountsNewTokensAndWholeContext) {
   auto a = seq_of(0, 10, 0), b = seq_of(1, 9, 8);  // b: two cached blocks, one new token
   const std::vector<Sequence*> seqs{a.get(), b.get()};
   SamplingSlots slots(2);
-  const Step step = step_of(build_prefill_command(seqs, kBlockSize, slots));
+  const Step step = step_of(build_prefill_command(seqs, kBlockSize, slots, {}));
   ASSERT_EQ(step.seqs.size(), 2u);
   EXPECT_EQ(step.seqs[0].new_tokens, 10);
   EXPECT_EQ(step.seqs[0].context_len, 10);
@@ -87,7 +87,7 @@ TEST(BenchStepRecorder, ForwardsCommandsAndRecordsEachStep) {
   auto a = seq_of(0, 5, 0);
   const std::vector<Sequence*> seqs{a.get()};
   SamplingSlots slots(1);
-  EXPECT_EQ(recorder.execute(build_prefill_command(seqs, kBlockSize, slots)).sampled_token_ids,
+  EXPECT_EQ(recorder.execute(build_prefill_command(seqs, kBlockSize, slots, {})).sampled_token_ids,
             std::vector<int32_t>{7});
   ASSERT_TRUE(recorder.set_step_timing(true));
   a->append_token(7);

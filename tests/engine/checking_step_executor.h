@@ -42,26 +42,43 @@ inline int32_t fake_next_token(uint64_t seed, uint64_t context_fingerprint, int 
                               static_cast<uint64_t>(vocab_size));
 }
 
-// What the engine must produce for one request run alone: the obvious generation loop
-// (requests without a seed sample with default_sequence_seed(seq_id)).
-inline std::vector<int32_t> reference_completion(int64_t seq_id, std::vector<int32_t> tokens,
-                                                 int max_tokens, bool ignore_eos,
-                                                 const std::vector<int32_t>& eos_ids,
-                                                 int max_model_len, int vocab_size) {
+// What the engine must produce for one completion run alone, sampling with `seed`: the
+// obvious generation loop. eos (unless ignore_eos) and stop_token_ids end it once min_tokens
+// tokens exist (this model ignores the sampler's mask, so the engine's guard is what holds);
+// stop strings are not modelled here.
+inline std::vector<int32_t> reference_completion_seeded(uint64_t seed, std::vector<int32_t> tokens,
+                                                        const SamplingParams& params,
+                                                        const std::vector<int32_t>& eos_ids,
+                                                        int max_model_len, int vocab_size) {
   const size_t prompt_len = tokens.size();
   while (true) {
     uint64_t fp = 0;
     for (const int32_t t : tokens) fp = extend_fingerprint(fp, t);
-    const int32_t next = fake_next_token(default_sequence_seed(seq_id), fp, vocab_size);
+    const int32_t next = fake_next_token(seed, fp, vocab_size);
     tokens.push_back(next);
-    bool eos = false;
-    for (const int32_t e : eos_ids) eos = eos || e == next;
-    if ((eos && !ignore_eos) || static_cast<int>(tokens.size() - prompt_len) >= max_tokens ||
-        static_cast<int>(tokens.size()) >= max_model_len)
+    const int generated = static_cast<int>(tokens.size() - prompt_len);
+    bool stop = false;
+    if (generated >= params.min_tokens) {
+      for (const int32_t e : eos_ids) stop = stop || (e == next && !params.ignore_eos);
+      for (const int32_t e : params.stop_token_ids) stop = stop || e == next;
+    }
+    if (stop || generated >= params.max_tokens || static_cast<int>(tokens.size()) >= max_model_len)
       break;
   }
   return std::vector<int32_t>(tokens.begin() + static_cast<std::ptrdiff_t>(prompt_len),
                               tokens.end());
+}
+
+// The same for a request without a seed (it samples with default_sequence_seed(seq_id)).
+inline std::vector<int32_t> reference_completion(int64_t seq_id, std::vector<int32_t> tokens,
+                                                 int max_tokens, bool ignore_eos,
+                                                 const std::vector<int32_t>& eos_ids,
+                                                 int max_model_len, int vocab_size) {
+  SamplingParams params;
+  params.max_tokens = max_tokens;
+  params.ignore_eos = ignore_eos;
+  return reference_completion_seeded(default_sequence_seed(seq_id), std::move(tokens), params,
+                                     eos_ids, max_model_len, vocab_size);
 }
 
 class CheckingStepExecutor : public StepExecutor {

@@ -115,13 +115,11 @@ TEST(OpenAIBatchRequest, ErrorsKeepTheCustomIdAndTheEndpointShape) {
 }
 
 TEST(OpenAIBatchRequest, UnsupportedBodyFieldsFailTheLine) {
-  expect_error(chat_line(R"(, "n": 2)"), "body.n", "one completion");
   expect_error(chat_line(R"(, "stream": true)"), "body.stream", "streaming");
   expect_error(chat_line(R"(, "logprobs": true)"), "body.logprobs", "not supported");
   expect_error(chat_line(R"(, "tools": [{"type": "function"}])"), "body.tools", "not supported");
   expect_error(chat_line(R"(, "response_format": {"type": "json_object"})"), "body.response_format",
                "not supported");
-  expect_error(chat_line(R"(, "stop": ["\n"])"), "body.stop", "stop strings");
   expect_error(chat_line(R"(, "presence_penalty": 0.5)"), "body.presence_penalty", "not supported");
   expect_error(chat_line(R"(, "chat_template_kwargs": {"foo": 1})"),
                "body.chat_template_kwargs.foo", "unknown field");
@@ -141,6 +139,132 @@ TEST(OpenAIBatchRequest, ExplicitNullsMeanUnset) {
   ASSERT_TRUE(r.ok()) << r.error->message;
   EXPECT_FLOAT_EQ(r.sampling_params.temperature, SamplingParams{}.temperature);
   EXPECT_EQ(r.sampling_params.max_tokens, 128 - 2);
+}
+
+std::string completion_line(const std::string& body_extra) {
+  return R"({"custom_id": "c-1", "method": "POST", "url": "/v1/completions", "body": {"prompt": "ab")" +
+         body_extra + "}}";
+}
+
+constexpr const char* kAllRequestOnlyFields =
+    R"(, "stop": ["\n", "END"], "stop_token_ids": [0, 9, 255], "include_stop_str_in_output": true, "min_tokens": 4, "skip_special_tokens": false, "spaces_between_special_tokens": false, "n": 5)";
+
+void expect_all_request_only_fields(const Request& r) {
+  ASSERT_TRUE(r.ok()) << r.error->message << " at " << r.error->field;
+  const SamplingParams& p = r.sampling_params;
+  EXPECT_EQ(p.stop, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_EQ(p.stop_token_ids, (std::vector<int32_t>{0, 9, 255}));
+  EXPECT_TRUE(p.include_stop_str_in_output);
+  EXPECT_EQ(p.min_tokens, 4);
+  EXPECT_FALSE(p.skip_special_tokens);
+  EXPECT_FALSE(p.spaces_between_special_tokens);
+  EXPECT_EQ(p.n, 5);
+}
+
+TEST(OpenAIBatchRequest, ChatBodyReadsStopMinTokensDetokenizationFlagsAndN) {
+  expect_all_request_only_fields(read_one(chat_line(kAllRequestOnlyFields)));
+}
+
+TEST(OpenAIBatchRequest, CompletionBodyReadsStopMinTokensDetokenizationFlagsAndN) {
+  const Request r = read_one(completion_line(kAllRequestOnlyFields));
+  EXPECT_EQ(r.format, RequestFormat::kOpenAICompletion);
+  expect_all_request_only_fields(r);
+}
+
+TEST(OpenAIBatchRequest, BodyWithoutTheNewFieldsGetsVllmDefaults) {
+  for (const std::string& line :
+       {chat_line(""), completion_line(""),
+        chat_line(R"(, "stop": null, "n": null, "min_tokens": null, "stop_token_ids": null)")}) {
+    SCOPED_TRACE(line);
+    const Request r = read_one(line);
+    ASSERT_TRUE(r.ok()) << r.error->message;
+    const SamplingParams& p = r.sampling_params;
+    EXPECT_TRUE(p.stop.empty());
+    EXPECT_TRUE(p.stop_token_ids.empty());
+    EXPECT_FALSE(p.include_stop_str_in_output);
+    EXPECT_EQ(p.min_tokens, 0);
+    EXPECT_TRUE(p.skip_special_tokens);
+    EXPECT_TRUE(p.spaces_between_special_tokens);
+    EXPECT_EQ(p.n, 1);
+  }
+}
+
+TEST(OpenAIBatchRequest, StopAsAStringBecomesAOneElementList) {
+  const Request chat = read_one(chat_line(R"(, "stop": "\n\n")"));
+  ASSERT_TRUE(chat.ok()) << chat.error->message;
+  EXPECT_EQ(chat.sampling_params.stop, (std::vector<std::string>{"\n\n"}));
+  const Request completion = read_one(completion_line(R"(, "stop": "Q:")"));
+  ASSERT_TRUE(completion.ok()) << completion.error->message;
+  EXPECT_EQ(completion.sampling_params.stop, (std::vector<std::string>{"Q:"}));
+}
+
+TEST(OpenAIBatchRequest, BadStopFieldsAreNamedUnderBody) {
+  expect_error(chat_line(R"(, "stop": ["a", ""])"), "body.stop[1]", "is empty");
+  expect_error(completion_line(R"(, "stop": [1])"), "body.stop[0]", "must be a string");
+  expect_error(completion_line(R"(, "stop": "")"), "body.stop", "is empty");
+  nlohmann::json stops = nlohmann::json::array();
+  for (int i = 0; i < 33; ++i) stops.push_back(std::to_string(i));
+  expect_error(chat_line(R"(, "stop": )" + stops.dump()), "body.stop", "at most 32");
+  expect_error(chat_line(R"(, "stop_token_ids": [3, 256])"), "body.stop_token_ids[1]",
+               "outside the vocabulary [0, 256)");
+  expect_error(completion_line(R"(, "stop_token_ids": ["3"])"), "body.stop_token_ids[0]",
+               "integer token id");
+  nlohmann::json ids = nlohmann::json::array();
+  for (int i = 0; i < 33; ++i) ids.push_back(i);
+  expect_error(completion_line(R"(, "stop_token_ids": )" + ids.dump()), "body.stop_token_ids",
+               "at most 32");
+}
+
+TEST(OpenAIBatchRequest, MinTokensAboveMaxTokensIsRefusedNamingTheBodysSpelling) {
+  expect_error(chat_line(R"(, "max_completion_tokens": 9, "min_tokens": 10)"), "body.min_tokens",
+               "min_tokens must be less than or equal to max_completion_tokens=9, got 10");
+  expect_error(completion_line(R"(, "max_tokens": 3, "min_tokens": 4)"), "body.min_tokens",
+               "less than or equal to max_tokens=3");
+  expect_error(completion_line(R"(, "min_tokens": -2)"), "body.min_tokens", ">= 0");
+  EXPECT_TRUE(read_one(completion_line(R"(, "max_tokens": 3, "min_tokens": 3)")).ok());
+}
+
+TEST(OpenAIBatchRequest, NIsReadFromOneTo64) {
+  EXPECT_EQ(read_one(chat_line(R"(, "n": 2)")).sampling_params.n, 2);
+  EXPECT_EQ(read_one(completion_line(R"(, "n": 64)")).sampling_params.n, 64);
+  expect_error(chat_line(R"(, "n": 65)"), "body.n", "in [1, 64], got 65");
+  expect_error(completion_line(R"(, "n": 0)"), "body.n", "in [1, 64], got 0");
+  expect_error(chat_line(R"(, "n": "2")"), "body.n", "integer");
+}
+
+TEST(OpenAIBatchRequest, BooleanExtrasAreTypeCheckedUnderBody) {
+  expect_error(chat_line(R"(, "skip_special_tokens": "yes")"), "body.skip_special_tokens",
+               "true or false");
+  expect_error(completion_line(R"(, "include_stop_str_in_output": 1)"),
+               "body.include_stop_str_in_output", "true or false");
+  expect_error(
+      completion_line(R"(, "spaces_between_special_tokens": null, "skip_special_tokens": [])"),
+      "body.skip_special_tokens", "true or false");
+}
+
+TEST(OpenAIBatchRequest, StructuredOutputAndOtherUnsupportedVllmFieldsAreRefusedByName) {
+  for (auto line : {chat_line, completion_line}) {
+    expect_error(line(R"(, "guided_json": {"type": "object"})"), "body.guided_json",
+                 "structured output (guided decoding) is not supported");
+    expect_error(line(R"(, "structured_outputs": {"choice": ["a"]})"), "body.structured_outputs",
+                 "structured output (guided decoding) is not supported");
+    expect_error(line(R"(, "response_format": {"type": "json_schema", "json_schema": {}})"),
+                 "body.response_format",
+                 "structured output (response_format type \"json_schema\")");
+    expect_error(line(R"(, "bad_words": ["x"])"), "body.bad_words", "bad_words is not supported");
+    expect_error(line(R"(, "allowed_token_ids": [1])"), "body.allowed_token_ids",
+                 "allowed_token_ids is not supported");
+    expect_error(line(R"(, "best_of": 3)"), "body.best_of",
+                 "best_of is not supported; use n for several completions");
+  }
+}
+
+TEST(OpenAIBatchRequest, ResponseFormatTextAndBestOfOneAreAcceptedAndIgnored) {
+  for (auto line : {chat_line, completion_line}) {
+    const Request r = read_one(line(R"(, "response_format": {"type": "text"}, "best_of": 1)"));
+    EXPECT_TRUE(r.ok()) << r.error->message << " at " << r.error->field;
+    EXPECT_EQ(r.sampling_params.n, 1);
+  }
 }
 
 TEST(OpenAIBatchRequest, NativeLinesAreNotBatchLines) {

@@ -45,5 +45,17 @@ TEST(RequestFields, TokenIdsMustBeNonNegativeInt32) {
   EXPECT_EQ(read_token_ids(nlohmann::json{"1"}, "p", ids)->field, "p[0]");
 }
 
+TEST(RequestFields, AlsoAcceptedNamesPassButAreNeverSuggested) {
+  static constexpr std::string_view kKnown[] = {"prompt", "top_p"};
+  static constexpr std::string_view kAlso[] = {"best_of"};
+  EXPECT_FALSE(
+      check_known_fields(nlohmann::json{{"best_of", 2}}, kKnown, "body", kAlso).has_value());
+  const auto p = check_known_fields(nlohmann::json{{"best_off", 2}}, kKnown, "body", kAlso);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->field, "body.best_off");
+  EXPECT_EQ(p->message.find("did you mean"), std::string::npos) << p->message;
+  EXPECT_EQ(p->message.find(" best_of"), std::string::npos) << p->message;  // not listed
+}
+
 }  // namespace
 }  // namespace nanovllm

@@ -268,9 +268,149 @@ TEST(RequestReader, TemperatureBelowTheMinimumIsRaisedToItAndMarked) {
   EXPECT_FALSE(greedy.temperature_raised);
 }
 
-TEST(RequestReader, StopStringsAreRefusedUntilSupported) {
-  expect_error(R"({"prompt": "x", "stop": ["\n"]})", "stop", "not supported");
-  EXPECT_TRUE(read_one(R"({"prompt": "x", "stop": []})").ok());
+TEST(RequestReader, RequestOnlySamplingFieldsReachTheResolvedParams) {
+  const Request r = read_one(
+      R"({"prompt": "x", "max_tokens": 20, "stop": ["\n", "END"], "stop_token_ids": [0, 7, 255], "include_stop_str_in_output": true, "min_tokens": 20, "skip_special_tokens": false, "spaces_between_special_tokens": false, "n": 64})");
+  ASSERT_TRUE(r.ok()) << r.error->message << " at " << r.error->field;
+  const SamplingParams& p = r.sampling_params;
+  EXPECT_EQ(p.stop, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_EQ(p.stop_token_ids, (std::vector<int32_t>{0, 7, 255}));
+  EXPECT_TRUE(p.include_stop_str_in_output);
+  EXPECT_EQ(p.min_tokens, 20);
+  EXPECT_FALSE(p.skip_special_tokens);
+  EXPECT_FALSE(p.spaces_between_special_tokens);
+  EXPECT_EQ(p.n, 64);
+  EXPECT_EQ(p.max_tokens, 20);
+}
+
+TEST(RequestReader, RequestOnlySamplingFieldsDefaultLikeVllmWhenAbsentOrNull) {
+  for (
+      const std::string line :
+      {R"({"prompt": "x"})",
+       R"({"prompt": "x", "stop": null, "stop_token_ids": null, "include_stop_str_in_output": null, "min_tokens": null, "skip_special_tokens": null, "spaces_between_special_tokens": null, "n": null})",
+       R"({"prompt": "x", "stop": [], "stop_token_ids": []})"}) {
+    SCOPED_TRACE(line);
+    const Request r = read_one(line);
+    ASSERT_TRUE(r.ok()) << r.error->message;
+    const SamplingParams& p = r.sampling_params;
+    EXPECT_TRUE(p.stop.empty());
+    EXPECT_TRUE(p.stop_token_ids.empty());
+    EXPECT_FALSE(p.include_stop_str_in_output);
+    EXPECT_EQ(p.min_tokens, 0);
+    EXPECT_TRUE(p.skip_special_tokens);
+    EXPECT_TRUE(p.spaces_between_special_tokens);
+    EXPECT_EQ(p.n, 1);
+  }
+}
+
+TEST(RequestReader, StopAsASingleStringBecomesAOneElementList) {
+  const Request r = read_one(R"({"prompt": "x", "stop": "###"})");
+  ASSERT_TRUE(r.ok()) << r.error->message;
+  EXPECT_EQ(r.sampling_params.stop, (std::vector<std::string>{"###"}));
+}
+
+TEST(RequestReader, StopStringsMustBeNonEmptyStringsAndAtMost32) {
+  expect_error(R"({"prompt": "x", "stop": ""})", "stop", "is empty");
+  expect_error(R"({"prompt": "x", "stop": ["a", ""]})", "stop[1]", "is empty");
+  expect_error(R"({"prompt": "x", "stop": ["a", "b", 3]})", "stop[2]", "must be a string");
+  expect_error(R"({"prompt": "x", "stop": 3})", "stop", "a string or an array of strings");
+  auto stops = [](int count) {
+    nlohmann::json line = {{"prompt", "x"}, {"stop", nlohmann::json::array()}};
+    for (int i = 0; i < count; ++i)
+      line["stop"].push_back(std::string("s").append(std::to_string(i)));
+    return line.dump();
+  };
+  expect_error(stops(33), "stop", "at most 32");
+  const Request ok = read_one(stops(32));
+  ASSERT_TRUE(ok.ok()) << ok.error->message;
+  EXPECT_EQ(ok.sampling_params.stop.size(), 32u);
+}
+
+TEST(RequestReader, StopTokenIdsMustBeInTheVocabularyAndAtMost32) {
+  expect_error(R"({"prompt": "x", "stop_token_ids": [1, 256]})", "stop_token_ids[1]",
+               "outside the vocabulary [0, 256)");
+  expect_error(R"({"prompt": "x", "stop_token_ids": [-1]})", "stop_token_ids[0]",
+               "outside the vocabulary");
+  expect_error(R"({"prompt": "x", "stop_token_ids": [1, 2, 2.5]})", "stop_token_ids[2]",
+               "integer token id");
+  expect_error(R"({"prompt": "x", "stop_token_ids": 5})", "stop_token_ids", "array");
+  nlohmann::json line = {{"prompt", "x"}, {"stop_token_ids", nlohmann::json::array()}};
+  for (int i = 0; i < 32; ++i) line["stop_token_ids"].push_back(i);
+  EXPECT_TRUE(read_one(line.dump()).ok());
+  line["stop_token_ids"].push_back(32);
+  expect_error(line.dump(), "stop_token_ids", "at most 32");
+}
+
+TEST(RequestReader, MinTokensMustBeNonNegativeAndAtMostMaxTokens) {
+  expect_error(R"({"prompt": "x", "min_tokens": -1})", "min_tokens", ">= 0");
+  expect_error(R"({"prompt": "x", "min_tokens": 1.5})", "min_tokens", "integer");
+  expect_error(R"({"prompt": "x", "max_tokens": 5, "min_tokens": 6})", "min_tokens",
+               "min_tokens must be less than or equal to max_tokens=5, got 6");
+  // Without max_tokens the bound is the resolved default: the 63 tokens left of 64.
+  expect_error(R"({"prompt": "x", "min_tokens": 64})", "min_tokens",
+               "less than or equal to max_tokens=63");
+  EXPECT_TRUE(read_one(R"({"prompt": "x", "max_tokens": 5, "min_tokens": 5})").ok());
+  EXPECT_EQ(read_one(R"({"prompt": "x", "min_tokens": 63})").sampling_params.min_tokens, 63);
+}
+
+TEST(RequestReader, NMustBeAnIntegerFromOneTo64) {
+  expect_error(R"({"prompt": "x", "n": 0})", "n", "in [1, 64], got 0");
+  expect_error(R"({"prompt": "x", "n": 65})", "n", "in [1, 64], got 65");
+  expect_error(R"({"prompt": "x", "n": 2.0})", "n", "integer");
+  EXPECT_EQ(read_one(R"({"prompt": "x", "n": 3})").sampling_params.n, 3);
+}
+
+TEST(RequestReader, DetokenizationAndStopFlagsMustBeBooleans) {
+  expect_error(R"({"prompt": "x", "include_stop_str_in_output": 1})", "include_stop_str_in_output",
+               "true or false");
+  expect_error(R"({"prompt": "x", "skip_special_tokens": "no"})", "skip_special_tokens",
+               "true or false");
+  expect_error(R"({"prompt": "x", "spaces_between_special_tokens": 0})",
+               "spaces_between_special_tokens", "true or false");
+}
+
+TEST(RequestReader, UnsupportedVllmFieldsAreRefusedByNameWithTheirReason) {
+  expect_error(R"({"prompt": "x", "guided_json": {"type": "object"}})", "guided_json",
+               "structured output (guided decoding) is not supported");
+  expect_error(R"({"prompt": "x", "structured_outputs": {"regex": "a+"}})", "structured_outputs",
+               "structured output (guided decoding) is not supported");
+  expect_error(R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format",
+               "structured output (response_format type \"json_object\")");
+  expect_error(R"({"prompt": "x", "bad_words": ["foo"]})", "bad_words",
+               "bad_words is not supported");
+  expect_error(R"({"prompt": "x", "allowed_token_ids": [1, 2]})", "allowed_token_ids",
+               "allowed_token_ids is not supported");
+  expect_error(R"({"prompt": "x", "best_of": 2})", "best_of",
+               "best_of is not supported; use n for several completions");
+}
+
+TEST(RequestReader, RefusedFieldsThatAskForNothingAreAccepted) {
+  const Request r = read_one(
+      R"({"prompt": "x", "response_format": {"type": "text"}, "best_of": 1, "bad_words": [], "guided_json": null, "allowed_token_ids": null})");
+  EXPECT_TRUE(r.ok()) << r.error->message << " at " << r.error->field;
+}
+
+TEST(RequestReader, RefusedFieldNamesAreNotSuggestedForTypos) {
+  // "n" and "stop" are known; a refused name never appears in the known-field list.
+  const Request r = read_one(R"({"prompt": "x", "colour": 5})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error->message.find(" stop_token_ids"), std::string::npos) << r.error->message;
+  EXPECT_EQ(r.error->message.find("guided_json"), std::string::npos) << r.error->message;
+  expect_error(R"({"prompt": "x", "min_token": 1})", "min_token", "did you mean 'min_tokens'");
+}
+
+TEST(RequestReader, RequestOnlyFieldErrorsNameTheirOwnLine) {
+  const auto rs = read(
+      "{\"prompt\": \"a\", \"stop\": \"x\"}\n\n{\"prompt\": \"b\", \"stop\": [\"ok\", \"\"]}\n"
+      "{\"prompt\": \"c\", \"stop_token_ids\": [300]}\n");
+  ASSERT_EQ(rs.size(), 3u);
+  EXPECT_TRUE(rs[0].ok());
+  ASSERT_FALSE(rs[1].ok());
+  EXPECT_EQ(rs[1].error->line, 3);
+  EXPECT_EQ(rs[1].error->field, "stop[1]");
+  ASSERT_FALSE(rs[2].ok());
+  EXPECT_EQ(rs[2].error->line, 4);
+  EXPECT_EQ(rs[2].error->field, "stop_token_ids[0]");
 }
 
 TEST(RequestReader, InvalidUtf8NamesTheFieldHoldingIt) {
@@ -335,6 +475,17 @@ TEST(RequestReader, BundledExamplePromptsAllValidate) {
   const auto rs = read_requests_file("examples/prompts.jsonl", v, {});
   EXPECT_GE(rs.size(), 12u);
   for (const Request& r : rs) EXPECT_TRUE(r.ok()) << r.line << ": " << r.error->message;
+  // The request-field examples (stop strings, stop ids, min_tokens, n) too.
+  const auto fields = read_requests_file("examples/request_fields.jsonl", v, {});
+  EXPECT_GE(fields.size(), 8u);
+  int with_n = 0, with_stop = 0;
+  for (const Request& r : fields) {
+    EXPECT_TRUE(r.ok()) << r.line << ": " << r.error->message;
+    with_n += r.sampling_params.n > 1;
+    with_stop += !r.sampling_params.stop.empty();
+  }
+  EXPECT_EQ(with_n, 2);
+  EXPECT_EQ(with_stop, 4);
 }
 
 }  // namespace

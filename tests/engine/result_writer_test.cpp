@@ -1,4 +1,5 @@
-// Result lines: valid JSON, the right fields, one flushed line per request, both shapes.
+// Result lines: valid JSON, the right fields, one flushed line per native completion / per
+// OpenAI request, both shapes; n > 1 completions, stop_reason.
 #include "engine/result_writer.h"
 
 #include <gtest/gtest.h>
@@ -68,9 +69,12 @@ TEST(ResultWriter, NativeResultHasEveryField) {
   ASSERT_EQ(lines.size(), 1u);
   const auto& j = lines[0];
   EXPECT_EQ(j["id"], "a");
+  EXPECT_EQ(j["index"], 0);
   EXPECT_EQ(j["text"], "hello");
   EXPECT_EQ(j["token_ids"], nlohmann::json({7, 8}));
   EXPECT_EQ(j["finish_reason"], "length");
+  ASSERT_TRUE(j.contains("stop_reason"));
+  EXPECT_TRUE(j["stop_reason"].is_null());
   EXPECT_EQ(j["prompt_tokens"], 3);
   EXPECT_EQ(j["completion_tokens"], 2);
   EXPECT_EQ(j["cached_tokens"], 1);
@@ -109,6 +113,10 @@ TEST(ResultWriter, ErrorResultNamesMessageLineAndField) {
   EXPECT_EQ(j["error"]["message"], "must be in (0, 1]");
   EXPECT_EQ(j["error"]["line"], 3);
   EXPECT_EQ(j["error"]["field"], "top_p");
+  // The keys of a result line, so every native line has one shape.
+  EXPECT_EQ(j["index"], 0);
+  ASSERT_TRUE(j.contains("stop_reason"));
+  EXPECT_TRUE(j["stop_reason"].is_null());
   EXPECT_EQ(writer.num_failed(), 1);
   Request whole_line = text_request("x");
   whole_line.fail("malformed JSON at column 2: oops", "");
@@ -134,6 +142,8 @@ TEST(ResultWriter, OpenAIChatAnswerHasTheBatchOutputShape) {
   const auto& choice = body["choices"][0];
   EXPECT_EQ(choice["index"], 0);
   EXPECT_EQ(choice["finish_reason"], "stop");
+  ASSERT_TRUE(choice.contains("stop_reason"));
+  EXPECT_TRUE(choice["stop_reason"].is_null());
   EXPECT_EQ(choice["message"]["role"], "assistant");
   EXPECT_EQ(choice["message"]["content"], "b");
   EXPECT_EQ(choice["message"]["reasoning_content"], "a");
@@ -152,6 +162,117 @@ TEST(ResultWriter, OpenAICompletionAnswerIsATextCompletion) {
   EXPECT_EQ(body["model"], "Qwen3-0.6B");  // the served model when the request named none
   EXPECT_EQ(body["choices"][0]["text"], "<think>kept</think>");  // no reasoning split
   EXPECT_FALSE(body["choices"][0].contains("message"));
+}
+
+TEST(ResultWriter, NativeStopReasonIsNullTheStopStringOrTheStopTokenId) {
+  const Request r = text_request("s");
+  CompletionOutput by_string = output("cut");
+  by_string.stop_string = "END";
+  CompletionOutput by_token = output("cut");
+  by_token.stop_token_id = 151645;
+  const auto eos = result_json(r, output("x"), fixed_options(), 0);
+  const auto str = result_json(r, by_string, fixed_options(), 0);
+  const auto tok = result_json(r, by_token, fixed_options(), 0);
+  EXPECT_TRUE(eos["stop_reason"].is_null());
+  EXPECT_EQ(str["stop_reason"], "END");
+  ASSERT_TRUE(tok["stop_reason"].is_number_integer());  // vLLM: the id itself, not a string
+  EXPECT_EQ(tok["stop_reason"], 151645);
+}
+
+TEST(ResultWriter, NativeRequestWithNCompletionsWritesOneLinePerCompletion) {
+  std::ostringstream out;
+  ResultWriter writer(out, fixed_options());
+  CompletionOutput second = output("two", FinishReason::kLength);
+  second.index = 2;
+  second.token_ids = {9, 9, 9};
+  CompletionOutput first = output("zero");
+  first.stop_token_id = 5;
+  const std::vector<CompletionOutput> done = {second, first};  // as they finished
+  writer.write(text_request("m"), done);
+  const auto lines = parse_lines(out.str());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["id"], "m");
+  EXPECT_EQ(lines[0]["index"], 2);
+  EXPECT_EQ(lines[0]["text"], "two");
+  EXPECT_EQ(lines[0]["finish_reason"], "length");
+  EXPECT_TRUE(lines[0]["stop_reason"].is_null());
+  EXPECT_EQ(lines[0]["completion_tokens"], 3);
+  EXPECT_EQ(lines[1]["id"], "m");
+  EXPECT_EQ(lines[1]["index"], 0);
+  EXPECT_EQ(lines[1]["stop_reason"], 5);
+  for (const auto& line : lines) EXPECT_EQ(line["prompt_tokens"], 3);  // on every line
+  EXPECT_EQ(writer.num_ok(), 2);
+}
+
+// Three completions of one request, given in the order they finished (2, 0, 1).
+std::vector<CompletionOutput> three_completions() {
+  CompletionOutput c0 = output("<think>r0</think>a0");
+  c0.index = 0;
+  c0.cached_tokens = 2;
+  c0.stop_string = "STOP";
+  CompletionOutput c1 = output("<think>r1</think>a1", FinishReason::kLength);
+  c1.index = 1;
+  c1.token_ids = {1, 2, 3, 4};
+  c1.cached_tokens = 0;
+  CompletionOutput c2 = output("<think>r2", FinishReason::kStop);
+  c2.index = 2;
+  c2.token_ids = {5};
+  c2.cached_tokens = 0;
+  c2.stop_token_id = 42;
+  return {c2, c0, c1};
+}
+
+TEST(ResultWriter, OpenAIChatWithThreeCompletionsHasOrderedChoicesAndSummedUsage) {
+  Request r = text_request("chat-n3");
+  r.format = RequestFormat::kOpenAIChat;
+  r.kind = PromptKind::kChat;
+  const auto completions = three_completions();
+  const auto j = result_json(r, completions, fixed_options(), 0);
+  EXPECT_EQ(j["custom_id"], "chat-n3");
+  const auto& body = j["response"]["body"];
+  EXPECT_EQ(body["object"], "chat.completion");
+  const auto& choices = body["choices"];
+  ASSERT_EQ(choices.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(choices[i]["index"], i);
+  EXPECT_EQ(choices[0]["finish_reason"], "stop");
+  EXPECT_EQ(choices[0]["stop_reason"], "STOP");
+  EXPECT_EQ(choices[0]["message"]["content"], "a0");
+  EXPECT_EQ(choices[0]["message"]["reasoning_content"], "r0");
+  EXPECT_EQ(choices[1]["finish_reason"], "length");
+  EXPECT_TRUE(choices[1]["stop_reason"].is_null());
+  EXPECT_EQ(choices[1]["message"]["content"], "a1");
+  EXPECT_EQ(choices[2]["finish_reason"], "stop");
+  EXPECT_EQ(choices[2]["stop_reason"], 42);
+  EXPECT_TRUE(choices[2]["message"]["content"].is_null());  // cut while thinking
+  EXPECT_EQ(choices[2]["message"]["reasoning_content"], "r2");
+  const auto& usage = body["usage"];
+  EXPECT_EQ(usage["prompt_tokens"], 3);              // once, not per choice
+  EXPECT_EQ(usage["completion_tokens"], 2 + 4 + 1);  // summed over the choices
+  EXPECT_EQ(usage["total_tokens"], 3 + 7);
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 2);  // completion 0's
+}
+
+TEST(ResultWriter, OpenAICompletionWithThreeCompletionsIsOneRecordOfThreeTexts) {
+  Request r = text_request("cmpl-n3");
+  r.format = RequestFormat::kOpenAICompletion;
+  std::ostringstream out;
+  ResultWriter writer(out, fixed_options());
+  writer.write(r, three_completions());
+  const auto lines = parse_lines(out.str());
+  ASSERT_EQ(lines.size(), 1u);  // one record for the request, not one per completion
+  EXPECT_EQ(writer.num_ok(), 1);
+  const auto& body = lines[0]["response"]["body"];
+  EXPECT_EQ(body["object"], "text_completion");
+  const auto& choices = body["choices"];
+  ASSERT_EQ(choices.size(), 3u);
+  EXPECT_EQ(choices[0]["text"], "<think>r0</think>a0");
+  EXPECT_EQ(choices[1]["text"], "<think>r1</think>a1");
+  EXPECT_EQ(choices[2]["text"], "<think>r2");
+  EXPECT_EQ(choices[0]["stop_reason"], "STOP");
+  EXPECT_EQ(choices[1]["finish_reason"], "length");
+  EXPECT_EQ(choices[2]["stop_reason"], 42);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 7);
+  EXPECT_EQ(body["usage"]["total_tokens"], 10);
 }
 
 TEST(ResultWriter, OpenAIErrorRecordHasNoBodyAndAnErrorObject) {

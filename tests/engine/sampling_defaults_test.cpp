@@ -152,5 +152,44 @@ TEST(SamplingDefaults, CommandLineValuesAreRangeChecked) {
   EXPECT_EQ(check_sampling_overrides(cli)->field, "max_tokens");
 }
 
+TEST(SamplingDefaults, RequestOnlyDefaultsMirrorSamplingParams) {
+  SamplingParams p;
+  p.stop = {"left over"};
+  p.n = 9;
+  apply_request_only(RequestOnlySampling{}, p);
+  const SamplingParams built_in;
+  EXPECT_EQ(p.stop, built_in.stop);
+  EXPECT_EQ(p.stop_token_ids, built_in.stop_token_ids);
+  EXPECT_EQ(p.include_stop_str_in_output, built_in.include_stop_str_in_output);
+  EXPECT_EQ(p.min_tokens, built_in.min_tokens);
+  EXPECT_EQ(p.skip_special_tokens, built_in.skip_special_tokens);
+  EXPECT_EQ(p.spaces_between_special_tokens, built_in.spaces_between_special_tokens);
+  EXPECT_EQ(p.n, built_in.n);
+}
+
+TEST(SamplingDefaults, RequestOnlyFieldsAreCopiedWithoutTouchingTheLeveledOnes) {
+  SamplingLevels levels;
+  levels.cli.temperature = 0.3f;
+  SamplingParams p = resolve_sampling(levels, {}, 4, 32);
+  RequestOnlySampling request;
+  request.stop = {"a", "bc"};
+  request.stop_token_ids = {5, 6};
+  request.include_stop_str_in_output = true;
+  request.min_tokens = 3;
+  request.skip_special_tokens = false;
+  request.spaces_between_special_tokens = false;
+  request.n = 4;
+  apply_request_only(request, p);
+  EXPECT_EQ(p.stop, request.stop);
+  EXPECT_EQ(p.stop_token_ids, request.stop_token_ids);
+  EXPECT_TRUE(p.include_stop_str_in_output);
+  EXPECT_EQ(p.min_tokens, 3);
+  EXPECT_FALSE(p.skip_special_tokens);
+  EXPECT_FALSE(p.spaces_between_special_tokens);
+  EXPECT_EQ(p.n, 4);
+  EXPECT_EQ(p.temperature, 0.3f);
+  EXPECT_EQ(p.max_tokens, 28);
+}
+
 }  // namespace
 }  // namespace nanovllm

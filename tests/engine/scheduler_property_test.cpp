@@ -1,5 +1,7 @@
 // Random workloads through LLMEngine with a checking fake model: invariants after every
-// step, outputs equal to a sequential reference, nothing leaked at the end.
+// step, outputs equal to a sequential reference, nothing leaked at the end. Requests may ask
+// for n > 1 completions, stop_token_ids, min_tokens and stop strings (with Qwen3's tokenizer,
+// whose ids below 94 are one printable ASCII character each, so the reference can model them).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,12 +11,14 @@
 
 #include "engine/llm_engine.h"
 #include "tests/engine/checking_step_executor.h"
+#include "tests/engine/tokenizer_test_support.h"
 
 namespace nanovllm {
 namespace {
 
 using testing::CheckingStepExecutor;
-using testing::reference_completion;
+using testing::extend_fingerprint;
+using testing::fake_next_token;
 
 struct Request {
   std::vector<int32_t> prompt;
@@ -33,7 +37,53 @@ int ceil_div(int a, int b) {
   return (a + b - 1) / b;
 }
 
-Workload make_workload(uint64_t seed) {
+// The printable ASCII character Qwen3's token `id` (< 94) stands for.
+char token_char(int32_t id) {
+  return static_cast<char>('!' + id);
+}
+
+// One completion run alone, as the engine must produce it: per token, eos / stop ids once
+// min_tokens exist, then a stop string ending in the new character once more than min_tokens
+// exist, then the length limits. Returns the tokens and the stop string's index (or -1).
+std::pair<std::vector<int32_t>, int> reference_completion(uint64_t seed,
+                                                          std::vector<int32_t> tokens,
+                                                          const SamplingParams& p,
+                                                          const EngineConfig& c, int vocab) {
+  const size_t prompt_len = tokens.size();
+  std::string text;
+  while (true) {
+    uint64_t fp = 0;
+    for (const int32_t t : tokens) fp = extend_fingerprint(fp, t);
+    const int32_t next = fake_next_token(seed, fp, vocab);
+    tokens.push_back(next);
+    text += token_char(next);
+    const int generated = static_cast<int>(tokens.size() - prompt_len);
+    const auto result = [&](int stop) {
+      return std::make_pair(std::vector<int32_t>(tokens.begin() + prompt_len, tokens.end()), stop);
+    };
+    if (generated >= p.min_tokens) {
+      bool stop = false;
+      for (const int32_t e : c.eos_token_ids) stop = stop || (e == next && !p.ignore_eos);
+      for (const int32_t e : p.stop_token_ids) stop = stop || e == next;
+      if (stop) return result(-1);
+    }
+    if (generated > p.min_tokens) {
+      // The earliest start wins; only matches ending in the new character are new.
+      int best = -1;
+      size_t best_start = 0;
+      for (size_t i = 0; i < p.stop.size(); ++i) {
+        if (!text.ends_with(p.stop[i])) continue;
+        const size_t start = text.size() - p.stop[i].size();
+        if (best < 0 || start < best_start) best = static_cast<int>(i), best_start = start;
+      }
+      if (best >= 0) return result(best);
+    }
+    if (generated >= p.max_tokens || static_cast<int>(tokens.size()) >= c.max_model_len)
+      return result(-1);
+  }
+}
+
+Workload make_workload(uint64_t seed, bool with_stop_strings) {
   std::mt19937_64 rng(seed);
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   Workload w;
@@ -60,6 +110,19 @@ Workload make_workload(uint64_t seed) {
     r.params.max_tokens = uniform(1, 24);
     r.params.ignore_eos = uniform(0, 9) < 3;
     r.arrival_step = uniform(0, 1) ? 0 : uniform(0, 30);
+    r.params.n = uniform(0, 3) == 0 ? uniform(2, 4) : 1;
+    if (uniform(0, 1)) r.params.seed = static_cast<uint64_t>(uniform(0, 1 << 30));
+    for (int n = uniform(0, 3) == 0 ? uniform(1, 2) : 0; n > 0; --n)
+      r.params.stop_token_ids.push_back(uniform(0, w.vocab - 1));
+    if (uniform(0, 3) == 0) r.params.min_tokens = uniform(0, r.params.max_tokens);
+    if (with_stop_strings && uniform(0, 2) == 0) {
+      for (int n = uniform(1, 3); n > 0; --n) {
+        std::string stop;
+        for (int k = uniform(1, 2); k > 0; --k) stop += token_char(uniform(0, w.vocab - 1));
+        r.params.stop.push_back(stop);
+      }
+      r.params.include_stop_str_in_output = uniform(0, 1);
+    }
     const int len =
         std::min(static_cast<int>(r.prompt.size()) + r.params.max_tokens, c.max_model_len);
     if (static_cast<int>(r.prompt.size()) <= c.max_model_len)
@@ -126,10 +189,12 @@ struct Totals {
   int64_t cached_tokens = 0;
   int64_t rejected = 0;
   int64_t finished = 0;
+  int64_t forked = 0;  // completions with index > 0
+  int64_t stop_string_finishes = 0;
 };
 
-void run_workload(uint64_t seed, Totals& totals) {
-  const Workload w = make_workload(seed);
+void run_workload(uint64_t seed, const Tokenizer* tokenizer, Totals& totals) {
+  const Workload w = make_workload(seed, tokenizer != nullptr);
   const EngineConfig& c = w.config;
   CheckingStepExecutor runner(w.vocab);
   BlockHashFn hash = compute_block_hash;
@@ -137,11 +202,12 @@ void run_workload(uint64_t seed, Totals& totals) {
     hash = [](std::optional<uint64_t> prefix, std::span<const int32_t> tokens) {
       return compute_block_hash(prefix, tokens) & 3;
     };
-  LLMEngine engine(c, runner, hash);
+  LLMEngine engine(c, runner, tokenizer, hash);
   runner.attach(engine.block_manager());
 
-  std::map<int64_t, const Request*> accepted;
-  std::map<int64_t, RequestOutput> outputs;
+  std::map<int64_t, const Request*> accepted;  // by request id
+  int64_t num_completions = 0;
+  std::map<std::pair<int64_t, int>, RequestOutput> outputs;  // by (request id, index)
   size_t num_arrived = 0;
   std::vector<const Request*> by_arrival;
   for (const Request& r : w.requests) by_arrival.push_back(&r);
@@ -154,9 +220,15 @@ void run_workload(uint64_t seed, Totals& totals) {
       const Request& r = *by_arrival[num_arrived++];
       const AddRequestResult added = engine.add_request(r.prompt, r.params);
       ASSERT_EQ(!added.ok(), expect_rejected(r, c)) << added.error;
-      if (added.ok()) accepted.emplace(*added.seq_id, &r);
+      if (added.ok()) {
+        accepted.emplace(*added.seq_id, &r);
+        num_completions += r.params.n;
+      }
     }
-    for (RequestOutput& out : engine.step()) outputs.emplace(out.seq_id, std::move(out));
+    for (RequestOutput& out : engine.step()) {
+      const auto key = std::make_pair(out.request_id, out.index);
+      ASSERT_TRUE(outputs.emplace(key, std::move(out)).second) << "completion given twice";
+    }
     check_invariants(engine);
     // No starvation: a decode step decodes every sequence still running after it (the ones
     // it could not fit were preempted back to waiting), so a running sequence never waits
@@ -170,13 +242,20 @@ void run_workload(uint64_t seed, Totals& totals) {
     }
     if (::testing::Test::HasFatalFailure()) return;
   }
-  ASSERT_EQ(outputs.size(), accepted.size());
-  for (const auto& [id, out] : outputs) {
+  ASSERT_EQ(static_cast<int64_t>(outputs.size()), num_completions);
+  for (const auto& [key, out] : outputs) {
+    const auto [id, index] = key;
     const Request& r = *accepted.at(id);
-    ASSERT_EQ(out.completion_token_ids,
-              reference_completion(id, r.prompt, r.params.max_tokens, r.params.ignore_eos,
-                                   c.eos_token_ids, c.max_model_len, w.vocab))
-        << "seq " << id;
+    const uint64_t request_seed = r.params.seed ? *r.params.seed : default_sequence_seed(id);
+    const auto [expected, stop] =
+        reference_completion(completion_seed(request_seed, index), r.prompt, r.params, c, w.vocab);
+    ASSERT_EQ(out.completion_token_ids, expected) << "request " << id << " completion " << index;
+    ASSERT_EQ(out.stop_string.has_value(), stop >= 0) << "request " << id;
+    if (stop >= 0) {
+      ASSERT_EQ(*out.stop_string, r.params.stop[static_cast<size_t>(stop)]);
+      ++totals.stop_string_finishes;
+    }
+    totals.forked += index > 0;
   }
   totals.preemptions += engine.stats().num_preemptions;
   totals.cached_tokens += engine.stats().num_cached_tokens;
@@ -191,16 +270,19 @@ void run_workload(uint64_t seed, Totals& totals) {
   for (const Block& b : engine.block_manager().blocks()) EXPECT_EQ(b.ref_count, 0);
   EXPECT_EQ(engine.sampling_slots().num_free(), c.max_num_seqs);
   // Parameters travel once per prefill: each sequence's first, and each recompute.
-  EXPECT_EQ(runner.num_slot_fills,
-            static_cast<int64_t>(accepted.size()) + engine.stats().num_preemptions);
+  EXPECT_EQ(runner.num_slot_fills, num_completions + engine.stats().num_preemptions);
 }
 
 TEST(SchedulerProperty, RandomWorkloadsKeepInvariantsAndMatchSequentialOutputs) {
   constexpr uint64_t kNumWorkloads = 8000;
+  std::string why;
+  const bool has_tokenizer = nanovllm::testing::qwen3_tokenizer_json(&why).has_value();
+  if (!has_tokenizer && nanovllm::testing::in_ci()) FAIL() << "reference missing in CI: " << why;
+  const Tokenizer* tokenizer = has_tokenizer ? nanovllm::testing::qwen3_tokenizer() : nullptr;
   Totals totals;
   for (uint64_t seed = 1; seed <= kNumWorkloads; ++seed) {
     SCOPED_TRACE("workload seed " + std::to_string(seed));
-    run_workload(seed, totals);
+    run_workload(seed, tokenizer, totals);
     if (HasFailure()) return;
   }
   // The generator must actually reach the interesting paths.
@@ -208,10 +290,16 @@ TEST(SchedulerProperty, RandomWorkloadsKeepInvariantsAndMatchSequentialOutputs) 
   EXPECT_GT(totals.cached_tokens, 1000);
   EXPECT_GT(totals.rejected, 10);
   EXPECT_GT(totals.finished, 10000);
-  std::printf("%lld finished, %lld rejected, %lld preemptions, %lld cached tokens\n",
-              static_cast<long long>(totals.finished), static_cast<long long>(totals.rejected),
-              static_cast<long long>(totals.preemptions),
-              static_cast<long long>(totals.cached_tokens));
+  EXPECT_GT(totals.forked, 1000);
+  if (tokenizer != nullptr) {
+    EXPECT_GT(totals.stop_string_finishes, 1000);
+  }
+  std::printf(
+      "%lld finished (%lld forked, %lld by stop strings), %lld rejected, %lld preemptions, "
+      "%lld cached tokens\n",
+      static_cast<long long>(totals.finished), static_cast<long long>(totals.forked),
+      static_cast<long long>(totals.stop_string_finishes), static_cast<long long>(totals.rejected),
+      static_cast<long long>(totals.preemptions), static_cast<long long>(totals.cached_tokens));
 }
 
 }  // namespace

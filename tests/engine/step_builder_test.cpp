@@ -32,7 +32,7 @@ TEST(StepBuilder, PrefillSkipsCachedPrefixAndMapsSlotsThroughBlockTable) {
   Batch batch;
   Sequence* seqs[] = {&batch.a, &batch.b};
   SamplingSlots slots(4);
-  const StepCommand cmd = build_prefill_command(seqs, 4, slots);
+  const StepCommand cmd = build_prefill_command(seqs, 4, slots, {});
   EXPECT_EQ(cmd.kind, StepKind::kPrefill);
   EXPECT_EQ(cmd.input_ids, (V{104, 105, 106, 107, 108, 109, 200, 201, 202}));
   EXPECT_EQ(cmd.positions, (V{4, 5, 6, 7, 8, 9, 0, 1, 2}));
@@ -121,14 +121,14 @@ TEST(StepBuilder, SlotsAreTakenLowestFirstAndParamsSentOncePerSlot) {
   SamplingSlots slots(3);
   Sequence a = make_seq(1, 3, 0), b = make_seq(2, 5, 10), c = make_seq(3, 2, 20);
   Sequence* first[] = {&a, &b};
-  const StepCommand p1 = build_prefill_command(first, 4, slots);
+  const StepCommand p1 = build_prefill_command(first, 4, slots, {});
   EXPECT_EQ(p1.sample_slots, (V{0, 1}));
   EXPECT_EQ(filled_slots(p1), (V{0, 1}));
   a.append_token(1);
   b.append_token(1);
   // A later prefill joins the running ones: only the newcomer's parameters travel.
   Sequence* second[] = {&c};
-  const StepCommand p2 = build_prefill_command(second, 4, slots);
+  const StepCommand p2 = build_prefill_command(second, 4, slots, {});
   EXPECT_EQ(p2.sample_slots, (V{2}));
   ASSERT_EQ(p2.new_slot_params.size(), 1u);
   EXPECT_EQ(p2.new_slot_params[0].slot, 2);
@@ -150,12 +150,12 @@ TEST(StepBuilder, FinishedSequencesSlotIsReusedByTheNextPrefillWithItsParamsRese
   SamplingSlots slots(3);
   Sequence a = make_seq(1, 3, 0), b = make_seq(2, 5, 10), c = make_seq(3, 2, 20);
   Sequence* first[] = {&a, &b};
-  build_prefill_command(first, 4, slots);
+  build_prefill_command(first, 4, slots, {});
   // a finishes: the engine gives its slot back (LLMEngine does this after postprocess).
   slots.release(a.sampling_slot);
   a.sampling_slot = -1;
   Sequence* next[] = {&c};
-  const StepCommand p = build_prefill_command(next, 4, slots);
+  const StepCommand p = build_prefill_command(next, 4, slots, {});
   EXPECT_EQ(p.sample_slots, (V{0}));  // a's slot, the lowest free one
   ASSERT_EQ(p.new_slot_params.size(), 1u);
   EXPECT_EQ(p.new_slot_params[0].slot, 0);
@@ -170,7 +170,7 @@ TEST(StepBuilder, PreemptedSequenceGetsASlotAndItsParamsAgainAtRecompute) {
   SamplingSlots slots(2);
   Sequence a = make_seq(1, 3, 0), b = make_seq(2, 5, 10);
   Sequence* both[] = {&a, &b};
-  build_prefill_command(both, 4, slots);
+  build_prefill_command(both, 4, slots, {});
   a.append_token(1);
   b.append_token(1);
   // b is preempted (the engine gives its slot back right after schedule()); a runs on.
@@ -181,13 +181,70 @@ TEST(StepBuilder, PreemptedSequenceGetsASlotAndItsParamsAgainAtRecompute) {
   a.append_token(1);
   // Its recompute prefill covers prompt and completion: a slot again, its parameters again.
   Sequence* recompute[] = {&b};
-  const StepCommand p = build_prefill_command(recompute, 4, slots);
+  const StepCommand p = build_prefill_command(recompute, 4, slots, {});
   EXPECT_EQ(p.sample_slots, (V{1}));
   ASSERT_EQ(p.new_slot_params.size(), 1u);
   EXPECT_EQ(p.new_slot_params[0].slot, 1);
   EXPECT_EQ(p.new_slot_params[0].seed, 1002u);
   EXPECT_EQ(p.new_slot_params[0].temperature, b.sampling_params.temperature);
   EXPECT_EQ(p.positions[p.logits_indices[0]] + 1, 6);  // samples its 7th token
+}
+
+TEST(StepBuilder, MinTokensMasksEosAndStopIdsUntilPromptPlusMinTokens) {
+  const int32_t eos[] = {151645, 151643};
+  SamplingSlots slots(4);
+  // a: 3-token prompt, min_tokens 5, a stop id repeating an eos id (sent once);
+  // b: ignore_eos, so only its stop ids; c: min_tokens 0 (nothing masked, whatever its stops).
+  Sequence a = make_seq(1, 3, 0), b = make_seq(2, 6, 10), c = make_seq(3, 2, 20);
+  a.sampling_params.min_tokens = 5;
+  a.sampling_params.stop_token_ids = {13, 151643, 198};
+  b.sampling_params.min_tokens = 1;
+  b.sampling_params.ignore_eos = true;
+  b.sampling_params.stop_token_ids = {42};
+  c.sampling_params.stop_token_ids = {7};
+  Sequence* seqs[] = {&a, &b, &c};
+  const StepCommand p = build_prefill_command(seqs, 4, slots, eos);
+  ASSERT_EQ(p.new_slot_params.size(), 3u);
+  EXPECT_EQ(p.new_slot_params[0].min_tokens_position, 3 + 5);
+  EXPECT_EQ(p.new_slot_params[0].min_tokens_masked_ids, (V{151645, 151643, 13, 198}));
+  EXPECT_EQ(p.new_slot_params[1].min_tokens_position, 6 + 1);
+  EXPECT_EQ(p.new_slot_params[1].min_tokens_masked_ids, (V{42}));
+  EXPECT_EQ(p.new_slot_params[2].min_tokens_position, 0);
+  EXPECT_TRUE(p.new_slot_params[2].min_tokens_masked_ids.empty());
+  // a's row samples its first completion token (position 3): masked, as positions up to 7 are.
+  EXPECT_LT(p.positions[p.logits_indices[0]] + 1, p.new_slot_params[0].min_tokens_position);
+}
+
+TEST(StepBuilder, MinTokensPositionCountsFromThePromptAtARecomputePrefill) {
+  // Preempted after 2 completion tokens: the recompute prefill covers 5 tokens, but the mask
+  // still ends at prompt + min_tokens (its 4th completion token may be eos).
+  const int32_t eos[] = {2};
+  SamplingSlots slots(1);
+  Sequence a = make_seq(1, 3, 0);
+  a.sampling_params.min_tokens = 4;
+  a.append_token(5);
+  a.append_token(6);
+  Sequence* seqs[] = {&a};
+  const StepCommand p = build_prefill_command(seqs, 4, slots, eos);
+  ASSERT_EQ(p.new_slot_params.size(), 1u);
+  EXPECT_EQ(p.new_slot_params[0].min_tokens_position, 7);
+  EXPECT_EQ(p.new_slot_params[0].min_tokens_masked_ids, (V{2}));
+}
+
+TEST(StepBuilder, MoreMaskedIdsThanTheCommandCarriesIsABug) {
+  std::vector<int32_t> eos;
+  for (int32_t i = 0; i < 17; ++i) eos.push_back(1000 + i);
+  SamplingSlots slots(1);
+  Sequence a = make_seq(1, 3, 0);
+  a.sampling_params.min_tokens = 1;
+  for (int32_t i = 0; i < 32; ++i) a.sampling_params.stop_token_ids.push_back(i);
+  Sequence* seqs[] = {&a};
+  EXPECT_THROW(build_prefill_command(seqs, 4, slots, eos), CheckError);  // 49 > 48
+  EXPECT_EQ(slots.num_free(), 1);       // checked before a slot is taken
+  a.sampling_params.ignore_eos = true;  // 32 stop ids alone fit
+  EXPECT_EQ(
+      build_prefill_command(seqs, 4, slots, eos).new_slot_params.at(0).min_tokens_masked_ids.size(),
+      32u);
 }
 
 TEST(StepBuilder, DefaultSeedIsDeterministicPerSequenceAndDiffersAcrossSequences) {
@@ -200,7 +257,7 @@ TEST(StepBuilder, ASequenceWithoutAResolvedSeedIsABug) {
   x.block_table = {0};
   Sequence* seqs[] = {&x};
   SamplingSlots slots(1);
-  EXPECT_THROW(build_prefill_command(seqs, 4, slots), std::exception);
+  EXPECT_THROW(build_prefill_command(seqs, 4, slots, {}), std::exception);
   EXPECT_EQ(slots.num_free(), 1);  // checked before a slot is taken
 }
 

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
+#include <utility>
 
 #include "ipc/broadcast_ring.h"
+#include "ipc/step_ring_sizing.h"
 #include "kernels/check.h"
 
 namespace nanovllm {
@@ -47,7 +50,10 @@ StepCommand random_command(uint32_t seed) {
   for (size_t i = 0; i < n; ++i) {
     const auto f = random_vector<float>(rng, 3);
     const auto k = random_vector<int32_t>(rng, 2);
-    c.new_slot_params.push_back(SlotSamplingParams{k[0], f[0], k[1], f[1], f[2], rng()});
+    SlotSamplingParams p{k[0], f[0], k[1], f[1], f[2], rng()};
+    p.min_tokens_position = static_cast<int32_t>(rng());
+    p.min_tokens_masked_ids = random_vector<int32_t>(rng, rng() % (kMaxMinTokensMaskedIds + 1));
+    c.new_slot_params.push_back(std::move(p));
   }
   return c;
 }
@@ -55,7 +61,9 @@ StepCommand random_command(uint32_t seed) {
 bool same(const SlotSamplingParams& a, const SlotSamplingParams& b) {
   // Bit-exact floats: the binary archive copies them.
   return a.slot == b.slot && a.temperature == b.temperature && a.top_k == b.top_k &&
-         a.top_p == b.top_p && a.min_p == b.min_p && a.seed == b.seed;
+         a.top_p == b.top_p && a.min_p == b.min_p && a.seed == b.seed &&
+         a.min_tokens_position == b.min_tokens_position &&
+         a.min_tokens_masked_ids == b.min_tokens_masked_ids;
 }
 
 void expect_same(const StepCommand& a, const StepCommand& b) {
@@ -99,16 +107,66 @@ TEST(StepCommandSerialization, SlotParamsRoundTripAtTheExtremes) {
     EXPECT_TRUE(same(back.new_slot_params[i], c.new_slot_params[i])) << "entry " << i;
 }
 
+TEST(StepCommandSerialization, MinTokensMaskRoundTripsAndRefilledSlotsMaskNothing) {
+  StepCommand c;
+  c.kind = StepKind::kPrefill;
+  c.sample_slots = {2, 0, 1};
+  SlotSamplingParams eos_and_stops{2, 0.0f, -1, 1.0f, 0.0f, 7};
+  eos_and_stops.min_tokens_position = 37;  // a 17-token prompt, min_tokens 20
+  eos_and_stops.min_tokens_masked_ids = {151645, 151643, 13, 0};
+  SlotSamplingParams widest{0, 0.7f, 20, 0.95f, 0.0f, 8};
+  widest.min_tokens_position = std::numeric_limits<int32_t>::max();
+  for (int i = 0; i < kMaxMinTokensMaskedIds; ++i)
+    widest.min_tokens_masked_ids.push_back(151935 - i);
+  c.new_slot_params = {eos_and_stops, widest, SlotSamplingParams{1, 1.0f, -1, 1.0f, 0.0f, 9}};
+  const StepCommand back = decode_step_command(encode_step_command(c));
+  ASSERT_EQ(back.new_slot_params.size(), 3u);
+  EXPECT_EQ(back.new_slot_params[0].min_tokens_position, 37);
+  EXPECT_EQ(back.new_slot_params[0].min_tokens_masked_ids,
+            (std::vector<int32_t>{151645, 151643, 13, 0}));
+  EXPECT_EQ(back.new_slot_params[1].min_tokens_position, std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(back.new_slot_params[1].min_tokens_masked_ids, widest.min_tokens_masked_ids);
+  EXPECT_EQ(back.new_slot_params[2].min_tokens_position, 0);  // a refill that masks nothing
+  EXPECT_TRUE(back.new_slot_params[2].min_tokens_masked_ids.empty());
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(same(back.new_slot_params[i], c.new_slot_params[i])) << "entry " << i;
+}
+
+TEST(StepCommandSerialization, WorstCaseCommandHoldsEverySlotsWidestMask) {
+  // The ring's slot bound counts max_num_seqs new slots, each with the longest mask: a prefill
+  // of that many sequences with masks that long fits it.
+  const StepLimits limits{256, 8, 256, 16};
+  const StepCommand worst = worst_case_step_command(limits);
+  ASSERT_EQ(worst.new_slot_params.size(), 8u);
+  for (const SlotSamplingParams& p : worst.new_slot_params)
+    EXPECT_EQ(p.min_tokens_masked_ids.size(), static_cast<size_t>(kMaxMinTokensMaskedIds));
+  StepCommand c = worst;
+  for (SlotSamplingParams& p : c.new_slot_params) {
+    p.min_tokens_position = 1 << 30;
+    for (int32_t& id : p.min_tokens_masked_ids) id = 151000;
+  }
+  EXPECT_LE(encode_step_command(c).size(), max_step_command_bytes(limits));
+  // ...and holds them: without the masks the command is 8 * 48 ids (4 bytes each) smaller.
+  for (SlotSamplingParams& p : c.new_slot_params) p.min_tokens_masked_ids.clear();
+  EXPECT_EQ(max_step_command_bytes(limits) - encode_step_command(c).size(),
+            size_t{8} * kMaxMinTokensMaskedIds * 4);
+}
+
 TEST(StepCommandSerialization, SlotParamsCostTheirFieldsOnly) {
-  // Plain data (no class version or tracking per entry): 4 + 4 + 4 + 4 + 4 + 8 = 28 bytes each.
+  // Plain data (no class version or tracking per entry): 4 + 4 + 4 + 4 + 4 + 8 = 28 bytes, the
+  // min_tokens position 4 more and an empty mask its length (kEmptyMask); each masked id 4.
+  constexpr size_t kEmptyMask = 8;
+  constexpr size_t kEntry = 28 + 4 + kEmptyMask;
   StepCommand c;
   c.kind = StepKind::kPrefill;
   const size_t base = encode_step_command(c).size();
   c.new_slot_params.assign(1, SlotSamplingParams{});
   const size_t one = encode_step_command(c).size();
   c.new_slot_params.assign(101, SlotSamplingParams{});
-  EXPECT_EQ(encode_step_command(c).size() - one, 100u * 28u);
-  EXPECT_LT(one - base, 28u + 16u);
+  EXPECT_EQ(encode_step_command(c).size() - one, 100u * kEntry);
+  EXPECT_LT(one - base, kEntry + 16u);
+  for (SlotSamplingParams& p : c.new_slot_params) p.min_tokens_masked_ids.assign(3, 1);
+  EXPECT_EQ(encode_step_command(c).size() - one, 100u * kEntry + 101u * 3u * 4u);
 }
 
 TEST(StepCommandSerialization, ExitCommandRoundTrips) {

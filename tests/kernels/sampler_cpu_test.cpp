@@ -24,6 +24,9 @@ struct Slot {
   float top_p = 1.0f;
   float min_p = 0.0f;
   uint64_t seed = 0;
+  // min_tokens (rule 0): rows whose position + 1 < min_tokens_position cannot draw `masked`.
+  int32_t min_tokens_position = 0;
+  std::vector<int32_t> masked;
 };
 
 // One call: N slots, B rows over a [B, ld] logits buffer whose first `vocab` columns are
@@ -40,19 +43,32 @@ struct Result {
   std::vector<int32_t> tokens, last_tokens, passes;  // [B], [N], [B]
 };
 
-Result run(Call c) {
+// logits_after: where the logits buffer goes after the call (to see what the sampler wrote).
+Result run(Call c, std::vector<float>* logits_after = nullptr) {
   const int64_t b = static_cast<int64_t>(c.row_slot.size()),
                 n = static_cast<int64_t>(c.slots.size());
   std::vector<float> t, p, mp;  // [N]
   std::vector<int32_t> k;       // [N]
   std::vector<int64_t> seeds;   // [N]
   Result r{std::vector<int32_t>(b, -7), c.last_tokens, std::vector<int32_t>(b, -7)};
+  // min_tokens views only when some slot has a mask: [N] positions, [N, width] ids padded -1.
+  std::vector<int32_t> min_position, masked;
+  int64_t width = 0;
+  bool any_mask = false;
   for (const Slot& s : c.slots) {
     t.push_back(s.temperature);
     k.push_back(s.top_k);
     p.push_back(s.top_p);
     mp.push_back(s.min_p);
     seeds.push_back(static_cast<int64_t>(s.seed));
+    min_position.push_back(s.min_tokens_position);
+    width = std::max(width, static_cast<int64_t>(s.masked.size()));
+    any_mask = any_mask || s.min_tokens_position != 0 || !s.masked.empty();
+  }
+  width = std::max<int64_t>(width, 1);
+  for (const Slot& s : c.slots) {
+    masked.insert(masked.end(), s.masked.begin(), s.masked.end());
+    masked.resize(masked.size() + static_cast<size_t>(width) - s.masked.size(), -1);
   }
   TensorView logits = test::view(c.logits, {b, c.ld});
   logits.shape[1] = c.vocab;  // a view of the first vocab columns: rows strided by ld
@@ -61,11 +77,13 @@ Result run(Call c) {
       test::view(c.row_slot, {b}),
       test::view(c.positions, {b}),
       {test::view(t, {n}), test::view(k, {n}), test::view(p, {n}), test::view(mp, {n}),
-       test::view(seeds, {n})},
+       test::view(seeds, {n}), any_mask ? test::view(min_position, {n}) : TensorView(),
+       any_mask ? test::view(masked, {n, width}) : TensorView()},
       test::view(r.tokens, {b}),
       r.last_tokens.empty() ? TensorView() : test::view(r.last_tokens, {n}),
       test::view(r.passes, {b})};
   kernels::cpu::sample(batch);
+  if (logits_after) *logits_after = c.logits;
   return r;
 }
 
@@ -385,6 +403,95 @@ TEST(SamplerCpu, MaskedTokensAreNeverDrawn) {
   for (Slot s :
        {Slot{}, Slot{1.0f, 5}, Slot{1.0f, 50}, Slot{0.7f, -1, 0.9f}, Slot{1.0f, -1, 1.0f, 0.1f}})
     for (int32_t t : support(logits, s, 200)) EXPECT_NE(logits[t], -kInf) << "token " << t;
+}
+
+// min_tokens (rule 0): a slot masking ids 7 and 11 until position 10 (tokens 0..9 cannot be
+// them); its row draws for position + 1.
+Slot min_tokens_slot(Slot s) {
+  s.min_tokens_position = 10;
+  s.masked = {7, -1, 11, 1000};  // -1 and ids past the vocabulary are padding
+  return s;
+}
+
+TEST(SamplerCpu, MinTokensGreedyRowTakesTheNextBestUntilThePositionIsReached) {
+  // Argmax 7 (masked), then 11 (masked), then 3.
+  std::vector<float> logits(20, 0.0f);
+  logits[7] = 9.0f;
+  logits[11] = 8.0f;
+  logits[3] = 5.0f;
+  logits[4] = 5.0f;  // ties with 3: the lower id still wins among the unmasked
+  const Slot greedy = min_tokens_slot(Slot{0.0f});
+  std::vector<Row> rows;
+  for (int32_t pos : {0, 7, 8, 9, 10, 30}) rows.push_back(Row{greedy, pos});
+  // Positions 0..8 draw tokens 1..9 (< 10): masked; position 9 draws token 10: free.
+  EXPECT_EQ(sample_rows(logits, rows), (std::vector<int32_t>{3, 3, 3, 7, 7, 7}));
+}
+
+TEST(SamplerCpu, MinTokensSampledRowNeverDrawsAMaskedIdEvenWhenItDominates) {
+  // Ids 7 and 11 hold nearly all the mass; every filter, every seed: never drawn before the
+  // position, and drawn nearly always once it is reached.
+  std::vector<float> logits = normal_logits(64, 1.0f, 40);
+  logits[7] = 30.0f;
+  logits[11] = 29.0f;
+  for (Slot kind : {Slot{1.0f}, Slot{1.0f, 1}, Slot{1.0f, 20, 0.95f}, Slot{0.7f, -1, 0.9f},
+                    Slot{1.0f, -1, 1.0f, 0.5f}, Slot{2.0f, 3, 1.0f, 0.01f}}) {
+    std::vector<Row> before, after;
+    for (uint64_t seed = 1; seed <= 200; ++seed) {
+      kind.seed = seed;
+      before.push_back(Row{min_tokens_slot(kind), 8});
+      after.push_back(Row{min_tokens_slot(kind), 9});
+    }
+    int masked_after = 0;
+    for (int32_t t : sample_rows(logits, before)) EXPECT_TRUE(t != 7 && t != 11) << "token " << t;
+    for (int32_t t : sample_rows(logits, after)) masked_after += t == 7 || t == 11;
+    EXPECT_GT(masked_after, 190) << "t " << kind.temperature << " k " << kind.top_k;
+  }
+}
+
+TEST(SamplerCpu, MinTokensMaskDrawsWhatMinusInfinityLogitsDraw) {
+  // Rule 0 is exactly "those logits are -inf": the same seeds draw the same tokens as a row
+  // whose masked logits were set to -inf by hand (and no mask).
+  const auto logits = normal_logits(300, 2.0f, 41);
+  auto by_hand = logits;
+  by_hand[7] = by_hand[11] = -kInf;
+  for (Slot kind : {Slot{0.0f}, Slot{1.0f}, Slot{0.6f, 20, 0.95f}, Slot{1.0f, -1, 0.5f, 0.05f}}) {
+    for (uint64_t seed = 1; seed <= 32; ++seed) {
+      kind.seed = seed;
+      Call c;
+      c.vocab = c.ld = 300;
+      c.slots = {min_tokens_slot(kind), kind};
+      c.row_slot = {0, 1};
+      c.positions = {4, 4};
+      c.logits = logits;
+      c.logits.insert(c.logits.end(), by_hand.begin(), by_hand.end());
+      const Result r = run(c);
+      EXPECT_EQ(r.tokens[0], r.tokens[1]) << "t " << kind.temperature << " seed " << seed;
+    }
+  }
+}
+
+TEST(SamplerCpu, MinTokensMasksOnlyItsOwnSlotAndLeavesTheLogitsAsTheyWere) {
+  std::vector<float> row(20, 0.0f);
+  row[7] = 9.0f;
+  row[3] = 5.0f;
+  Call c;
+  c.vocab = c.ld = 20;
+  c.slots = {min_tokens_slot(Slot{0.0f}),                  // 7 and 11 until 10
+             Slot{0.0f},                                   // never masked
+             Slot{0.0f, -1, 1.0f, 0.0f, 0, 0, {7, 11}},    // a refill: position 0, stale ids
+             Slot{0.0f, -1, 1.0f, 0.0f, 0, 50, {}},        // a position but nothing to mask
+             Slot{0.0f, -1, 1.0f, 0.0f, 0, 50, {11, 7}}};  // its own mask, further out
+  c.row_slot = {0, 1, 2, 3, 4, 0, 4};
+  c.positions = {5, 5, 5, 5, 5, 20, 48};
+  for (size_t r = 0; r < c.row_slot.size(); ++r)
+    c.logits.insert(c.logits.end(), row.begin(), row.end());
+  c.last_tokens = {-5, -5, -5, -5, -5};
+  std::vector<float> after;
+  const Result r = run(c, &after);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{3, 7, 7, 7, 3, 7, 3}));
+  EXPECT_EQ(r.last_tokens, (std::vector<int32_t>{7, 7, 7, 7, 3}));
+  // The CPU reference masks a copy: the caller's logits are untouched.
+  EXPECT_EQ(after, c.logits);
 }
 
 }  // namespace

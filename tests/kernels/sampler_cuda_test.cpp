@@ -30,6 +30,9 @@ struct Slot {
   float p = 1.0f;
   float min_p = 0.0f;
   int64_t seed = 0;
+  // min_tokens (rule 0): rows whose position + 1 < min_pos cannot draw `masked`.
+  int32_t min_pos = 0;
+  std::vector<int32_t> masked;
 };
 Slot qwen3(float t, int64_t seed) {  // Qwen3's generation_config.json
   return Slot{t, 20, 0.95f, 0.0f, seed};
@@ -62,11 +65,14 @@ struct Out {
   std::vector<int32_t> tokens, last, passes;  // [B], [N], [B]
 };
 
-// The slot parameters as the kernels take them, [N] each.
+// The slot parameters as the kernels take them, [N] each; the min_tokens ones (given only
+// when some slot has a mask) [N] and [N, width] padded with -1.
 struct Params {
   std::vector<float> t, p, min_p;
-  std::vector<int32_t> k;
+  std::vector<int32_t> k, min_pos, masked;
   std::vector<int64_t> seeds;
+  int64_t width = 1;
+  bool any_mask = false;
   explicit Params(const std::vector<Slot>& slots) {
     for (const Slot& s : slots) {
       t.push_back(s.t);
@@ -74,6 +80,13 @@ struct Params {
       p.push_back(s.p);
       min_p.push_back(s.min_p);
       seeds.push_back(s.seed);
+      min_pos.push_back(s.min_pos);
+      width = std::max(width, static_cast<int64_t>(s.masked.size()));
+      any_mask = any_mask || s.min_pos != 0 || !s.masked.empty();
+    }
+    for (const Slot& s : slots) {
+      masked.insert(masked.end(), s.masked.begin(), s.masked.end());
+      masked.resize(masked.size() + static_cast<size_t>(width) - s.masked.size(), -1);
     }
   }
 };
@@ -96,18 +109,21 @@ Out run_cpu(const Case& c) {
        host_view(pos.data(), DType::kI32, {b}),
        {host_view(h.t.data(), DType::kF32, {n}), host_view(h.k.data(), DType::kI32, {n}),
         host_view(h.p.data(), DType::kF32, {n}), host_view(h.min_p.data(), DType::kF32, {n}),
-        host_view(h.seeds.data(), DType::kI64, {n})},
+        host_view(h.seeds.data(), DType::kI64, {n}),
+        h.any_mask ? host_view(h.min_pos.data(), DType::kI32, {n}) : TensorView(),
+        h.any_mask ? host_view(h.masked.data(), DType::kI32, {n, h.width}) : TensorView()},
        host_view(o.tokens.data(), DType::kI32, {b}),
        host_view(o.last.data(), DType::kI32, {n}),
        host_view(o.passes.data(), DType::kI32, {b})});
   return o;
 }
 
-Out run_cuda(const Case& c) {
+// logits_after: the device logits after the call (the min_tokens mask writes into them).
+Out run_cuda(const Case& c, std::vector<float>* logits_after = nullptr) {
   const int64_t b = c.rows(), n = static_cast<int64_t>(c.slots.size());
   Params h(c.slots);
   DevVec<float> logits(c.logits), t(h.t), p(h.p), min_p(h.min_p);
-  DevVec<int32_t> rs(c.row_slot), pos(c.positions), k(h.k);
+  DevVec<int32_t> rs(c.row_slot), pos(c.positions), k(h.k), min_pos(h.min_pos), masked(h.masked);
   DevVec<int32_t> out(std::vector<int32_t>(b, kUnwritten)),
       last(std::vector<int32_t>(n, kUnwritten));
   DevVec<int32_t> passes(b);  // poisoned: -1 until written
@@ -117,12 +133,15 @@ Out run_cuda(const Case& c) {
        rs.view(DType::kI32, {b}),
        pos.view(DType::kI32, {b}),
        {t.view(DType::kF32, {n}), k.view(DType::kI32, {n}), p.view(DType::kF32, {n}),
-        min_p.view(DType::kF32, {n}), seeds.view(DType::kI64, {n})},
+        min_p.view(DType::kF32, {n}), seeds.view(DType::kI64, {n}),
+        h.any_mask ? min_pos.view(DType::kI32, {n}) : TensorView(),
+        h.any_mask ? masked.view(DType::kI32, {n, h.width}) : TensorView()},
        out.view(DType::kI32, {b}),
        last.view(DType::kI32, {n}),
        passes.view(DType::kI32, {b})},
       nullptr);
   CUDA_CHECK(cudaGetLastError());
+  if (logits_after) *logits_after = logits.host();
   return {out.host(), last.host(), passes.host()};
 }
 
@@ -132,7 +151,8 @@ std::string describe(const Case& c, int64_t r) {
   if (c.row_slot[r] >= 0) {
     const Slot& p = c.slots[c.row_slot[r]];
     s << " (t " << p.t << " k " << p.k << " p " << p.p << " min_p " << p.min_p << " seed " << p.seed
-      << " pos " << c.positions[r] << ")";
+      << " pos " << c.positions[r] << " min_pos " << p.min_pos << " masked " << p.masked.size()
+      << ")";
   }
   return s.str();
 }
@@ -424,6 +444,87 @@ TEST(SamplerCuda, StridedRowsAndOddVocabSizesMatchCpu) {
       for (int64_t r = 0; r < b; ++r) std::fill(c.row(r) + vocab, c.row(r) + ld, 1e4f);  // unread
       expect_same_as_cpu(c);
     }
+  }
+}
+
+// The ids of row r's `count` largest logits, largest first.
+std::vector<int32_t> top_ids(Case& c, int64_t r, int count) {
+  std::vector<int32_t> ids(static_cast<size_t>(c.vocab));
+  for (int32_t v = 0; v < c.vocab; ++v) ids[v] = v;
+  const float* l = c.row(r);
+  std::partial_sort(ids.begin(), ids.begin() + count, ids.end(),
+                    [l](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+  ids.resize(static_cast<size_t>(count));
+  return ids;
+}
+
+// A min_tokens batch: row i has a slot of its own of kind i % 6, masking its row's top
+// `masked` tokens (plus padding ids the kernels must skip) until position 20; rows alternate
+// below the position (masked) and at it (free); every 5th row is padding, every 7th slot a
+// refill with stale ids but position 0.
+Case min_tokens_case(int64_t b, int masked, uint32_t seed) {
+  Case c;
+  for (int64_t i = 0; i < b; ++i) {
+    const Slot kinds[] = {Slot{0.0f},
+                          qwen3(0.6f, i),
+                          Slot{1.0f, -1, 1.0f, 0.0f, i},
+                          Slot{1.0f, -1, 0.9f, 0.0f, i},
+                          Slot{0.7f, -1, 1.0f, 0.05f, i},
+                          Slot{1.0f, 1, 1.0f, 0.0f, i}};
+    c.add(kinds[i % 6], i % 2 ? 19 : 18);  // draws token 20 (free) or 19 (< 20: masked)
+    if (i % 5 == 4) c.row_slot.back() = -1;
+  }
+  c.fill_normal(seed);
+  for (int64_t i = 0; i < b; ++i) {
+    Slot& s = c.slots[i];
+    s.masked = top_ids(c, i, masked);
+    s.masked.insert(s.masked.begin() + masked / 2, {-1, static_cast<int32_t>(c.vocab), -7});
+    s.min_pos = i % 7 == 6 ? 0 : 20;
+  }
+  return c;
+}
+
+TEST(SamplerCuda, MinTokensMaskMatchesCpuAndNeverDrawsAMaskedId) {
+  SKIP_WITHOUT_CUDA();
+  // Batch sizes that leave the mask kernel's last block partly empty and give 8 to 1 blocks
+  // per row in the sampler; masks of 1 id (the argmax), 4 and the longest, 48 ids (45 here,
+  // plus three padding entries).
+  for (int64_t b : {1, 7, 41, 301})
+    for (int masked : {1, 4, 45}) {
+      SCOPED_TRACE("batch " + std::to_string(b) + " masked " + std::to_string(masked));
+      Case c = min_tokens_case(b, masked, 20 + static_cast<uint32_t>(b));
+      const Out got = expect_same_as_cpu(c);
+      int masked_rows = 0;
+      for (int64_t r = 0; r < b; ++r) {
+        if (c.row_slot[r] < 0) continue;
+        const Slot& s = c.slots[c.row_slot[r]];
+        if (c.positions[r] + 1 < s.min_pos) {
+          ++masked_rows;
+          EXPECT_EQ(std::find(s.masked.begin(), s.masked.end(), got.tokens[r]), s.masked.end())
+              << describe(c, r) << " token " << got.tokens[r];
+        } else if (s.t == 0.0f) {  // free again: the argmax
+          EXPECT_EQ(got.tokens[r], std::max_element(c.row(r), c.row(r) + c.vocab) - c.row(r))
+              << describe(c, r);
+        }
+      }
+      if (b > 1) {
+        EXPECT_GT(masked_rows, 0);
+      }
+    }
+}
+
+TEST(SamplerCuda, MinTokensMaskWritesMinusInfinityInPlaceOnlyWhereItApplies) {
+  SKIP_WITHOUT_CUDA();
+  Case c = min_tokens_case(23, 6, 30);
+  std::vector<float> after;
+  run_cuda(c, &after);
+  for (int64_t r = 0; r < c.rows(); ++r) {
+    const bool applies = c.row_slot[r] >= 0 && c.positions[r] + 1 < c.slots[c.row_slot[r]].min_pos;
+    std::vector<float> want(c.row(r), c.row(r) + c.ld);
+    if (applies)
+      for (int32_t id : c.slots[c.row_slot[r]].masked)
+        if (id >= 0 && id < c.vocab) want[id] = -kInf;
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), after.begin() + r * c.ld)) << describe(c, r);
   }
 }
 

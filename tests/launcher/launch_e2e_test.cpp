@@ -252,6 +252,44 @@ TEST(LaunchE2e, ResumeAnswersOnlyWhatFailedOrIsMissingAndKeepsEarlierLines) {
       << run_args(l2);
 }
 
+TEST(LaunchE2e, ResumeOfANativeNRequestWritesOnlyItsMissingCompletionWithTheSameTokens) {
+  REQUIRE_TOKENIZER();
+  const fs::path out = work_dir() / "resume-n.out";
+  // The tiny model is so peaked that only a high temperature makes completions differ; there
+  // --tp 1 and --tp 2 rounding flips draws, so both runs use --tp 1.
+  const fs::path prompts = write_file(
+      "resume-n.jsonl",
+      R"({"id": "m", "prompt": "Once upon a time", "n": 3, "max_tokens": 6, "temperature": 50, "seed": 7})"
+      "\n");
+  const Launch l1 = spawn(prompts, "resume-n1", {"--tp", "1", "-o", out.string()});
+  ASSERT_EQ(finish(l1), 0) << run_args(l1);
+  std::map<int, Json> first;  // index -> line: one line per completion
+  for (const Json& line : read_jsonl(out)) {
+    EXPECT_EQ(line["id"], "m");
+    first[line["index"].get<int>()] = line;
+  }
+  ASSERT_EQ(first.size(), 3u);
+  ASSERT_TRUE(first.contains(0) && first.contains(1) && first.contains(2));
+  EXPECT_EQ(first.at(1)["prompt_tokens"], first.at(0)["prompt_tokens"]);  // on every line
+  // Each completion samples its own tokens (else the check below would prove little).
+  EXPECT_NE(first.at(1)["token_ids"], first.at(0)["token_ids"]);
+  EXPECT_NE(first.at(1)["token_ids"], first.at(2)["token_ids"]);
+  // As a crash before completion 1 finished would leave it.
+  write_file("resume-n.out", first.at(2).dump() + "\n" + first.at(0).dump() + "\n");
+
+  const Launch l2 = spawn(prompts, "resume-n2", {"--tp", "1", "--resume", "-o", out.string()});
+  ASSERT_EQ(finish(l2), 0) << run_args(l2);
+  const auto lines = read_jsonl(out);
+  ASSERT_EQ(lines.size(), 3u);  // only the missing completion was written
+  EXPECT_EQ(lines[0], first.at(2));
+  EXPECT_EQ(lines[1], first.at(0));
+  EXPECT_EQ(lines[2]["index"], 1);
+  // Run alone with its completion seed, it samples what it did as completion 1 of 3.
+  EXPECT_EQ(lines[2]["token_ids"], first.at(1)["token_ids"]);
+  EXPECT_EQ(lines[2]["text"], first.at(1)["text"]);
+  EXPECT_EQ(lines[2]["finish_reason"], first.at(1)["finish_reason"]);
+}
+
 TEST(LaunchE2e, OpenAiBatchFileIsAnsweredInTheBatchOutputShape) {
   REQUIRE_TOKENIZER();
   const fs::path prompts = write_file(
@@ -261,12 +299,14 @@ TEST(LaunchE2e, OpenAiBatchFileIsAnsweredInTheBatchOutputShape) {
           "\n" +
           R"({"custom_id": "cmpl-1", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "The sky is", "max_tokens": 4, "temperature": 0}})" +
           "\n" +
-          R"({"custom_id": "bad-1", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "x", "n": 2}})" +
+          R"({"custom_id": "bad-1", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "x", "n": 65}})" +
+          "\n" +
+          R"({"custom_id": "n-2", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "Hi"}], "n": 2, "max_tokens": 3, "temperature": 1, "seed": 3}})" +
           "\n");
   const Launch l = spawn(prompts, "batch", {"--tp", "2"});  // results on stdout
   EXPECT_EQ(finish(l), 1) << run_args(l);
   const auto r = by_id(read_jsonl(work_dir() / "batch.stdout"));
-  ASSERT_EQ(r.size(), 3u);
+  ASSERT_EQ(r.size(), 4u);  // one record per request, n = 2 included
   const Json& chat = r.at("chat-1");
   EXPECT_EQ(chat["response"]["status_code"], 200);
   EXPECT_TRUE(chat["error"].is_null());
@@ -286,6 +326,21 @@ TEST(LaunchE2e, OpenAiBatchFileIsAnsweredInTheBatchOutputShape) {
   EXPECT_TRUE(bad["response"]["body"].is_null());
   EXPECT_EQ(bad["error"]["line"], 3);
   EXPECT_EQ(bad["error"]["field"], "body.n");
+  // n = 2: both completions in one record, choices by index, usage summed over them.
+  const Json& two = r.at("n-2")["response"]["body"];
+  ASSERT_EQ(two["choices"].size(), 2u);
+  int completion_tokens = 0;
+  for (int i = 0; i < 2; ++i) {
+    const Json& choice = two["choices"][i];
+    EXPECT_EQ(choice["index"], i);
+    EXPECT_EQ(choice["finish_reason"], "length");
+    EXPECT_TRUE(choice.contains("stop_reason") && choice["stop_reason"].is_null());
+    EXPECT_EQ(choice["message"]["role"], "assistant");
+    completion_tokens += 3;
+  }
+  EXPECT_EQ(two["usage"]["completion_tokens"], completion_tokens);
+  EXPECT_EQ(two["usage"]["total_tokens"],
+            two["usage"]["prompt_tokens"].get<int>() + completion_tokens);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // lines) is pinned: tests/fixtures/launch/examples_results.jsonl was written by the launcher
 // as it was before the engine/worker restructure (commit 977314c, tiny model seed 1, the flags
 // below, --tp 1 and --tp 2 giving the same), with the fields that are random by design removed
-// (OpenAI batch ids and request ids, `created`). Any change of behaviour shows here.
+// (OpenAI batch ids and request ids, `created`); the `index` and `stop_reason` fields (issue
+// 16) were added to it since (0 and null everywhere). Any change of behaviour shows here.
 #include <gtest/gtest.h>
 
 #include "tests/launcher/launch_test_support.h"

@@ -58,7 +58,7 @@ TEST(StepRingSizing, LargestPrefillAndDecodeAtTheLimitsFitTheSlot) {
   // slot (all parameters travel).
   const auto prefill = full_batch(8, 512 / 8, c);
   SamplingSlots slots(c.max_num_seqs);
-  const StepCommand prefill_cmd = build_prefill_command(raw(prefill), 16, slots);
+  const StepCommand prefill_cmd = build_prefill_command(raw(prefill), 16, slots, {});
   ASSERT_EQ(prefill_cmd.new_slot_params.size(), 8u);
   const size_t prefill_bytes = encode_step_command(prefill_cmd).size();
   EXPECT_LE(prefill_bytes, slot);

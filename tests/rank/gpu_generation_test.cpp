@@ -126,7 +126,7 @@ PrefillLogits teacher_forced(ModelRunner& runner, const std::vector<int32_t>& id
   for (int b = 0; b < seq.num_blocks(); ++b) seq.block_table.push_back(b);
   Sequence* seqs[] = {&seq};
   SamplingSlots slots(1);
-  return all_rows(runner, build_prefill_command(seqs, kBlockSize, slots));
+  return all_rows(runner, build_prefill_command(seqs, kBlockSize, slots, {}));
 }
 
 // |ours - reference| over a reference top-5 row (tokens and logprobs).
@@ -228,7 +228,7 @@ TEST(GpuGeneration, PrefixCachedTailLogprobsMatchAFreshPrefill) {
     seq.num_cached_tokens = kCached;
     Sequence* seqs[] = {&seq};
     SamplingSlots slots(1);
-    StepCommand cmd = build_prefill_command(seqs, kBlockSize, slots);
+    StepCommand cmd = build_prefill_command(seqs, kBlockSize, slots, {});
     ASSERT_EQ(cmd.num_tokens(), static_cast<int>(p.ids.size()) - kCached);
     const PrefillLogits tail = all_rows(*f.runner, cmd);
     const PrefillLogits fresh =

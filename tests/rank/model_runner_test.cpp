@@ -1,17 +1,22 @@
 // ModelRunner with tensor parallelism simulated in-process (ranks as threads): tp 2 and 4
 // reproduce tp 1's logits within bf16 tolerance and its greedy tokens; decode agrees with a
-// fresh prefill of the same tokens.
+// fresh prefill of the same tokens. Rank 0's per-slot sampling state: the min_tokens mask
+// reaches the sampler through it.
 #include "rank/model_runner.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <barrier>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "engine/sampling_slots.h"
 #include "engine/step_builder.h"
+#include "rank/slot_sampling_state.h"
 #include "tests/layers/model_test_util.h"
 
 namespace nanovllm {
@@ -34,8 +39,11 @@ struct Trace {
 
 // Prefill of the prompts, then `decode_steps` greedy decode steps, on `tp` ranks; rank 0's
 // logits and tokens. Block tables are laid out by hand (sequence i owns blocks from 8 * i).
+// `tweak` may change sequence i's sampling parameters; `eos` are the engine's eos ids.
 Trace generate(const test::TempModel& m, int tp, const std::vector<std::vector<int32_t>>& prompts,
-               int decode_steps) {
+               int decode_steps,
+               const std::function<void(size_t, SamplingParams&)>& tweak = nullptr,
+               std::span<const int32_t> eos = {}) {
   Trace trace;
   std::barrier<> sync(tp);
   test::run_ranks(tp, [&](int rank, Communicator& comm) {
@@ -49,6 +57,7 @@ Trace generate(const test::TempModel& m, int tp, const std::vector<std::vector<i
       SamplingParams p;
       p.temperature = 0.0f;
       p.seed = i;
+      if (tweak) tweak(i, p);
       owned.push_back(
           std::make_unique<Sequence>(static_cast<int64_t>(i), prompts[i], p, kBlockSize));
       for (int b = 0; b < 8; ++b)
@@ -56,7 +65,7 @@ Trace generate(const test::TempModel& m, int tp, const std::vector<std::vector<i
       seqs.push_back(owned.back().get());
     }
     for (int step = 0; step <= decode_steps; ++step) {
-      const StepCommand cmd = step == 0 ? build_prefill_command(seqs, kBlockSize, slots)
+      const StepCommand cmd = step == 0 ? build_prefill_command(seqs, kBlockSize, slots, eos)
                                         : build_decode_command(seqs, kBlockSize);
       const TensorView logits = runner.run_model(cmd);
       if (rank == 0) {
@@ -123,6 +132,82 @@ TEST(ModelRunner, DecodeLogitsMatchAFreshPrefillOfTheSameTokens) {
     max_err = std::max(max_err, double{std::abs(fresh.logits[0][i] - run.logits[2][i])});
   EXPECT_LT(max_err, 1e-3 * rms);
   EXPECT_EQ(fresh.tokens[0], run.tokens[2]);
+}
+
+TEST(ModelRunner, MinTokensMaskReachesTheSamplerThroughTheSlotState) {
+  // Each sequence stops on its own free greedy first token (a stop id) and on an eos id, with
+  // min_tokens 2: its first two tokens are the argmax over everything else, the third the
+  // plain argmax again (the mask ends at prompt + 2).
+  const auto& m = *shared_model("tiny");
+  const Trace free_run = generate(m, 1, kPrompts, 0);
+  const int32_t eos[] = {151643};
+  const Trace run = generate(
+      m, 1, kPrompts, 3,
+      [&](size_t i, SamplingParams& p) {
+        p.min_tokens = 2;
+        p.stop_token_ids = {free_run.tokens[0][i]};
+      },
+      eos);
+  const size_t n = kPrompts.size();
+  for (size_t step = 0; step < run.tokens.size(); ++step) {
+    const size_t vocab = run.logits[step].size() / n;
+    for (size_t i = 0; i < n; ++i) {
+      const float* l = run.logits[step].data() + i * vocab;
+      const std::set<int32_t> masked =
+          step < 2 ? std::set<int32_t>{free_run.tokens[0][i], eos[0]} : std::set<int32_t>{};
+      int32_t want = -1;
+      for (int32_t v = 0; v < static_cast<int32_t>(vocab); ++v)
+        if (!masked.contains(v) && (want < 0 || l[v] > l[want])) want = v;
+      EXPECT_EQ(run.tokens[step][i], want) << "step " << step << " seq " << i;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) EXPECT_NE(run.tokens[0][i], free_run.tokens[0][i]) << "seq " << i;
+}
+
+TEST(SlotSamplingState, MinTokensMasksReachTheArraysAndARefillMasksNothing) {
+  SlotSamplingState state(4, Device::kCpu);
+  SlotSamplingParams a{1, 0.5f, 20, 0.9f, 0.0f, 7};
+  a.min_tokens_position = 12;
+  a.min_tokens_masked_ids = {5, 9};
+  SlotSamplingParams b{3, 0.0f, -1, 1.0f, 0.0f, 8};
+  b.min_tokens_position = 30;
+  b.min_tokens_masked_ids = {2};
+  const SlotSamplingParams first[] = {a, b};
+  state.apply(first, nullptr);
+  const kernels::SamplingSlotParams p = state.params();
+  ASSERT_EQ(p.min_tokens_masked_ids.ndim, 2);
+  ASSERT_EQ(p.min_tokens_masked_ids.size(0), 4);
+  ASSERT_EQ(p.min_tokens_masked_ids.size(1), kMaxMinTokensMaskedIds);
+  const auto* position = p.min_tokens_position.ptr<int32_t>();
+  const auto row = [&](int slot) {
+    const int32_t* ids = p.min_tokens_masked_ids.ptr<int32_t>() + slot * kMaxMinTokensMaskedIds;
+    return std::vector<int32_t>(ids, ids + kMaxMinTokensMaskedIds);
+  };
+  auto padded = [](std::vector<int32_t> ids) {
+    ids.resize(kMaxMinTokensMaskedIds, -1);
+    return ids;
+  };
+  EXPECT_EQ(std::vector<int32_t>(position, position + 4), (std::vector<int32_t>{0, 12, 0, 30}));
+  EXPECT_EQ(row(1), padded({5, 9}));
+  EXPECT_EQ(row(3), padded({2}));
+  EXPECT_EQ(row(0), padded({}));
+  EXPECT_EQ(p.seeds.ptr<int64_t>()[1], 7);  // the other arrays stay where they were
+  EXPECT_EQ(p.temperatures.ptr<float>()[1], 0.5f);
+  // Refills: slot 1 masks nothing, slot 3 has a position but no ids (nothing either), slot 0
+  // the longest mask.
+  SlotSamplingParams c{0, 1.0f, -1, 1.0f, 0.0f, 9};
+  c.min_tokens_position = 4;
+  for (int i = 0; i < kMaxMinTokensMaskedIds; ++i) c.min_tokens_masked_ids.push_back(100 + i);
+  SlotSamplingParams d{3, 1.0f, -1, 1.0f, 0.0f, 10};
+  d.min_tokens_position = 40;
+  const SlotSamplingParams second[] = {SlotSamplingParams{1, 1.0f, -1, 1.0f, 0.0f, 11}, d, c};
+  state.apply(second, nullptr);
+  EXPECT_EQ(std::vector<int32_t>(position, position + 4), (std::vector<int32_t>{4, 0, 0, 0}));
+  EXPECT_EQ(row(0), c.min_tokens_masked_ids);
+  // One id too many is a bug on rank 0.
+  c.min_tokens_masked_ids.push_back(1);
+  const SlotSamplingParams too_many[] = {c};
+  EXPECT_THROW(state.apply(too_many, nullptr), CheckError);
 }
 
 }  // namespace

@@ -165,7 +165,7 @@ std::vector<std::vector<double>> teacher_forced_logprobs(ModelRunner& runner,
   for (int b = 0; b < seq.num_blocks(); ++b) seq.block_table.push_back(b);
   Sequence* seqs[] = {&seq};
   SamplingSlots slots(1);
-  StepCommand cmd = build_prefill_command(seqs, kBlockSize, slots);
+  StepCommand cmd = build_prefill_command(seqs, kBlockSize, slots, {});
   cmd.logits_indices.resize(ids.size());
   std::iota(cmd.logits_indices.begin(), cmd.logits_indices.end(), 0);
   const TensorView logits = runner.run_model(cmd);  // [len, V] f32
