@@ -155,4 +155,20 @@ double weight_bytes_per_rank(const ModelShape& model, int tp) {
   return kBf16 * (r.layers * per_layer + vocab);
 }
 
+double prefill_flops(const ModelShape& m, std::span<const int64_t> prompt_lens) {
+  const double h = static_cast<double>(m.hidden_size), d = static_cast<double>(m.head_dim),
+               nh = static_cast<double>(m.num_attention_heads),
+               nkv = static_cast<double>(m.num_key_value_heads),
+               inter = static_cast<double>(m.intermediate_size),
+               layers = static_cast<double>(m.num_hidden_layers);
+  const double layer_weights = layers * (h * (nh + 2 * nkv) * d + nh * d * h + 3 * inter * h);
+  const double lm_head = static_cast<double>(m.vocab_size) * h;
+  double flops = 0;
+  for (const int64_t len : prompt_lens) {
+    const double l = static_cast<double>(len);
+    flops += 2 * l * layer_weights + 2 * lm_head + 4 * layers * nh * d * l * (l + 1) / 2;
+  }
+  return flops;
+}
+
 }  // namespace nanovllm::bench

@@ -97,4 +97,12 @@ std::vector<OpCost> run_breakdown(const LimitSetup& setup, std::span<const Step>
 // norm vectors left out): what a decode step must read at least once.
 double weight_bytes_per_rank(const ModelShape& model, int tp);
 
+// The FLOPs of prefilling whole prompts from an empty cache, over all GPUs (the `long`
+// workload's flop_count), 1 FMA = 2 FLOPs. Per prompt of L tokens:
+//   2 · L · W        W = the decoder layers' matmul weights, layers · (H·(nh + 2·nkv)·D
+//                    + nh·D·H + 3·I·H) (qkv, o, gate_up, down; no embedding, no norms)
+//   + 2 · V · H      the lm_head for the one logits row a prompt computes
+//   + 4 · layers · nh · D · L·(L + 1)/2   causal attention, QKᵀ and PV (query j sees j keys)
+double prefill_flops(const ModelShape& model, std::span<const int64_t> prompt_lens);
+
 }  // namespace nanovllm::bench

@@ -50,6 +50,14 @@ json sampling_json(const BenchOptions& o) {
           {"stop", o.stop}};
 }
 
+// The chunked-prefill settings a run had (also in "engine").
+json chunking_json(const EngineConfig& e) {
+  return {{"enable_chunked_prefill", e.enable_chunked_prefill},
+          {"long_prefill_token_threshold", e.long_prefill_token_threshold},
+          {"chunked_step_mode", e.mixed_chunked_steps ? "mixed" : "alternating"},
+          {"max_num_batched_tokens", e.max_num_batched_tokens}};
+}
+
 json engine_json(const EngineConfig& e, const RunSettings& s) {
   return {{"max_model_len", e.max_model_len},
           {"max_num_seqs", e.max_num_seqs},
@@ -57,6 +65,9 @@ json engine_json(const EngineConfig& e, const RunSettings& s) {
           {"block_size", e.kvcache_block_size},
           {"num_kv_blocks", e.num_kvcache_blocks},
           {"enable_prefix_caching", e.enable_prefix_caching},
+          {"enable_chunked_prefill", e.enable_chunked_prefill},
+          {"long_prefill_token_threshold", e.long_prefill_token_threshold},
+          {"chunked_step_mode", e.mixed_chunked_steps ? "mixed" : "alternating"},
           {"enforce_eager", s.enforce_eager}};
 }
 
@@ -113,8 +124,17 @@ int bench_rank0(const BenchOptions& o, const RunSettings& s, const ExecutorFacto
   BenchRunner runner(executor, engine, limit, tokenizer ? &*tokenizer : nullptr);
   startup["warmup_request_s"] = runner.warm_up(o.token_scale);
 
+  runner.set_model_shape(shape);
+
   r["workloads"] = json::array();
   for (const Workload& w : make_workloads(o, s.model.vocab_size)) {
+    if (w.skip_when_too_long && w.longest_sequence() > engine.max_model_len) {
+      spdlog::warn(
+          "{}: skipped: a sequence needs {} tokens, the engine's max_model_len is {} (run with "
+          "--max-model-len {} or more)",
+          w.name, w.longest_sequence(), engine.max_model_len, w.longest_sequence());
+      continue;
+    }
     std::vector<RunMeasure> runs;
     for (int i = 1; i <= o.runs; ++i) {
       runs.push_back(runner.run(w));
@@ -124,6 +144,8 @@ int bench_rank0(const BenchOptions& o, const RunSettings& s, const ExecutorFacto
                    static_cast<double>(m.output_tokens) / m.elapsed_s);
     }
     r["workloads"].push_back(workload_json(w, runs));
+    if (w.count_prefill_flops || !w.late_requests.empty())
+      r["workloads"].back()["chunking"] = chunking_json(engine);
     const double spread = r["workloads"].back()["spread_pct"].get<double>();
     if (spread > kSpreadWarnPct)
       spdlog::warn(
@@ -166,6 +188,7 @@ int run_bench_child(const BenchOptions& o) {
   RunSettings settings;
   try {
     settings = make_run_settings(launch_options(o, o.child_tp));
+    apply_engine_flags(o, settings.job.engine);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "nanovllm-bench: %s\n", e.what());
     return kExitUsage;
@@ -173,7 +196,6 @@ int run_bench_child(const BenchOptions& o) {
     std::fprintf(stderr, "nanovllm-bench: %s\n", e.what());
     return 1;
   }
-  settings.job.engine.enable_prefix_caching = o.enable_prefix_caching;
   const Rank0Main body = [&](const ExecutorFactory& load_model) {
     return bench_rank0(o, settings, load_model);
   };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <sstream>
+#include <stdexcept>
 
 #include "launcher/cli_parse.h"
 #include "launcher/usage_error.h"
@@ -28,18 +29,25 @@ fs::path default_workload_file() {
   return fs::path(NANOVLLM_SOURCE_DIR) / kWorkloadFile;
 }
 
-// "all" or names of kAllWorkloads; returned in kAllWorkloads' order, without repeats.
+bool in_all(const std::string& name) {
+  return std::find(std::begin(kNotInAll), std::end(kNotInAll), name) == std::end(kNotInAll);
+}
+
+// "all" (kAllWorkloads but kNotInAll) or names of kAllWorkloads; returned in kAllWorkloads'
+// order, without repeats.
 std::vector<std::string> workload_list(const std::vector<std::string>& given) {
   std::vector<std::string> out;
   for (const char* name : kAllWorkloads) {
-    const bool wanted = std::find(given.begin(), given.end(), "all") != given.end() ||
-                        std::find(given.begin(), given.end(), name) != given.end();
+    const bool wanted =
+        (in_all(name) && std::find(given.begin(), given.end(), "all") != given.end()) ||
+        std::find(given.begin(), given.end(), name) != given.end();
     if (wanted) out.emplace_back(name);
   }
   for (const std::string& g : given)
     if (g != "all" && std::find(out.begin(), out.end(), g) == out.end())
       throw UsageError("--workloads: unknown workload '" + g +
-                       "' (nanovllm, fixed, latency, shared-prefix, decode-step or all)");
+                       "' (nanovllm, fixed, latency, shared-prefix, decode-step, long, "
+                       "interference or all)");
   return out;
 }
 
@@ -95,6 +103,7 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   std::string device_flag, sampling = "workload", log_level = "info", child_json;
   std::vector<std::string> workloads{"all"};
   bool no_prefix_caching = false;
+  std::string chunked_step_mode = o.mixed_chunked_steps ? "mixed" : "alternating";
   CLI::App app{
       "End-to-end benchmark of nanovllm: the launcher's processes on a model folder, "
       "timed per workload against the machine's limit.",
@@ -112,9 +121,12 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_option("--max-num-seqs", o.max_num_seqs, "most sequences in one step")
       ->check(positive)
       ->capture_default_str();
-  app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "most tokens in one step")
-      ->check(positive)
-      ->capture_default_str();
+  const CLI::Option* batched_tokens =
+      app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
+                     "most tokens in one step (without chunked prefill: default max(16384, "
+                     "max model len))")
+          ->check(positive)
+          ->capture_default_str();
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization, "share of GPU memory")
       ->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV-cache block")->capture_default_str();
@@ -124,6 +136,17 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
       ->capture_default_str();
   app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
   app.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn the prefix cache off");
+  app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o.enable_chunked_prefill,
+               "prompts in chunks sharing each step's token budget with the decodes (default on)");
+  app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
+                 "most prompt tokens one sequence computes in a step (0 = the whole budget)")
+      ->check(CLI::Range(0, INT_MAX))
+      ->capture_default_str();
+  app.add_option("--chunked-step-mode", chunked_step_mode,
+                 "with chunking: mixed (decodes and chunks in one step) or alternating (decode "
+                 "steps and chunk steps take turns)")
+      ->check(CLI::IsMember({"mixed", "alternating"}))
+      ->capture_default_str();
 
   app.add_option("--sampling", sampling,
                  "workload (temperature 0.6 only, as nano-vllm's bench.py) or model-defaults "
@@ -143,7 +166,8 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
                  "folder's tokenizer.json detokenizes the completions)");
 
   app.add_option("--workloads", workloads,
-                 "nanovllm, fixed, latency, shared-prefix, decode-step, or all")
+                 "nanovllm, fixed, latency, shared-prefix, decode-step, long, interference, or "
+                 "all (all but long and interference)")
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--runs", o.runs, "repetitions, each on a fresh engine")
@@ -197,6 +221,8 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
         app.parse(argc, argv);
         o.workloads = workloads;
         o.enable_prefix_caching = !no_prefix_caching;
+        o.max_num_batched_tokens_given = batched_tokens->count() > 0;
+        o.mixed_chunked_steps = chunked_step_mode == "mixed";
         o.sampling =
             sampling == "model-defaults" ? SamplingMode::kModelDefaults : SamplingMode::kWorkload;
         o.log_level = spdlog::level::from_str(log_level);
@@ -219,6 +245,12 @@ LaunchOptions launch_options(const BenchOptions& o, int tp) {
   l.max_model_len = o.max_model_len;
   l.max_num_seqs = o.max_num_seqs;
   l.max_num_batched_tokens = o.max_num_batched_tokens;
+  l.enable_chunked_prefill = o.enable_chunked_prefill;
+  l.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  // vLLM's default budget without chunking: one step holds a max_model_len prompt (the cap by
+  // the model's limit only lowers max_model_len; apply_engine_flags sees the capped value).
+  if (!o.enable_chunked_prefill && !o.max_num_batched_tokens_given && o.max_model_len)
+    l.max_num_batched_tokens = std::max(l.max_num_batched_tokens, *o.max_model_len);
   l.gpu_memory_utilization = o.gpu_memory_utilization;
   l.block_size = o.block_size;
   l.num_gpu_blocks_override = o.num_gpu_blocks_override;
@@ -226,6 +258,22 @@ LaunchOptions launch_options(const BenchOptions& o, int tp) {
   l.enforce_eager = o.enforce_eager;
   l.log_level = o.log_level;
   return l;
+}
+
+void apply_engine_flags(const BenchOptions& o, EngineConfig& engine) {
+  engine.enable_prefix_caching = o.enable_prefix_caching;
+  engine.enable_chunked_prefill = o.enable_chunked_prefill;
+  engine.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  engine.mixed_chunked_steps = o.mixed_chunked_steps;
+  if (!o.enable_chunked_prefill && !o.max_num_batched_tokens_given)
+    engine.max_num_batched_tokens = std::max(engine.max_num_batched_tokens, engine.max_model_len);
+  try {
+    EngineConfig limits = engine;
+    limits.num_kvcache_blocks = -1;  // 0 here means "sized after warm-up" (CUDA)
+    limits.validate();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
 }
 
 }  // namespace nanovllm::bench

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_config.h"
 #include "engine/request.h"
 #include "launcher/cli.h"
 
@@ -23,8 +24,12 @@ enum class SamplingMode {
   kModelDefaults,  // plus the model folder's generation_config.json (Qwen3: top-k 20, top-p 0.95)
 };
 
-inline constexpr const char* kAllWorkloads[] = {"nanovllm", "fixed", "latency", "shared-prefix",
-                                                "decode-step"};
+// Every workload --workloads knows, in the order they run. `all` (the default) means the
+// first five: `long` (1.29M prompt tokens) and `interference` need --max-model-len >= 33792
+// and 32016, so they run only when named.
+inline constexpr const char* kAllWorkloads[] = {
+    "nanovllm", "fixed", "latency", "shared-prefix", "decode-step", "long", "interference"};
+inline constexpr const char* kNotInAll[] = {"long", "interference"};
 
 struct BenchOptions {
   std::filesystem::path model;
@@ -41,6 +46,15 @@ struct BenchOptions {
   double cpu_kv_cache_space_gib = 4.0;
   bool enforce_eager = false;
   bool enable_prefix_caching = true;  // --no-enable-prefix-caching turns it off
+  // false: --max-num-batched-tokens was not given (then --no-enable-chunked-prefill raises the
+  // budget to max_model_len, as vLLM does, so every prompt fits one step).
+  bool max_num_batched_tokens_given = false;
+  // Chunked prefill (engine/engine_config.h): --enable-chunked-prefill (default) /
+  // --no-enable-chunked-prefill, --long-prefill-token-threshold N (0 = off), and the bench's
+  // own --chunked-step-mode mixed|alternating (EngineConfig::mixed_chunked_steps).
+  bool enable_chunked_prefill = EngineConfig{}.enable_chunked_prefill;
+  int long_prefill_token_threshold = EngineConfig{}.long_prefill_token_threshold;
+  bool mixed_chunked_steps = EngineConfig{}.mixed_chunked_steps;
 
   SamplingMode sampling = SamplingMode::kWorkload;
   SamplingOverrides sampling_flags;  // temperature, top_p, top_k, min_p, seed (set = given)
@@ -89,7 +103,15 @@ struct BenchParse {
 // `visible_gpus`: launcher/gpu_probe.h's count (passed in so tests need no GPU).
 BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gpus);
 
-// The launcher's options for one tp size of this benchmark (make_run_settings' input).
+// The launcher's options for one tp size of this benchmark (make_run_settings' input),
+// chunked prefill and its threshold included; without chunking and without
+// --max-num-batched-tokens the budget is raised to --max-model-len (as apply_engine_flags).
 LaunchOptions launch_options(const BenchOptions& o, int tp);
+
+// The bench's engine flags the launcher does not carry, applied to make_run_settings' engine
+// config: prefix caching, chunked prefill, its threshold and step mode; without chunking and
+// without --max-num-batched-tokens, the budget becomes max(budget, max_model_len) (vLLM's
+// default then). Throws UsageError when the result is invalid (EngineConfig::validate).
+void apply_engine_flags(const BenchOptions& o, EngineConfig& engine);
 
 }  // namespace nanovllm::bench

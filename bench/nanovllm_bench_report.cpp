@@ -72,6 +72,12 @@ json run_json(const RunMeasure& m) {
   r["output_tokens"] = m.output_tokens;
   r["cached_tokens"] = m.cached_tokens;
   r["num_steps"] = m.num_steps;
+  r["flop_count"] = or_null(m.flop_count);
+  r["prefill_flop_pct"] = or_null(m.prefill_flop_pct);
+  const std::optional<InterferenceMeasure>& im = m.interference;
+  r["max_gap_ms"] = im ? json(im->max_gap_ms) : json(nullptr);
+  r["baseline_max_gap_ms"] = im ? json(im->baseline_max_gap_ms) : json(nullptr);
+  r["long_ttft_ms"] = im ? json(im->long_ttft_ms) : json(nullptr);
   return r;
 }
 
@@ -109,7 +115,7 @@ json workload_json(const Workload& w, const std::vector<RunMeasure>& runs) {
   j["name"] = w.name;
   j["kind"] = w.kind;
   j["shape"] = w.shape;
-  j["num_requests"] = static_cast<int64_t>(w.requests.size());
+  j["num_requests"] = w.num_requests();
   j["prompt_tokens"] = w.prompt_tokens();
   j["max_output_tokens"] = w.max_output_tokens();
   j["output_tokens"] = runs.front().output_tokens;
@@ -118,6 +124,15 @@ json workload_json(const Workload& w, const std::vector<RunMeasure>& runs) {
   for (const RunMeasure& m : runs) j["runs"].push_back(run_json(m));
   j["median"] = median_run(j["runs"]);
   j["spread_pct"] = spread_pct(j["runs"]);
+  // long: the prompts' FLOPs and the median run's share of the BF16 rate in its prefill steps.
+  j["flop_count"] = j["median"]["flop_count"];
+  j["prefill_flop_pct"] = j["median"]["prefill_flop_pct"];
+  // interference: the medians over the runs.
+  j["interference"] = nullptr;
+  if (runs.front().interference)
+    j["interference"] = {{"max_gap_ms", j["median"]["max_gap_ms"]},
+                         {"baseline_max_gap_ms", j["median"]["baseline_max_gap_ms"]},
+                         {"long_ttft_ms", j["median"]["long_ttft_ms"]}};
   j["limit_breakdown_s"] = nullptr;
   if (!runs.front().limit_breakdown.empty()) {
     j["limit_breakdown_s"] = json::object();
@@ -217,6 +232,30 @@ void print_result(std::FILE* out, const json& r) {
         num(m["pct_of_limit"], 1), num(m["decode_pct_of_limit"], 1),
         fmt::format("{:.1f}%{}", spread, spread > kSpreadWarnPct ? "!" : ""));
   }
+  for (const json& w : r["workloads"]) {
+    const json& m = w["median"];
+    if (w.value("flop_count", json(nullptr)).is_number())
+      fmt::print(out,
+                 "\n{}: prefill {} prompt tok/s over {} s of prefill steps, {} TFLOP = {}% of "
+                 "the BF16 rate\n",
+                 w["name"].get<std::string>(), num(m["prefill_tok_s"], 1), num(m["prefill_s"], 3),
+                 num(json(w["flop_count"].get<double>() / 1e12), 1), num(w["prefill_flop_pct"], 1));
+    const json im = w.value("interference", json(nullptr));
+    if (im.is_object())
+      fmt::print(out,
+                 "\n{}: longest token gap of the running sequences {} ms while the late prompt "
+                 "prefilled (baseline {} ms), its TTFT {} ms\n",
+                 w["name"].get<std::string>(), num(im["max_gap_ms"], 1),
+                 num(im["baseline_max_gap_ms"], 1), num(im["long_ttft_ms"], 1));
+  }
+  const json& engine = r["engine"];
+  if (engine.contains("enable_chunked_prefill"))
+    fmt::print(out,
+               "chunked prefill {} (long prefill threshold {}, {} steps), {} tokens per step\n",
+               engine["enable_chunked_prefill"].get<bool>() ? "on" : "off",
+               engine["long_prefill_token_threshold"].get<int>(),
+               engine["chunked_step_mode"].get<std::string>(),
+               engine["max_num_batched_tokens"].get<int>());
   if (!r["decode_step"].is_object()) {
     fmt::print(out, "\ndecode step: - (CUDA only)\n");
     return;

@@ -20,7 +20,8 @@ inline constexpr double kSpreadWarnPct = 2.0;  // spread above this is worth a w
 
 // RUN: {elapsed_s, requests_per_s, total_tok_s, output_tok_s, limit_s, pct_of_limit, gpu_s,
 // prefill_s, decode_s, prefill_tok_s, decode_tok_s, ttft_ms, tpot_ms, output_tokens,
-// cached_tokens, num_steps}; null where the backend has no such figure.
+// cached_tokens, num_steps, flop_count, prefill_flop_pct, max_gap_ms, baseline_max_gap_ms,
+// long_ttft_ms}; null where the backend or the workload has no such figure.
 nlohmann::json run_json(const RunMeasure& m);
 // Each field's median over the runs (the mean of the middle two for an even count); null
 // where any run has null.

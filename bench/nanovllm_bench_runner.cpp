@@ -1,8 +1,11 @@
 #include "bench/nanovllm_bench_runner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "engine/job/interrupt.h"
 #include "engine/llm_engine.h"
@@ -19,20 +22,49 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Per request: when its first and last tokens arrived (seconds from the run's start).
+// Per request: when it was added and when its first and last tokens arrived (seconds from
+// the run's start).
 struct RequestTimes {
-  double first = -1, last = -1;
-  int64_t tokens = 0;
+  double arrival = 0, first = -1, last = -1;
+  int64_t tokens = 0;  // completion tokens seen so far
+  bool finished = false;
+  std::vector<double> token_times;  // each token's arrival (running requests, late workloads)
 };
 
-void add_all(LLMEngine& engine, const Workload& w) {
-  for (size_t i = 0; i < w.requests.size(); ++i) {
-    const AddRequestResult added = engine.add_request(w.requests[i].prompt, w.requests[i].params);
+// Adds `requests`, which the fresh engine numbers first_id, first_id + 1, ...
+void add_requests(LLMEngine& engine, const std::string& name,
+                  const std::vector<BenchRequest>& requests, int64_t first_id) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const AddRequestResult added = engine.add_request(requests[i].prompt, requests[i].params);
+    const int64_t id = first_id + static_cast<int64_t>(i);
     if (!added.ok())
-      throw std::runtime_error(w.name + ": request " + std::to_string(i) +
+      throw std::runtime_error(name + ": request " + std::to_string(id) +
                                " does not fit the engine limits: " + added.error);
-    CHECK_EQ(*added.seq_id, static_cast<int64_t>(i));  // a fresh engine numbers from 0
+    CHECK_EQ(*added.seq_id, id);  // a fresh engine numbers from 0, in order
   }
+}
+
+// The gaps between consecutive tokens of the running requests around the late one.
+InterferenceMeasure interference_of(const std::vector<RequestTimes>& times, size_t num_running,
+                                    double late_added_s) {
+  InterferenceMeasure im;
+  const RequestTimes& late = times[num_running];
+  im.long_ttft_ms = 1e3 * (late.first - late.arrival);
+  double all_first = 0;  // every running request had its first token
+  for (size_t i = 0; i < num_running; ++i)
+    if (!times[i].token_times.empty())
+      all_first = std::max(all_first, times[i].token_times.front());
+  for (size_t i = 0; i < num_running; ++i) {
+    const std::vector<double>& tt = times[i].token_times;
+    for (size_t k = 1; k < tt.size(); ++k) {
+      const double gap_ms = 1e3 * (tt[k] - tt[k - 1]);
+      if (tt[k] > late_added_s && tt[k - 1] < late.first)
+        im.max_gap_ms = std::max(im.max_gap_ms, gap_ms);
+      if (tt[k - 1] >= all_first && tt[k] <= late_added_s)
+        im.baseline_max_gap_ms = std::max(im.baseline_max_gap_ms, gap_ms);
+    }
+  }
+  return im;
 }
 
 }  // namespace
@@ -51,7 +83,7 @@ double BenchRunner::warm_up(double token_scale) {
   w.requests.push_back(BenchRequest{prompt, p});
   const auto start = Clock::now();
   LLMEngine engine(engine_, executor_);
-  add_all(engine, w);
+  add_requests(engine, w.name, w.requests, 0);
   while (!engine.is_finished()) engine.step();
   executor_.take_steps();
   return seconds_since(start);
@@ -59,9 +91,13 @@ double BenchRunner::warm_up(double token_scale) {
 
 RunMeasure BenchRunner::run(const Workload& w) {
   RunMeasure m;
-  m.num_requests = static_cast<int64_t>(w.requests.size());
+  m.num_requests = w.num_requests();
   m.prompt_tokens = w.prompt_tokens();
-  std::vector<RequestTimes> times(w.requests.size());
+  const size_t num_first = w.requests.size();
+  std::vector<RequestTimes> times(static_cast<size_t>(m.num_requests));
+  const bool late_workload = !w.late_requests.empty();
+  bool late_pending = late_workload;
+  double late_added_s = -1;
   ProgressOptions progress_options;
   progress_options.live = false;  // log lines: the table goes to stdout
   Progress progress(m.num_requests, progress_options);
@@ -69,29 +105,54 @@ RunMeasure BenchRunner::run(const Workload& w) {
 
   const auto start = Clock::now();
   LLMEngine engine(engine_, executor_, tokenizer_);
-  add_all(engine, w);
-  while (!engine.is_finished()) {
+  add_requests(engine, w.name, w.requests, 0);
+  // Request `id` has `count` completion tokens after the step that ended at now_s.
+  const auto saw_tokens = [&](int64_t id, int64_t count, double now_s) {
+    RequestTimes& t = times[static_cast<size_t>(id)];
+    if (count <= t.tokens) return;
+    if (t.first < 0) t.first = now_s;
+    t.last = now_s;
+    t.tokens = count;
+    if (late_workload && static_cast<size_t>(id) < num_first) t.token_times.push_back(now_s);
+  };
+  while (!engine.is_finished() || late_pending) {
     if (interrupt_requested()) throw std::runtime_error("interrupted");
-    const int64_t prefill_steps = engine.stats().num_prefill_steps;
+    // The late requests arrive once every first request has late_after_tokens tokens (or has
+    // finished; so the engine is never finished while they wait).
+    if (late_pending &&
+        std::all_of(
+            times.begin(), times.begin() + static_cast<std::ptrdiff_t>(num_first),
+            [&](const RequestTimes& t) { return t.finished || t.tokens >= w.late_after_tokens; })) {
+      late_added_s = seconds_since(start);
+      add_requests(engine, w.name, w.late_requests, static_cast<int64_t>(num_first));
+      for (size_t i = num_first; i < times.size(); ++i) times[i].arrival = late_added_s;
+      late_pending = false;
+    }
+    const EngineStats before = engine.stats();
     const auto step_start = Clock::now();
     const std::vector<RequestOutput> finished = engine.step();
     const double step_s = seconds_since(step_start), now_s = seconds_since(start);
-    (engine.stats().num_prefill_steps > prefill_steps ? m.prefill_s : m.decode_s) += step_s;
-    // Sequences still running that just got their first token (finished ones below).
-    for (const Sequence* seq : engine.scheduler().running()) {
-      RequestTimes& t = times[static_cast<size_t>(seq->seq_id)];
-      if (t.first < 0 && seq->num_completion_tokens() > 0) t.first = now_s;
-    }
+    const EngineStats& after = engine.stats();
+    // Any prompt token computed makes it a prefill step (a mixed chunked step included).
+    const bool prefill = after.num_prefill_steps > before.num_prefill_steps ||
+                         after.num_prefill_tokens > before.num_prefill_tokens;
+    (prefill ? m.prefill_s : m.decode_s) += step_s;
+    if (!prefill) m.decode_tokens += after.num_decode_tokens - before.num_decode_tokens;
+    // Sequences still running that got a token (finished ones below).
+    for (const Sequence* seq : engine.scheduler().running())
+      saw_tokens(seq->seq_id, seq->num_completion_tokens(), now_s);
     for (const RequestOutput& out : finished) {
+      const auto count = static_cast<int64_t>(out.completion_token_ids.size());
+      saw_tokens(out.seq_id, count, now_s);
       RequestTimes& t = times[static_cast<size_t>(out.seq_id)];
-      if (t.first < 0) t.first = now_s;
+      if (t.first < 0) t.first = now_s;  // no completion token at all
       t.last = now_s;
-      t.tokens = static_cast<int64_t>(out.completion_token_ids.size());
-      m.output_tokens += t.tokens;
+      t.finished = true;
+      m.output_tokens += count;
       m.cached_tokens += out.num_cached_tokens;
       progress.request_finished(true);
     }
-    progress.set_tokens(engine.stats().num_prefill_tokens, engine.stats().num_decode_tokens);
+    progress.set_tokens(after.num_prefill_tokens, after.num_decode_tokens);
     progress.update();
   }
   m.elapsed_s = seconds_since(start);
@@ -99,11 +160,10 @@ RunMeasure BenchRunner::run(const Workload& w) {
 
   const EngineStats& stats = engine.stats();
   m.prefill_tokens = stats.num_prefill_tokens;
-  m.decode_tokens = stats.num_decode_tokens;
   m.num_steps = stats.num_steps;
   int64_t tpot_requests = 0;
   for (const RequestTimes& t : times) {
-    m.ttft_ms += 1e3 * t.first / static_cast<double>(times.size());
+    m.ttft_ms += 1e3 * (t.first - t.arrival) / static_cast<double>(times.size());
     if (t.tokens > 1) {
       m.tpot_ms += 1e3 * (t.last - t.first) / static_cast<double>(t.tokens - 1);
       ++tpot_requests;
@@ -127,6 +187,19 @@ RunMeasure BenchRunner::run(const Workload& w) {
     m.limit_s = run_limit_s(*limit_, steps);
     m.decode_limit_s = run_limit_s(*limit_, decode_steps);
     m.limit_breakdown = run_breakdown(*limit_, steps);
+  }
+  if (late_workload) m.interference = interference_of(times, num_first, late_added_s);
+  if (w.count_prefill_flops) {
+    const std::optional<ModelShape> shape = limit_ ? std::optional(limit_->model) : shape_;
+    if (shape) {
+      std::vector<int64_t> lens;
+      for (const auto* list : {&w.requests, &w.late_requests})
+        for (const BenchRequest& r : *list) lens.push_back(static_cast<int64_t>(r.prompt.size()));
+      m.flop_count = prefill_flops(*shape, lens);
+      if (limit_ && m.prefill_s > 0)
+        m.prefill_flop_pct =
+            100.0 * (*m.flop_count / limit_->tp) / limit_->machine.bf16_flop_per_s / m.prefill_s;
+    }
   }
   return m;
 }

@@ -6,6 +6,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "bench/python_random.h"
 #include "engine/sampling_defaults.h"
 
 namespace nanovllm::bench {
@@ -37,15 +38,29 @@ void set_if(auto& field, const auto& value) {
 
 }  // namespace
 
+int64_t Workload::num_requests() const {
+  return static_cast<int64_t>(requests.size() + late_requests.size());
+}
+
 int64_t Workload::prompt_tokens() const {
   int64_t n = 0;
-  for (const BenchRequest& r : requests) n += static_cast<int64_t>(r.prompt.size());
+  for (const auto* list : {&requests, &late_requests})
+    for (const BenchRequest& r : *list) n += static_cast<int64_t>(r.prompt.size());
   return n;
 }
 
 int64_t Workload::max_output_tokens() const {
   int64_t n = 0;
-  for (const BenchRequest& r : requests) n += r.params.max_tokens;
+  for (const auto* list : {&requests, &late_requests})
+    for (const BenchRequest& r : *list) n += r.params.max_tokens;
+  return n;
+}
+
+int64_t Workload::longest_sequence() const {
+  int64_t n = 0;
+  for (const auto* list : {&requests, &late_requests})
+    for (const BenchRequest& r : *list)
+      n = std::max(n, static_cast<int64_t>(r.prompt.size()) + r.params.max_tokens);
   return n;
 }
 
@@ -141,6 +156,54 @@ Workload shared_prefix_workload(int num_requests, int prefix_len, int suffix_len
   return w;
 }
 
+Workload long_workload(int64_t vocab_size, const SamplingChoice& choice) {
+  constexpr int kRequests = 64;
+  Workload w{"long", "long"};
+  PythonRandom rng(0);
+  std::vector<std::vector<int32_t>> prompts(kRequests);
+  for (std::vector<int32_t>& prompt : prompts) {
+    prompt.resize(static_cast<size_t>(rng.randint(4096, 32768)));
+    for (int32_t& id : prompt) {
+      const int64_t drawn = rng.randint(0, kRandomIdRange);  // 10000 included, as in Python
+      id = static_cast<int32_t>(drawn < vocab_size ? drawn : drawn % vocab_size);
+    }
+  }
+  for (std::vector<int32_t>& prompt : prompts) {
+    const SamplingOverrides s = workload_sampling(static_cast<int>(rng.randint(64, 512)));
+    w.requests.push_back(BenchRequest{std::move(prompt), resolve_params(s, choice)});
+  }
+  w.skip_when_too_long = true;
+  w.count_prefill_flops = true;
+  w.shape = {{"num_requests", kRequests},
+             {"prompt_len", {4096, 32768}},
+             {"max_tokens", {64, 512}},
+             {"seed", 0}};
+  return w;
+}
+
+Workload interference_workload(const InterferenceShape& shape, int64_t vocab_size,
+                               const SamplingChoice& choice) {
+  Workload w{"interference", "interference"};
+  std::mt19937_64 rng(3000);
+  const SamplingParams running =
+      resolve_params(workload_sampling(shape.running_output_len), choice);
+  for (int i = 0; i < shape.num_running; ++i)
+    w.requests.push_back(
+        BenchRequest{random_ids(rng, shape.running_prompt_len, vocab_size), running});
+  w.late_requests.push_back(
+      BenchRequest{random_ids(rng, shape.late_prompt_len, vocab_size),
+                   resolve_params(workload_sampling(shape.late_output_len), choice)});
+  w.late_after_tokens = shape.late_after_tokens;
+  w.skip_when_too_long = true;
+  w.shape = {{"num_running", shape.num_running},
+             {"running_prompt_len", shape.running_prompt_len},
+             {"running_output_len", shape.running_output_len},
+             {"late_prompt_len", shape.late_prompt_len},
+             {"late_output_len", shape.late_output_len},
+             {"late_after_tokens", shape.late_after_tokens}};
+  return w;
+}
+
 std::vector<Workload> make_workloads(const BenchOptions& o, int64_t vocab_size) {
   const SamplingChoice choice = sampling_choice(o);
   std::vector<Workload> out;
@@ -154,13 +217,20 @@ std::vector<Workload> make_workloads(const BenchOptions& o, int64_t vocab_size) 
   if (o.runs_workload("shared-prefix"))
     out.push_back(shared_prefix_workload(o.prefix_requests, o.prefix_len, o.suffix_len,
                                          o.prefix_output_len, vocab_size, choice));
+  if (o.runs_workload("long")) out.push_back(long_workload(vocab_size, choice));
+  if (o.runs_workload("interference"))
+    out.push_back(interference_workload(InterferenceShape{}, vocab_size, choice));
   // --seed: request i samples with seed + i (unset: the engine derives one from its id).
+  // Late requests number after the others, as the engine numbers them.
   if (o.sampling_flags.seed)
-    for (Workload& w : out)
-      for (size_t i = 0; i < w.requests.size(); ++i)
-        w.requests[i].params.seed = *o.sampling_flags.seed + i;
+    for (Workload& w : out) {
+      size_t i = 0;
+      for (auto* list : {&w.requests, &w.late_requests})
+        for (BenchRequest& r : *list) r.params.seed = *o.sampling_flags.seed + i++;
+    }
   for (Workload& w : out)
-    for (BenchRequest& r : w.requests) r.params.stop = o.stop;
+    for (auto* list : {&w.requests, &w.late_requests})
+      for (BenchRequest& r : *list) r.params.stop = o.stop;
   return out;
 }
 

@@ -82,8 +82,10 @@ PrefixMatch BlockManager::match_fork(const Sequence& seq, const Sequence& source
   PrefixMatch match = match_prefix(seq);
   // Full prompt blocks only (a completion's own tokens follow), and never seq's last block:
   // the model needs a query token, and a shared block is never written.
-  const int shared = std::min({seq.num_prompt_tokens / block_size_, seq.num_blocks() - 1,
-                               static_cast<int>(source.block_table.size())});
+  // Only blocks whose KV exists by the end of this step (source's chunk may stop mid-block).
+  const int source_kv = source.num_computed_tokens + source.num_scheduled_tokens;
+  const int shared = std::min(
+      {seq.num_prompt_tokens / block_size_, seq.num_blocks() - 1, source_kv / block_size_});
   if (shared * block_size_ <= match.num_cached_tokens) return match;
   // Source's blocks are in use (ref_count >= 1): shared, never revived from the free list.
   match.cached_block_ids.assign(source.block_table.begin(), source.block_table.begin() + shared);
@@ -101,12 +103,32 @@ void BlockManager::allocate(Sequence& seq) {
 }
 
 void BlockManager::allocate(Sequence& seq, const PrefixMatch& match) {
-  CHECK(seq.block_table.empty());
-  CHECK(can_allocate(match));
-  const int n = seq.num_blocks();
+  allocate(seq, match, seq.num_tokens());
+}
+
+namespace {
+int blocks_for(int num_tokens, int block_size) {
+  return (num_tokens + block_size - 1) / block_size;
+}
+}  // namespace
+
+bool BlockManager::can_allocate(const Sequence& seq, const PrefixMatch& match,
+                                int num_tokens) const {
   const int num_cached = static_cast<int>(match.cached_block_ids.size());
-  CHECK_LT(num_cached, n);
-  CHECK_LE(static_cast<int>(match.hashes.size()), n);
+  // Revived hits count too: they leave the free list (match's total less its fresh blocks).
+  const int revived = match.num_blocks_needed - (seq.num_blocks() - num_cached);
+  const int fresh = blocks_for(num_tokens, block_size_) - num_cached;
+  return fresh + revived <= num_free_blocks();
+}
+
+void BlockManager::allocate(Sequence& seq, const PrefixMatch& match, int num_tokens) {
+  CHECK(seq.block_table.empty());
+  CHECK(can_allocate(seq, match, num_tokens));
+  const int n = blocks_for(num_tokens, block_size_);
+  const int num_cached = static_cast<int>(match.cached_block_ids.size());
+  CHECK_LT(match.num_cached_tokens, num_tokens);
+  CHECK_LE(num_tokens, seq.num_tokens());
+  CHECK_LE(static_cast<int>(match.hashes.size()), seq.num_blocks());
   // Hits first: revived blocks must leave the free list before fresh blocks are taken from it.
   for (const int32_t id : match.cached_block_ids) {
     Block& b = blocks_[id];
@@ -119,13 +141,15 @@ void BlockManager::allocate(Sequence& seq, const PrefixMatch& match) {
   }
   for (int i = num_cached; i < n; ++i) {
     const int32_t id = allocate_fresh_block();
-    if (i < static_cast<int>(match.hashes.size())) {
+    // Only blocks whose every token is computed by this step are findable by others.
+    if (i < static_cast<int>(match.hashes.size()) && (i + 1) * block_size_ <= num_tokens) {
       const int32_t parent = i > 0 ? seq.block_table[i - 1] : -1;
       register_hash(id, match.hashes[i], seq.block(i), parent);
     }
     seq.block_table.push_back(id);
   }
   seq.num_cached_tokens = match.num_cached_tokens;
+  seq.num_computed_tokens = match.num_cached_tokens;
 }
 
 void BlockManager::deallocate(Sequence& seq) {
@@ -136,35 +160,38 @@ void BlockManager::deallocate(Sequence& seq) {
   }
   seq.block_table.clear();
   seq.num_cached_tokens = 0;
+  seq.num_computed_tokens = 0;
 }
 
-bool BlockManager::can_append(const Sequence& seq) const {
-  const bool needs_block = seq.num_blocks() > static_cast<int>(seq.block_table.size());
-  return num_free_blocks() >= (needs_block ? 1 : 0);
+bool BlockManager::can_grow(const Sequence& seq, int num_tokens) const {
+  const int needed = blocks_for(num_tokens, block_size_) - static_cast<int>(seq.block_table.size());
+  return num_free_blocks() >= std::max(needed, 0);
 }
 
-void BlockManager::may_append(Sequence& seq) {
+void BlockManager::grow(Sequence& seq, int num_tokens) {
   std::vector<int32_t>& table = seq.block_table;
   CHECK(!table.empty());
-  if (seq.num_blocks() > static_cast<int>(table.size())) {
-    // The new token starts a block; the previous one is full and hashed.
-    CHECK_EQ(seq.num_blocks(), static_cast<int>(table.size()) + 1);
-    CHECK(!prefix_caching_ || blocks_[table.back()].hash.has_value());
+  CHECK_LE(num_tokens, seq.num_tokens());
+  // Every block before the last one held is full and hashed; the last may fill up now.
+  const int first = static_cast<int>(table.size()) - 1;
+  while (static_cast<int>(table.size()) < blocks_for(num_tokens, block_size_))
     table.push_back(allocate_fresh_block());
-  }
-  CHECK_EQ(seq.num_blocks(), static_cast<int>(table.size()));
-  if (prefix_caching_ && seq.num_tokens() % block_size_ == 0) {
-    // The new token fills the last block: hash it so later prompts can share it.
-    const int32_t last = table.back();
-    CHECK(!blocks_[last].hash.has_value());
-    const int32_t parent = table.size() > 1 ? table[table.size() - 2] : -1;
+  if (prefix_caching_) hash_full_blocks(seq, first, num_tokens / block_size_);
+}
+
+void BlockManager::hash_full_blocks(const Sequence& seq, int first, int last) {
+  for (int i = std::max(first, 0); i < last; ++i) {
+    const int32_t id = seq.block_table[i];
+    if (blocks_[id].hash) continue;
+    const int32_t parent = i > 0 ? seq.block_table[i - 1] : -1;
     std::optional<uint64_t> prefix;
     if (parent >= 0) {
       prefix = blocks_[parent].hash;
       CHECK(prefix.has_value());
     }
-    const std::span<const int32_t> tokens = seq.block(seq.num_blocks() - 1);
-    register_hash(last, hash_fn_(prefix, tokens), tokens, parent);
+    const std::span<const int32_t> tokens = seq.block(i);
+    CHECK_EQ(static_cast<int>(tokens.size()), block_size_);
+    register_hash(id, hash_fn_(prefix, tokens), tokens, parent);
   }
 }
 

@@ -58,16 +58,27 @@ class BlockManager {
   bool can_allocate(const PrefixMatch& match) const {
     return match.num_blocks_needed <= num_free_blocks();
   }
-  // Fills seq.block_table and seq.num_cached_tokens (seq.block_table must be empty).
+  // Chunked prefill: room for the blocks of seq's first `num_tokens` tokens only (at least
+  // the cached ones and one more).
+  bool can_allocate(const Sequence& seq, const PrefixMatch& match, int num_tokens) const;
+  // Fills seq.block_table, seq.num_cached_tokens and seq.num_computed_tokens (= the cached
+  // ones; seq.block_table must be empty); match from match_prefix(seq), unchanged since.
+  // With num_tokens, only the blocks of seq's first num_tokens tokens (a first chunk); the
+  // full ones among them are hashed, as they are computed in this step.
   void allocate(Sequence& seq);
-  void allocate(Sequence& seq,
-                const PrefixMatch& match);  // match from match_prefix(seq), unchanged since
+  void allocate(Sequence& seq, const PrefixMatch& match);
+  void allocate(Sequence& seq, const PrefixMatch& match, int num_tokens);
   // Releases seq's blocks (last block first, so a shared prefix stays cached longest).
   void deallocate(Sequence& seq);
   // Decode: seq just got a token; a new block is needed when that token starts one.
-  bool can_append(const Sequence& seq) const;
+  bool can_append(const Sequence& seq) const { return can_grow(seq, seq.num_tokens()); }
   // Allocates that block, or hashes the last block once the new token fills it.
-  void may_append(Sequence& seq);
+  void may_append(Sequence& seq) { grow(seq, seq.num_tokens()); }
+  // A next chunk: the blocks of seq's first `num_tokens` tokens (it holds some already).
+  bool can_grow(const Sequence& seq, int num_tokens) const;
+  // Allocates them and hashes every block full within num_tokens that has no hash yet (its
+  // last tokens are computed in this step).
+  void grow(Sequence& seq, int num_tokens);
 
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
   int block_size() const { return block_size_; }
@@ -88,6 +99,8 @@ class BlockManager {
   // landed in parent_block_id.
   std::optional<int32_t> find_cached(uint64_t hash, std::span<const int32_t> token_ids,
                                      int32_t parent_block_id) const;
+  // Hashes seq's blocks [first, last) that are full and have no hash yet, in order.
+  void hash_full_blocks(const Sequence& seq, int first, int last);
   // Takes a free block for new content: drops its old hash entry, clears its content.
   int32_t allocate_fresh_block();
   // Takes a specific free block, keeping its content (revival of a cached block).

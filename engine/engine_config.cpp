@@ -30,11 +30,14 @@ void EngineConfig::validate() const {
   if (num_kvcache_blocks != -1) require_positive("num_kvcache_blocks", num_kvcache_blocks);
   // Without chunked prefill a prompt (or a preempted sequence) of max_model_len tokens must
   // fit in one step's budget, or it could never be scheduled.
-  if (max_num_batched_tokens < max_model_len)
+  if (!enable_chunked_prefill && max_num_batched_tokens < max_model_len)
     throw std::invalid_argument("max_num_batched_tokens (" +
                                 std::to_string(max_num_batched_tokens) +
                                 ") must be >= max_model_len (" + std::to_string(max_model_len) +
-                                ") until chunked prefill exists");
+                                ") without chunked prefill (--no-enable-chunked-prefill)");
+  if (long_prefill_token_threshold < 0)
+    throw std::invalid_argument("long_prefill_token_threshold must be >= 0, got " +
+                                std::to_string(long_prefill_token_threshold));
   // A decode step has one token per running sequence: with fewer tokens per step than
   // sequences admitted, the sequences beyond the budget hold their KV and starve (vLLM
   // refuses this too).

@@ -139,9 +139,12 @@ std::vector<RequestOutput> LLMEngine::step() {
   CHECK_MSG(!batch.empty(), "scheduler produced an empty batch with "
                                 << scheduler_.waiting().size() << " waiting and "
                                 << scheduler_.running().size() << " running");
-  for (Sequence* seq : batch.preempted) release_sampling_slot(*seq);
+  // A prompt preempted between chunks has not sampled yet: it holds no slot.
+  for (Sequence* seq : batch.preempted)
+    if (seq->sampling_slot >= 0) release_sampling_slot(*seq);
 
-  StepCommand cmd = batch.is_prefill ? build_prefill_command(batch.seqs, config_.kvcache_block_size,
+  StepCommand cmd = batch.is_prefill ? build_prefill_command(batch.seqs, batch.num_scheduled_tokens,
+                                                             config_.kvcache_block_size,
                                                              sampling_slots_, config_.eos_token_ids)
                                      : build_decode_command(batch.seqs, config_.kvcache_block_size);
   cmd.step_id = next_step_id_++;
@@ -150,20 +153,24 @@ std::vector<RequestOutput> LLMEngine::step() {
   start = std::chrono::steady_clock::now();
   const std::vector<int32_t> tokens = executor_.execute(cmd).sampled_token_ids;
   stats_.executor_seconds += seconds_since(start);
-  CHECK_EQ(tokens.size(), batch.seqs.size());
 
   start = std::chrono::steady_clock::now();
+  // The rows that reached their sequence's end sampled its next token (a chunk short of a
+  // prompt's end samples nothing).
+  std::vector<Sequence*> sampled;
+  for (size_t b = 0; b < batch.seqs.size(); ++b) {
+    Sequence* seq = batch.seqs[b];
+    seq->num_computed_tokens += batch.num_scheduled_tokens[b];
+    if (seq->num_computed_tokens == seq->num_tokens()) sampled.push_back(seq);
+  }
+  CHECK_EQ(tokens.size(), sampled.size());
   ++stats_.num_steps;
   stats_.num_preemptions += scheduler_.num_preemptions() - preemptions_before;
-  if (batch.is_prefill) {
-    ++stats_.num_prefill_steps;
-    stats_.num_prefill_tokens += batch.num_tokens();
-    for (const Sequence* seq : batch.seqs) stats_.num_cached_tokens += seq->num_cached_tokens;
-  } else {
-    ++stats_.num_decode_steps;
-    stats_.num_decode_tokens += batch.num_tokens();
-  }
-  const std::vector<Sequence*> finished = scheduler_.postprocess(batch.seqs, tokens);
+  ++(batch.is_prefill ? stats_.num_prefill_steps : stats_.num_decode_steps);
+  stats_.num_prefill_tokens += batch.num_tokens() - batch.num_decode_tokens;
+  stats_.num_decode_tokens += batch.num_decode_tokens;
+  stats_.num_cached_tokens += batch.num_cached_tokens;
+  const std::vector<Sequence*> finished = scheduler_.postprocess(sampled, tokens);
   for (Sequence* seq : finished) {
     release_sampling_slot(*seq);
     outputs.push_back(output_of(*seq));

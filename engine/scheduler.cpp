@@ -26,7 +26,7 @@ std::string Scheduler::rejection_reason(int num_prompt_tokens, const SamplingPar
   if (params.max_tokens < 1) return "max_tokens must be >= 1, got " + str(params.max_tokens);
   if (std::string room = prompt_room_error(num_prompt_tokens, config_.max_model_len); !room.empty())
     return room;
-  if (num_prompt_tokens > config_.max_num_batched_tokens)
+  if (!config_.enable_chunked_prefill && num_prompt_tokens > config_.max_num_batched_tokens)
     return "prompt has " + str(num_prompt_tokens) + " tokens, more than max_num_batched_tokens (" +
            str(config_.max_num_batched_tokens) + ")";
   // The most KV it can ever hold must fit the whole cache, or it would wait forever.
@@ -59,8 +59,18 @@ const Sequence* Scheduler::running_sibling(const Sequence& seq) const {
 
 ScheduledBatch Scheduler::schedule() {
   ScheduledBatch batch;
-  if (!schedule_prefill(batch)) schedule_decode(batch);
+  for (Sequence* seq : running_) seq->num_scheduled_tokens = 0;
+  if (config_.enable_chunked_prefill) {
+    schedule_chunked(batch);
+  } else if (!schedule_prefill(batch)) {
+    schedule_decode(batch);
+  }
   return batch;
+}
+
+PrefixMatch Scheduler::admission_match(const Sequence& seq) const {
+  const Sequence* sibling = running_sibling(seq);
+  return sibling ? block_manager_.match_fork(seq, *sibling) : block_manager_.match_prefix(seq);
 }
 
 bool Scheduler::schedule_prefill(ScheduledBatch& batch) {
@@ -69,23 +79,25 @@ bool Scheduler::schedule_prefill(ScheduledBatch& batch) {
   // the next decode batch; nano-vllm lets running grow past it and starves the overflow.
   while (!waiting_.empty() && static_cast<int>(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
-    const Sequence* sibling = running_sibling(*seq);
-    const PrefixMatch match =
-        sibling ? block_manager_.match_fork(*seq, *sibling) : block_manager_.match_prefix(*seq);
+    const PrefixMatch match = admission_match(*seq);
     // Only uncached tokens cost compute.
     const int num_new_tokens = seq->num_tokens() - match.num_cached_tokens;
     if (num_batched_tokens + num_new_tokens > config_.max_num_batched_tokens ||
         !block_manager_.can_allocate(match))
       break;
+    // With chunked prefill, a long prompt goes in chunks (scheduler_chunked.cpp).
+    if (config_.enable_chunked_prefill && !prompt_fits_whole(*seq)) break;
     block_manager_.allocate(*seq, match);
     if (seq->first_prefill_cached_tokens < 0)
       seq->first_prefill_cached_tokens = seq->num_cached_tokens;
     num_batched_tokens += num_new_tokens;
+    batch.num_cached_tokens += seq->num_cached_tokens;
     seq->status = SequenceStatus::kRunning;
     waiting_.pop_front();
     running_.push_back(seq);
     batch.seqs.push_back(seq);
     batch.num_scheduled_tokens.push_back(num_new_tokens);
+    seq->num_scheduled_tokens = num_new_tokens;
   }
   batch.is_prefill = !batch.empty();
   return batch.is_prefill;
@@ -98,33 +110,34 @@ void Scheduler::schedule_decode(ScheduledBatch& batch) {
   while (!running_.empty() && batch.seqs.size() < limit) {
     Sequence* seq = running_.front();
     running_.pop_front();
-    bool preempted_self = false;
-    while (!block_manager_.can_append(*seq)) {
-      if (!running_.empty()) {
-        // Evict the most recently admitted sequence first (it has the least work done).
-        Sequence* victim = running_.back();
-        running_.pop_back();
-        preempt(victim);
-        batch.preempted.push_back(victim);
-      } else {
-        preempt(seq);
-        batch.preempted.push_back(seq);
-        preempted_self = true;
-        break;
-      }
-    }
-    if (preempted_self) continue;
+    if (!make_room(*seq, seq->num_tokens(), running_, batch)) continue;
     block_manager_.may_append(*seq);
     batch.seqs.push_back(seq);
     batch.num_scheduled_tokens.push_back(1);
+    seq->num_scheduled_tokens = 1;
+    ++batch.num_decode_tokens;
   }
   // Scheduled sequences go back to the front, in order, ahead of any not reached this step.
   running_.insert(running_.begin(), batch.seqs.begin(), batch.seqs.end());
   batch.is_prefill = false;
 }
 
+bool Scheduler::make_room(Sequence& seq, int num_tokens, std::deque<Sequence*>& others,
+                          ScheduledBatch& batch) {
+  while (!block_manager_.can_grow(seq, num_tokens)) {
+    // Evict the most recently admitted sequence first (it has the least work done).
+    Sequence* victim = others.empty() ? &seq : others.back();
+    if (!others.empty()) others.pop_back();
+    preempt(victim);
+    batch.preempted.push_back(victim);
+    if (victim == &seq) return false;
+  }
+  return true;
+}
+
 void Scheduler::preempt(Sequence* seq) {
   seq->status = SequenceStatus::kWaiting;
+  seq->num_scheduled_tokens = 0;
   block_manager_.deallocate(*seq);
   waiting_.push_front(seq);
   ++seq->num_preemptions;

@@ -1,5 +1,6 @@
-// Continuous batching (nano-vllm's Scheduler): a waiting and a running queue; each step is
-// either a prefill of waiting sequences or one decode token for every running one. When a
+// Continuous batching (nano-vllm's Scheduler): a waiting and a running queue. Without
+// chunked prefill each step is either a prefill of waiting sequences or one decode token for
+// every running one; with it, a step is a token budget shared by decodes and prompt chunks. When a
 // decode cannot get a KV block, the most recently admitted running sequence is preempted
 // (its blocks freed, recomputed later from its tokens). The n completions of one request
 // are prefilled together: the first computes the prompt, the others share its full blocks
@@ -21,10 +22,15 @@ namespace nanovllm {
 
 struct ScheduledBatch {
   std::vector<Sequence*> seqs;
+  // The step runs as a prefill command (varlen rows) rather than a decode command: some row
+  // computes more than one token or starts a sequence.
   bool is_prefill = false;
-  // [seqs.size()] tokens each sequence computes this step: num_tokens - num_cached_tokens for
-  // prefill, 1 for decode.
+  // [seqs.size()] tokens each sequence computes this step, from its num_computed_tokens: the
+  // rest of its prompt (or a chunk of it, with chunked prefill), 1 for decode. A row samples
+  // when it reaches num_tokens().
   std::vector<int> num_scheduled_tokens;
+  int num_decode_tokens = 0;  // rows of sequences that were decoding (the rest is prefill)
+  int num_cached_tokens = 0;  // prefix-cache hits of the sequences admitted in this step
   // Running sequences this schedule() call sent back to waiting (decode only): the engine
   // gives back what they hold outside the block manager (their sampling slots).
   std::vector<Sequence*> preempted;
@@ -59,6 +65,22 @@ class Scheduler {
  private:
   bool schedule_prefill(ScheduledBatch& batch);
   void schedule_decode(ScheduledBatch& batch);
+  // Chunked prefill (scheduler_chunked.cpp): a budget of max_num_batched_tokens, decodes
+  // first, then chunks of prefilling sequences, then newly admitted ones.
+  void schedule_chunked(ScheduledBatch& batch);
+  void schedule_running_chunked(ScheduledBatch& batch, bool take_decodes, bool take_chunks,
+                                int& budget);
+  void admit_chunked(ScheduledBatch& batch, int& budget);
+  // The tokens a sequence with `remaining` to compute may take in a step with `budget` left.
+  int chunk_size(int remaining, int budget) const;
+  // Chunked prefill: seq (waiting) can be prefilled in one step, under the threshold.
+  bool prompt_fits_whole(const Sequence& seq) const;
+  // The matched prefix seq would get at admission (its own, or a running sibling's).
+  PrefixMatch admission_match(const Sequence& seq) const;
+  // Blocks for seq's first num_tokens tokens, preempting from the back of `others` (the
+  // running sequences not yet scheduled), then seq itself. False when seq was preempted.
+  bool make_room(Sequence& seq, int num_tokens, std::deque<Sequence*>& others,
+                 ScheduledBatch& batch);
   void preempt(Sequence* seq);
   bool is_eos(int32_t token_id) const;
   // Why seq, which just got `token`, finishes now (kNone: it goes on); records the stop
@@ -74,6 +96,7 @@ class Scheduler {
   // request_id -> its unfinished completions, for requests with n > 1.
   std::unordered_map<int64_t, std::vector<Sequence*>> siblings_;
   int64_t num_preemptions_ = 0;
+  bool last_step_had_chunks_ = false;  // alternating chunked steps: what the last step was
 };
 
 }  // namespace nanovllm

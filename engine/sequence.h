@@ -42,7 +42,14 @@ class Sequence {
   std::vector<int32_t> token_ids;  // prompt followed by completion
   int32_t last_token;
   int num_prompt_tokens;
-  int num_cached_tokens = 0;         // leading tokens whose KV came from the prefix cache
+  int num_cached_tokens = 0;  // leading tokens whose KV came from the prefix cache
+  // Leading tokens whose KV is in the cache (cached or computed): a step computes tokens
+  // [num_computed_tokens, num_computed_tokens + its chunk); when that reaches num_tokens()
+  // the step samples the next token. 1 short of num_tokens() while decoding.
+  int num_computed_tokens = 0;
+  // Tokens the step being scheduled computes for it (0 when it is not in that step): its KV
+  // up to num_computed_tokens + this exists once the step ran, so a sibling may share it.
+  int num_scheduled_tokens = 0;
   std::vector<int32_t> block_table;  // KV block ids, one per block_size tokens
   SamplingParams sampling_params;
   int block_size;

@@ -79,30 +79,43 @@ StepLimits step_limits(const EngineConfig& config) {
                     config.kvcache_block_size};
 }
 
-StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size,
+StepCommand build_prefill_command(std::span<Sequence* const> seqs,
+                                  std::span<const int> num_scheduled_tokens, int block_size,
                                   SamplingSlots& slots, std::span<const int32_t> eos_token_ids) {
+  CHECK_EQ(seqs.size(), num_scheduled_tokens.size());
   StepCommand cmd;
   cmd.kind = StepKind::kPrefill;
   cmd.cu_seqlens_q.push_back(0);
   cmd.cu_seqlens_k.push_back(0);
-  for (Sequence* s : seqs) {
-    const int start = s->num_cached_tokens, len = s->num_tokens();
-    CHECK_MSG(start < len, "seq " << s->seq_id << " has nothing to prefill");
-    for (int t = start; t < len; ++t) {
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    Sequence* s = seqs[b];
+    const int start = s->num_computed_tokens, end = start + num_scheduled_tokens[b];
+    CHECK_MSG(start < end && end <= s->num_tokens(), "seq " << s->seq_id << " schedules tokens ["
+                                                            << start << ", " << end << ") of "
+                                                            << s->num_tokens());
+    for (int t = start; t < end; ++t) {
       cmd.input_ids.push_back(s->token_ids[t]);
       cmd.positions.push_back(t);
       cmd.slot_mapping.push_back(slot_of(*s, t, block_size));
     }
-    cmd.cu_seqlens_q.push_back(cmd.cu_seqlens_q.back() + (len - start));
-    cmd.cu_seqlens_k.push_back(cmd.cu_seqlens_k.back() + len);
-    cmd.max_seqlen_q = std::max(cmd.max_seqlen_q, len - start);
-    cmd.max_seqlen_k = std::max(cmd.max_seqlen_k, len);
+    cmd.cu_seqlens_q.push_back(cmd.cu_seqlens_q.back() + (end - start));
+    cmd.cu_seqlens_k.push_back(cmd.cu_seqlens_k.back() + end);
+    cmd.max_seqlen_q = std::max(cmd.max_seqlen_q, end - start);
+    cmd.max_seqlen_k = std::max(cmd.max_seqlen_k, end);
+    if (end < s->num_tokens()) continue;  // a chunk short of the prompt's end samples nothing
     cmd.logits_indices.push_back(cmd.cu_seqlens_q.back() - 1);
     if (s->sampling_slot < 0) assign_sampling_slot(cmd, *s, slots, eos_token_ids);
     cmd.sample_slots.push_back(s->sampling_slot);
   }
   fill_block_tables(cmd, seqs);
   return cmd;
+}
+
+StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size,
+                                  SamplingSlots& slots, std::span<const int32_t> eos_token_ids) {
+  std::vector<int> counts;  // [B]
+  for (const Sequence* s : seqs) counts.push_back(s->num_tokens() - s->num_computed_tokens);
+  return build_prefill_command(seqs, counts, block_size, slots, eos_token_ids);
 }
 
 StepCommand build_decode_command(std::span<Sequence* const> seqs, int block_size) {

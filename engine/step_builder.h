@@ -14,12 +14,18 @@
 
 namespace nanovllm {
 
-// Prefill: the tokens [num_cached_tokens, num_tokens) of each sequence; one sampled row per
-// sequence (its last token). A sequence without a sampling slot takes the lowest free one from
-// `slots` and its parameters go into new_slot_params (its seed must be resolved: CHECK). With
-// min_tokens > 0 they carry its min_tokens mask: min_tokens_position = num_prompt_tokens +
-// min_tokens, masked ids = eos_token_ids (the engine's; none when ignore_eos) then its
-// stop_token_ids, each id once (more than kMaxMinTokensMaskedIds: CHECK).
+// Prefill (varlen rows): the tokens [num_computed_tokens, + num_scheduled_tokens[b]) of each
+// sequence (a chunk, the rest of a prompt, or one decode token in a mixed step). A row that
+// reaches num_tokens() samples (one logits row, its last token); a sampling row without a
+// sampling slot takes the lowest free one from `slots` and its parameters go into
+// new_slot_params (its seed must be resolved: CHECK). With min_tokens > 0 they carry its
+// min_tokens mask: min_tokens_position = num_prompt_tokens + min_tokens, masked ids =
+// eos_token_ids (the engine's; none when ignore_eos) then its stop_token_ids, each id once
+// (more than kMaxMinTokensMaskedIds: CHECK).
+StepCommand build_prefill_command(std::span<Sequence* const> seqs,
+                                  std::span<const int> num_scheduled_tokens, int block_size,
+                                  SamplingSlots& slots, std::span<const int32_t> eos_token_ids);
+// The same with every sequence computing all its tokens from num_computed_tokens.
 StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size,
                                   SamplingSlots& slots, std::span<const int32_t> eos_token_ids);
 // Decode: the last token of each sequence. Each one holds a sampling slot since its prefill

@@ -40,6 +40,7 @@ void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus
   if (!(o.stall_log_interval_s > 0.0 && o.stall_log_interval_s <= 1e9))
     throw UsageError("--stall-log-interval " + std::to_string(o.stall_log_interval_s) +
                      ": must be more than 0 and at most 1e9 seconds");
+  // The budget vs max_model_len rule (chunking off) needs the model's limit: run_settings.
   if (o.output && o.output->string() == "-") o.output.reset();
   if (o.resume && !o.output)
     throw UsageError(
@@ -99,8 +100,20 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
   app.add_option("--max-num-seqs", o.max_num_seqs, "most sequences in one step")
       ->check(positive)
       ->capture_default_str();
-  app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "most tokens in one step")
+  app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
+                 "most tokens computed in one step (prompt chunks and decodes together); "
+                 "without chunked prefill at least --max-model-len")
       ->check(positive)
+      ->capture_default_str();
+  app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o.enable_chunked_prefill,
+               std::string("split prompts longer than the step budget over several steps, "
+                           "mixed with the running decodes (default: ") +
+                   (o.enable_chunked_prefill ? "on" : "off") +
+                   "); --no-enable-chunked-prefill: a prompt is prefilled in one step");
+  app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
+                 "with chunked prefill: most tokens of one prompt per step (0 = up to the "
+                 "whole budget)")
+      ->check(CLI::Range(0, INT_MAX))
       ->capture_default_str();
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                  "share of GPU memory to use, in (0, 1]")

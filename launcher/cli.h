@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/engine_config.h"
 #include "engine/request.h"
 #include "kernels/tensor.h"
 
@@ -23,7 +24,11 @@ struct LaunchOptions {
   Device device = Device::kCuda;     // --device; default cuda when a GPU is visible, else cpu
   std::optional<int> max_model_len;  // unset: from the model's config
   int max_num_seqs = 512;
-  int max_num_batched_tokens = 16384;
+  int max_num_batched_tokens = 16384;  // tokens computed per step (the per-step budget)
+  // vLLM's --enable-chunked-prefill / --no-enable-chunked-prefill and
+  // --long-prefill-token-threshold (0 = off). Defaults are EngineConfig's (set there only).
+  bool enable_chunked_prefill = EngineConfig{}.enable_chunked_prefill;
+  int long_prefill_token_threshold = EngineConfig{}.long_prefill_token_threshold;
   double gpu_memory_utilization = 0.9;         // (0, 1]
   int block_size = 256;                        // > 0, multiple of 16
   std::optional<int> num_gpu_blocks_override;  // also the block count of the CPU backend

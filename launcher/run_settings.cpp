@@ -44,6 +44,18 @@ EngineConfig engine_config(const LaunchOptions& o, const ModelConfig& model) {
   e.cap_max_model_len(static_cast<int>(model.max_position_embeddings));
   e.kvcache_block_size = o.block_size;
   e.eos_token_ids = model.eos_token_ids;
+  e.enable_chunked_prefill = o.enable_chunked_prefill;
+  e.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  // EngineConfig::validate's rule, in the flags' words: only without chunking must one step
+  // hold a whole max_model_len prompt (checked after the cap by the model's limit).
+  if (!e.enable_chunked_prefill && e.max_num_batched_tokens < e.max_model_len)
+    throw UsageError(
+        "--max-num-batched-tokens " + std::to_string(e.max_num_batched_tokens) +
+        " is less than max_model_len " + std::to_string(e.max_model_len) +
+        (o.max_model_len ? " (--max-model-len)" : " (the default --max-model-len)") +
+        ": with --no-enable-chunked-prefill a prompt is prefilled in one step, so the step "
+        "budget must hold max_model_len tokens; raise --max-num-batched-tokens to " +
+        std::to_string(e.max_model_len) + ", lower --max-model-len, or leave chunked prefill on");
   try {
     e.validate();
   } catch (const std::invalid_argument& err) {
@@ -96,9 +108,11 @@ RunSettings make_run_settings(const LaunchOptions& o) {
   const EngineConfig& e = job.engine;
   spdlog::info(
       "model {} ({} layers, hidden {}), --tp {}, device {}, max_model_len {}, "
+      "{} tokens per step, chunked prefill {} (long prefill threshold {}), "
       "{} KV blocks of {} tokens (0: sized after warm-up), {} CPU threads per rank",
       s.model_dir.string(), s.model.num_hidden_layers, s.model.hidden_size, s.tp_size,
-      s.device == Device::kCpu ? "cpu" : "cuda", e.max_model_len, e.num_kvcache_blocks,
+      s.device == Device::kCpu ? "cpu" : "cuda", e.max_model_len, e.max_num_batched_tokens,
+      e.enable_chunked_prefill ? "on" : "off", e.long_prefill_token_threshold, e.num_kvcache_blocks,
       e.kvcache_block_size, s.cpu_threads);
   return s;
 }

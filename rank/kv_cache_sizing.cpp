@@ -1,5 +1,6 @@
 #include "rank/kv_cache_sizing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -26,6 +27,55 @@ int plan_kv_cache_blocks(const KvCacheSizing& sizing, const ModelConfig& config,
                              std::to_string(sizing.cpu_kv_cache_space_gib) +
                              " GiB; raise it or set --num-gpu-blocks-override");
   return blocks;
+}
+
+WarmupShape warmup_shape(int max_num_batched_tokens, int max_num_seqs, int max_model_len) {
+  CHECK_GT(max_num_batched_tokens, 0);
+  CHECK_GT(max_num_seqs, 0);
+  CHECK_GT(max_model_len, 0);
+  WarmupShape s;
+  s.max_model_len = max_model_len;
+  // A decode step has max_num_seqs tokens: the workspace must hold that too.
+  s.tokens = std::max(max_num_batched_tokens, max_num_seqs);
+  const int64_t seqs = (s.tokens + max_model_len - 1) / max_model_len;
+  s.rows = std::max<int64_t>(max_num_seqs, seqs);
+  return s;
+}
+
+StepCommand warmup_step_command(const WarmupShape& shape, int block_table_width, int num_slots) {
+  const int64_t tokens = shape.tokens, len = shape.max_model_len, rows = shape.rows;
+  CHECK_GT(tokens, 0);
+  CHECK_GT(len, 0);
+  CHECK_GT(rows, 0);
+  CHECK_GT(num_slots, 0);
+  StepCommand cmd;
+  cmd.kind = StepKind::kPrefill;
+  cmd.cu_seqlens_q.push_back(0);
+  cmd.cu_seqlens_k.push_back(0);
+  for (int64_t start = 0; start < tokens; start += len) {
+    const int q_len = static_cast<int>(std::min(len, tokens - start));
+    const int prefix = static_cast<int>(len) - q_len;  // a chunk of a max_model_len sequence
+    for (int t = 0; t < q_len; ++t) {
+      cmd.input_ids.push_back(0);
+      cmd.positions.push_back(prefix + t);
+      cmd.slot_mapping.push_back(-1);
+    }
+    cmd.cu_seqlens_q.push_back(cmd.cu_seqlens_q.back() + q_len);
+    cmd.cu_seqlens_k.push_back(cmd.cu_seqlens_k.back() + static_cast<int>(len));
+    cmd.max_seqlen_q = std::max(cmd.max_seqlen_q, q_len);
+  }
+  cmd.max_seqlen_k = static_cast<int32_t>(len);
+  const int64_t nseq = static_cast<int64_t>(cmd.cu_seqlens_q.size()) - 1;
+  cmd.block_table_width = block_table_width;
+  cmd.block_tables.assign(static_cast<size_t>(nseq * block_table_width), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    cmd.logits_indices.push_back(cmd.cu_seqlens_q[static_cast<size_t>(r % nseq) + 1] - 1);
+    cmd.sample_slots.push_back(static_cast<int32_t>(r % num_slots));
+  }
+  for (int s = 0; s < std::min<int64_t>(rows, num_slots); ++s)
+    cmd.new_slot_params.push_back(
+        SlotSamplingParams{s, 1.0f, 50, 0.9f, 0.0f, static_cast<uint64_t>(s)});
+  return cmd;
 }
 
 }  // namespace nanovllm

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "ipc/step_command.h"
 #include "kernels/tensor.h"
 #include "layers/model_config.h"
 
@@ -28,5 +29,38 @@ int cpu_kv_cache_blocks(double space_gib, size_t block_bytes);
 // the launcher calls it before fork. Throws std::runtime_error when the CPU cache cannot hold
 // a single block.
 int plan_kv_cache_blocks(const KvCacheSizing& sizing, const ModelConfig& config, Device device);
+
+// The CUDA warm-up step (ModelRunner::warm_up) that sizes every workspace slot and shows the
+// peak activation memory the KV cache is sized around. It must be the costliest step the
+// scheduler can send:
+// - tokens = max(max_num_batched_tokens, max_num_seqs): the token budget of a step (prefill,
+//   chunks, or mixed chunks and decodes), or a decode of max_num_seqs rows. Not
+//   max_model_len: with chunked prefill (EngineConfig::enable_chunked_prefill) a prompt longer
+//   than the budget is prefilled a budget's worth per step, so no step holds more new tokens.
+// - rows = logits rows sampled: max_num_seqs (a decode, or one per sequence of a step).
+// - Contexts: every sequence's cu_seqlens_k reaches max_model_len, so the last (or only)
+//   sequence, when shorter than max_model_len, is a chunk after a cached prefix of
+//   max_model_len - its tokens: the worst chunk (e.g. 16384 tokens at the end of a 32k
+//   prompt). Activation memory does not grow with the prefix: every workspace slot
+//   (layers/qwen3_model.cpp) is [tokens, width] or a fixed decode split scratch, the prefill
+//   attention kernel (kernels/cuda/prefill_attention.cu) streams the paged KV through shared
+//   memory tiles with no global scratch (its grid is max_seqlen_q tiles x heads x sequences),
+//   and the step inputs are [tokens], [sequences + 1] and [sequences, ceil(max_model_len /
+//   block)] int32. The prefix only costs time; the warm-up runs it anyway, so the kernel path
+//   of a long-prefix chunk is exercised before the cache is sized.
+struct WarmupShape {
+  int64_t tokens = 0;  // new tokens of the step
+  int64_t rows = 0;    // logits rows sampled
+  int64_t max_model_len = 0;
+};
+WarmupShape warmup_shape(int max_num_batched_tokens, int max_num_seqs, int max_model_len);
+
+// The warm-up prefill of `shape`: shape.tokens new tokens in sequences of max_model_len (the
+// last one shorter, after a cached prefix that brings its context to max_model_len), with
+// shape.rows logits rows. Nothing is stored (slot -1) and every block-table entry is 0, so a
+// one-block placeholder cache serves every read (block_table_width >= ceil(max_model_len /
+// block_size)). Filtered sampling on every row (the sampler's longest path), slots reused past
+// num_slots.
+StepCommand warmup_step_command(const WarmupShape& shape, int block_table_width, int num_slots);
 
 }  // namespace nanovllm

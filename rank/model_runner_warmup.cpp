@@ -1,7 +1,8 @@
 // ModelRunner's CUDA start-up (nano-vllm's warmup_model, allocate_kv_cache and
-// capture_cudagraph): a warm-up at the largest step sizes every workspace slot and shows the
-// peak activation memory; the KV cache gets what the memory budget leaves; the decode graphs
-// are captured over the now fixed buffers.
+// capture_cudagraph): a warm-up at the largest step (max_num_batched_tokens tokens, not
+// max_model_len: see warmup_shape in rank/kv_cache_sizing.h) sizes every workspace slot and
+// shows the peak activation memory; the KV cache gets what the memory budget leaves; the
+// decode graphs are captured over the now fixed buffers.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,47 +14,13 @@
 #include "rank/cuda_exec_resources.h"
 #include "rank/cuda_graph_runner.h"
 #include "rank/gpu_memory_budget.h"
+#include "rank/kv_cache_sizing.h"
 #include "rank/model_runner.h"
 #include "rank/slot_sampling_state.h"
 
 namespace nanovllm {
 
 namespace {
-
-// A prefill of exactly `tokens` tokens in sequences of max_model_len (the last one shorter:
-// unlike nano-vllm's floor, so the workspace fits any step up to max_num_batched_tokens),
-// with `rows` logits rows. Nothing is stored (slot -1) and every block-table entry is 0, so a
-// one-block placeholder cache serves every read.
-StepCommand warmup_command(int64_t tokens, int64_t max_model_len, int64_t rows, int width,
-                           int num_slots) {
-  StepCommand cmd;
-  cmd.kind = StepKind::kPrefill;
-  cmd.cu_seqlens_q.push_back(0);
-  for (int64_t start = 0; start < tokens; start += max_model_len) {
-    const int len = static_cast<int>(std::min(max_model_len, tokens - start));
-    for (int t = 0; t < len; ++t) {
-      cmd.input_ids.push_back(0);
-      cmd.positions.push_back(t);
-      cmd.slot_mapping.push_back(-1);
-    }
-    cmd.cu_seqlens_q.push_back(cmd.cu_seqlens_q.back() + len);
-    cmd.max_seqlen_q = std::max(cmd.max_seqlen_q, len);
-  }
-  cmd.cu_seqlens_k = cmd.cu_seqlens_q;
-  cmd.max_seqlen_k = cmd.max_seqlen_q;
-  const int64_t nseq = static_cast<int64_t>(cmd.cu_seqlens_q.size()) - 1;
-  cmd.block_table_width = width;
-  cmd.block_tables.assign(static_cast<size_t>(nseq * width), 0);
-  // Filtered sampling on every row (the sampler's longest path), slots reused past num_slots.
-  for (int64_t r = 0; r < rows; ++r) {
-    cmd.logits_indices.push_back(cmd.cu_seqlens_q[static_cast<size_t>(r % nseq) + 1] - 1);
-    cmd.sample_slots.push_back(static_cast<int32_t>(r % num_slots));
-  }
-  for (int s = 0; s < std::min<int64_t>(rows, num_slots); ++s)
-    cmd.new_slot_params.push_back(
-        SlotSamplingParams{s, 1.0f, 50, 0.9f, 0.0f, static_cast<uint64_t>(s)});
-  return cmd;
-}
 
 cudaMemPool_t default_pool() {
   int dev = 0;
@@ -76,12 +43,12 @@ int64_t max_blocks_per_seq(int max_model_len, int block_size) {
 }  // namespace
 
 GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weights_bytes) {
-  CHECK_GT(o.max_num_batched_tokens, 0);
-  CHECK_GT(o.max_num_seqs, 0);
-  CHECK_GT(o.max_model_len, 0);
-  // A decode step has max_num_seqs tokens: the workspace must hold that too.
-  const int64_t tokens = std::max(o.max_num_batched_tokens, o.max_num_seqs), len = o.max_model_len;
-  const int64_t rows = std::max<int64_t>(o.max_num_seqs, (tokens + len - 1) / len);
+  // The token budget, not max_model_len, sizes the activations: with chunked prefill a
+  // prompt longer than the budget takes several steps, and the worst step (budget tokens
+  // whose contexts reach max_model_len) needs no more activation memory than its token count
+  // says (rank/kv_cache_sizing.h, warmup_shape), so the KV cache gets the rest.
+  const WarmupShape shape = warmup_shape(o.max_num_batched_tokens, o.max_num_seqs, o.max_model_len);
+  const int64_t tokens = shape.tokens, rows = shape.rows;
   const int width = static_cast<int>(max_blocks_per_seq(o.max_model_len, block_size_));
   const int rank = comm_->rank();
 
@@ -89,11 +56,11 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
   cudaMemPool_t pool = default_pool();  // any stream-ordered scratch comes from here
   uint64_t zero = 0;
   CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
-  allocate_kv_cache(1);  // placeholder, see warmup_command
+  allocate_kv_cache(1);  // placeholder, see warmup_step_command
   model_->reserve_decode_scratch();
   logits_ = DeviceBuffer(static_cast<size_t>(rows * config_.vocab_size) * sizeof(float), device_);
   const auto t0 = std::chrono::steady_clock::now();
-  const StepCommand cmd = warmup_command(tokens, len, rows, width, o.max_num_seqs);
+  const StepCommand cmd = warmup_step_command(shape, width, o.max_num_seqs);
   const TensorView logits = run_model(cmd);
   if (rank == 0) sample(cmd, logits);
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
@@ -101,9 +68,11 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
   const GpuMemInfo after = gpu_mem_info();
   const uint64_t pool_high = pool_attr(pool, cudaMemPoolAttrReservedMemHigh);
   const uint64_t pool_now = pool_attr(pool, cudaMemPoolAttrReservedMemCurrent);
-  spdlog::info("rank {}: warm-up prefill of {} tokens ({} rows sampled) took {:.2f} s", rank,
-               tokens, rows,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  spdlog::info(
+      "rank {}: warm-up prefill of {} tokens in {} sequences with contexts of {} ({} rows "
+      "sampled) took {:.2f} s",
+      rank, tokens, cmd.num_seqs(), o.max_model_len, rows,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
   GpuMemoryMeasurements m;
   m.total_bytes = after.total_bytes;

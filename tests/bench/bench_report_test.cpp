@@ -34,6 +34,41 @@ TEST(BenchReport, RunFiguresAreVllmsThroughputFields) {
   EXPECT_TRUE(r["gpu_s"].is_null());
 }
 
+TEST(BenchReport, ChunkedPrefillFieldsAreNullUnlessMeasured) {
+  const json r = run_json(measure(2.0));
+  for (const char* key :
+       {"flop_count", "prefill_flop_pct", "max_gap_ms", "baseline_max_gap_ms", "long_ttft_ms"})
+    EXPECT_TRUE(r.at(key).is_null()) << key;
+  Workload w{"fixed n=1", "fixed"};
+  const json j = workload_json(w, {measure(2.0)});
+  EXPECT_TRUE(j.at("flop_count").is_null());
+  EXPECT_TRUE(j.at("prefill_flop_pct").is_null());
+  EXPECT_TRUE(j.at("interference").is_null());
+}
+
+TEST(BenchReport, InterferenceAndFlopsAreMediansOverTheRuns) {
+  std::vector<RunMeasure> runs;
+  for (const double gap : {30.0, 10.0, 20.0}) {
+    RunMeasure m = measure(2.0, 1.0);
+    m.interference = InterferenceMeasure{gap, gap / 10, 2 * gap};
+    m.flop_count = 1e15;
+    m.prefill_flop_pct = gap;
+    runs.push_back(m);
+  }
+  Workload w{"interference", "interference"};
+  w.requests.resize(2);
+  w.late_requests.resize(1);
+  const json j = workload_json(w, runs);
+  EXPECT_EQ(j["num_requests"], 3);
+  ASSERT_TRUE(j["interference"].is_object());
+  EXPECT_DOUBLE_EQ(j["interference"]["max_gap_ms"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(j["interference"]["baseline_max_gap_ms"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["interference"]["long_ttft_ms"].get<double>(), 40.0);
+  EXPECT_DOUBLE_EQ(j["flop_count"].get<double>(), 1e15);
+  EXPECT_DOUBLE_EQ(j["prefill_flop_pct"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(j["runs"][0]["max_gap_ms"].get<double>(), 30.0);
+}
+
 TEST(BenchReport, NoLimitMeansNullPercent) {
   const json r = run_json(measure(2.0));
   EXPECT_TRUE(r["limit_s"].is_null());

@@ -138,6 +138,66 @@ TEST(BenchRunner, RunCountsTheWorkloadsTokensAndSumsTheLimitOverItsSteps) {
   EXPECT_FALSE(limited.limit_breakdown.empty());
 }
 
+// interference on the CPU: 4 requests decode, then a 200-token prompt arrives (once each has
+// 4 tokens); the gaps around it, the steady baseline before it and its TTFT are measured.
+// The budget holds the whole late prompt, so this runs with or without chunked prefill.
+TEST(BenchRunner, LateRequestArrivesAfterTheRunningOnesDecodeAndItsGapsAreMeasured) {
+  SingleRankCommunicator comm;
+  StepRecorder executor(
+      std::make_unique<ModelRunner>(tiny().dir(), tiny().config(), comm, cpu_options()));
+  InterferenceShape shape;
+  shape.num_running = 4;
+  shape.running_prompt_len = 8;
+  shape.running_output_len = 40;
+  shape.late_prompt_len = 200;
+  shape.late_output_len = 4;
+  shape.late_after_tokens = 4;
+  const Workload w = interference_workload(shape, tiny().config().vocab_size, SamplingChoice{});
+  EngineConfig e = engine_config(kBlocks);
+  e.max_model_len = 256;
+  e.max_num_batched_tokens = 256;
+  e.max_num_seqs = 8;  // the late request runs beside the four
+  ASSERT_LE(w.longest_sequence(), e.max_model_len);
+  BenchRunner runner(executor, e, std::nullopt);
+  runner.set_model_shape(model_shape(tiny().config()));
+  const RunMeasure m = runner.run(w);
+  EXPECT_EQ(m.num_requests, 5);
+  EXPECT_EQ(m.prompt_tokens, 4 * 8 + 200);
+  EXPECT_EQ(m.output_tokens, 4 * 40 + 4);  // the late request got its tokens
+  EXPECT_EQ(m.prefill_tokens, 4 * 8 + 200);
+  ASSERT_TRUE(m.interference.has_value());
+  EXPECT_GT(m.interference->max_gap_ms, 0.0);
+  EXPECT_GT(m.interference->baseline_max_gap_ms, 0.0);
+  EXPECT_GT(m.interference->long_ttft_ms, 0.0);
+  EXPECT_LT(m.interference->long_ttft_ms, 1e3 * m.elapsed_s);
+  EXPECT_FALSE(m.flop_count.has_value());  // interference counts no FLOPs
+  EXPECT_GE(m.num_steps, 40);              // one token per step: the running requests' 40
+}
+
+TEST(BenchRunner, PrefillFlopsOfACountingWorkload) {
+  SingleRankCommunicator comm;
+  StepRecorder executor(
+      std::make_unique<ModelRunner>(tiny().dir(), tiny().config(), comm, cpu_options()));
+  Workload w = fixed_workload(2, 12, 2, tiny().config().vocab_size, SamplingChoice{});
+  w.count_prefill_flops = true;
+  const ModelShape shape = model_shape(tiny().config());
+  const std::vector<int64_t> lens{12, 12};
+  BenchRunner cpu(executor, engine_config(kBlocks), std::nullopt);
+  EXPECT_FALSE(cpu.run(w).flop_count.has_value());  // no shape, no limits
+  cpu.set_model_shape(shape);
+  const RunMeasure m = cpu.run(w);
+  ASSERT_TRUE(m.flop_count.has_value());
+  EXPECT_DOUBLE_EQ(*m.flop_count, prefill_flops(shape, lens));
+  EXPECT_FALSE(m.prefill_flop_pct.has_value());  // no machine rate on the CPU
+  EXPECT_FALSE(m.interference.has_value());
+
+  const LimitSetup setup{shape, 1, MachineLimits{"fake", 1, 1e11, 1e13}};
+  const RunMeasure limited = BenchRunner(executor, engine_config(kBlocks), setup).run(w);
+  ASSERT_TRUE(limited.prefill_flop_pct.has_value());
+  EXPECT_NEAR(*limited.prefill_flop_pct,
+              100.0 * prefill_flops(shape, lens) / 1e13 / limited.prefill_s, 1e-9);
+}
+
 TEST(BenchDecodeStep, CpuMeasurementFillsThePhasesAndLeavesTheGpuFiguresNull) {
   SingleRankCommunicator comm;
   StepRecorder executor(

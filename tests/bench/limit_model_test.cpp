@@ -191,6 +191,22 @@ TEST(LimitModel, ShapeFromModelConfig) {
   EXPECT_TRUE(m.tie_word_embeddings);
 }
 
+TEST(LimitModel, PrefillFlopsByHand) {
+  ModelShape m;
+  m.hidden_size = 4;
+  m.num_attention_heads = 2;
+  m.num_key_value_heads = 1;
+  m.head_dim = 2;
+  m.intermediate_size = 8;
+  m.num_hidden_layers = 3;
+  m.vocab_size = 10;
+  // layer matmul weights 3 · (4·(2 + 2)·2 + 2·2·4 + 3·8·4) = 432; lm_head 10·4 = 40.
+  // L = 1: 2·432 + 2·40 + 4·3·2·2·1 = 992; L = 3: 6·432 + 80 + 48·6 = 2960.
+  const std::vector<int64_t> one{1}, both{1, 3};
+  EXPECT_DOUBLE_EQ(prefill_flops(m, one), 992);
+  EXPECT_DOUBLE_EQ(prefill_flops(m, both), 992 + 2960);
+}
+
 TEST(LimitModel, RejectsImpossibleInputs) {
   EXPECT_THROW(step_breakdown(setup(3), decode_step(1, 10)), CheckError);  // 4 heads over 3
   Step bad;

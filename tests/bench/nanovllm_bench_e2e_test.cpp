@@ -255,6 +255,23 @@ TEST(NanovllmBenchE2E, TpListRunsEverySizeAndReportsScaling) {
   EXPECT_NE(run.out.find("tensor-parallel scaling"), std::string::npos) << run.out;
 }
 
+// long and interference need --max-model-len 33792 / 32016: at 256 both are skipped with a
+// log line and the bench still succeeds; the chunked-prefill flags are in the engine JSON.
+TEST(NanovllmBenchE2E, LongWorkloadsAreSkippedBelowTheirModelLenAndFlagsRecorded) {
+  REQUIRE_TOKENIZER();
+  const BenchRun run = run_bench(
+      "chunkflags", {"--workloads", "long,interference", "--runs", "1",
+                     "--long-prefill-token-threshold", "64", "--chunked-step-mode", "alternating"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.json["workloads"].size(), 0u);
+  EXPECT_NE(run.err.find("long: skipped"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("interference: skipped"), std::string::npos) << run.err;
+  const Json& e = run.json["engine"];
+  EXPECT_TRUE(e["enable_chunked_prefill"].get<bool>());
+  EXPECT_EQ(e["long_prefill_token_threshold"], 64);
+  EXPECT_EQ(e["chunked_step_mode"], "alternating");
+}
+
 TEST(NanovllmBenchE2E, UnknownWorkloadIsAUsageError) {
   REQUIRE_TOKENIZER();
   const BenchRun run = run_bench("usage", {"--workloads", "nope"});

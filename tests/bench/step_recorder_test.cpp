@@ -43,7 +43,7 @@ std::unique_ptr<Sequence> seq_of(int64_t id, int prompt_len, int cached) {
   SamplingParams params;
   params.seed = 1;  // the engine resolves every seed before a command is built
   auto s = std::make_unique<Sequence>(id, prompt, params, kBlockSize);
-  s->num_cached_tokens = cached;
+  s->num_cached_tokens = s->num_computed_tokens = cached;
   for (int b = 0; b < s->num_blocks(); ++b)
     s->block_table.push_back(static_cast<int32_t>(10 * id + b));
   return s;

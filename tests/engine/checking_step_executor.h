@@ -107,10 +107,15 @@ class CheckingStepExecutor : public StepExecutor {
     const bool prefill = cmd.kind == StepKind::kPrefill;
     last_kind = cmd.kind;
     if (prefill) max_prefill_tokens = std::max(max_prefill_tokens, t_count);
-    EXPECT_EQ(static_cast<int>(cmd.logits_indices.size()), b_count);
-    EXPECT_EQ(static_cast<int>(cmd.sample_slots.size()), b_count);
+    // Every decode row samples; a prefill row samples when its chunk ends its sequence.
+    const int s_count = static_cast<int>(cmd.logits_indices.size());
+    if (!prefill) {
+      EXPECT_EQ(s_count, b_count);
+    }
+    EXPECT_LE(s_count, b_count);
+    EXPECT_EQ(static_cast<int>(cmd.sample_slots.size()), s_count);
     last_seeds = take_sampling_slots(cmd);
-    last_seeds.resize(static_cast<size_t>(b_count));  // rows without a slot already failed
+    last_seeds.resize(static_cast<size_t>(s_count));  // rows without a slot already failed
     // Store every new token's KV first (as each layer does before attention), in order, each
     // from its predecessor's slot (within a step the predecessor may be new too).
     std::vector<int> context(static_cast<size_t>(b_count));  // tokens after this step
@@ -136,7 +141,7 @@ class CheckingStepExecutor : public StepExecutor {
       }
     }
     // Then "attend": every position of the context must read back a consistent prefix chain.
-    StepResult result;
+    std::vector<uint64_t> context_fp(static_cast<size_t>(b_count));  // [B]
     for (int b = 0; b < b_count; ++b) {
       uint64_t fp = 0;
       for (int p = 0; p < context[b]; ++p) {
@@ -144,7 +149,21 @@ class CheckingStepExecutor : public StepExecutor {
         fp = extend_fingerprint(fp, slot.token);
         EXPECT_EQ(slot.fingerprint, fp) << "row " << b << " reads wrong KV at position " << p;
       }
-      result.sampled_token_ids.push_back(fake_next_token(last_seeds[b], fp, vocab_size_));
+      context_fp[static_cast<size_t>(b)] = fp;
+    }
+    // Sampled rows: the batch row whose last token each logits row is.
+    StepResult result;
+    for (int i = 0; i < s_count; ++i) {
+      const int t = cmd.logits_indices[i];
+      int b = 0;
+      if (prefill) {
+        while (b < b_count && cmd.cu_seqlens_q[b + 1] <= t) ++b;
+        EXPECT_EQ(cmd.cu_seqlens_q[b + 1] - 1, t) << "logits row " << i << " is not a row's last";
+      } else {
+        b = t;
+      }
+      result.sampled_token_ids.push_back(
+          fake_next_token(last_seeds[i], context_fp[static_cast<size_t>(b)], vocab_size_));
     }
     return result;
   }
@@ -156,11 +175,10 @@ class CheckingStepExecutor : public StepExecutor {
     int next_position = -1;  // the token number its next decode row samples
   };
 
-  // Fills slots from new_slot_params, then checks each sampled row against its slot: a prefill
-  // row's slot must be (re)filled in this very step (its sequence starts running), a decode
-  // row's slot must have been filled before and still be its own (it samples the token right
-  // after the one the slot last sampled; a slot refilled under a running sequence breaks
-  // that). Returns each row's seed, [S].
+  // Fills slots from new_slot_params, then checks each sampled row against its slot: a row
+  // whose slot was not (re)filled in this very step must have been filled before and still be
+  // its own (it samples the token right after the one the slot last sampled; a slot refilled
+  // under a running sequence breaks that). Returns each row's seed, [S].
   std::vector<uint64_t> take_sampling_slots(const StepCommand& cmd) {
     std::set<int32_t> filled;  // slots (re)filled by this command
     for (const SlotSamplingParams& p : cmd.new_slot_params) {
@@ -184,12 +202,11 @@ class CheckingStepExecutor : public StepExecutor {
         seeds.push_back(0);
         continue;
       }
-      if (cmd.kind == StepKind::kPrefill) {
-        EXPECT_TRUE(filled.count(slot))
-            << "prefill row " << i << " reuses slot " << slot << " without sending its parameters";
-      } else {
+      // A slot filled in this step starts its sequence's sampling; any other row (a decode
+      // row, in a decode or a mixed prefill command) continues it.
+      if (!filled.count(slot)) {
         EXPECT_EQ(position, it->second.next_position)
-            << "decode row " << i << " samples from slot " << slot
+            << "row " << i << " samples from slot " << slot
             << ", last filled or used by another sequence";
       }
       it->second.next_position = position + 1;

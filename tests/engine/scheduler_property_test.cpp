@@ -91,8 +91,17 @@ Workload make_workload(uint64_t seed, bool with_stop_strings) {
   const int block_sizes[] = {1, 2, 3, 4, 8};
   c.kvcache_block_size = block_sizes[uniform(0, 4)];
   c.max_model_len = uniform(8, 64);
-  c.max_num_batched_tokens = c.max_model_len + uniform(0, 64);
   c.max_num_seqs = uniform(1, 8);
+  // Chunked prefill (3 in 4 workloads, the default): any budget that holds a decode step,
+  // a long-prefill threshold, mixed or alternating steps. Without: a prompt fits a step.
+  c.enable_chunked_prefill = uniform(0, 3) != 0;
+  if (c.enable_chunked_prefill) {
+    c.max_num_batched_tokens = uniform(c.max_num_seqs, c.max_model_len + 16);
+    c.long_prefill_token_threshold = uniform(0, 1) ? 0 : uniform(1, 16);
+    c.mixed_chunked_steps = uniform(0, 1);
+  } else {
+    c.max_num_batched_tokens = c.max_model_len + uniform(0, 64);
+  }
   c.eos_token_ids = uniform(0, 1) ? std::vector<int32_t>{0} : std::vector<int32_t>{0, 1};
   w.vocab = uniform(8, 40);
   w.force_collisions = uniform(0, 3) == 0;
@@ -148,24 +157,37 @@ void check_invariants(const LLMEngine& engine) {
   const EngineConfig& c = engine.config();
   ASSERT_EQ(bm.num_free_blocks() + bm.num_used_blocks(), bm.num_blocks());
   std::vector<int> refs(bm.num_blocks(), 0);
+  int slots_held = 0;
   ASSERT_LE(static_cast<int>(sched.running().size()), c.max_num_seqs);
   for (const Sequence* seq : sched.running()) {
     ASSERT_EQ(seq->status, SequenceStatus::kRunning);
     ASSERT_LT(seq->num_tokens(), c.max_model_len);
     const int table = static_cast<int>(seq->block_table.size());
-    // The token appended by the last postprocess may still lack its block.
-    ASSERT_TRUE(table == seq->num_blocks() || table == seq->num_blocks() - 1)
-        << "seq " << seq->seq_id << " has " << table << " blocks for " << seq->num_tokens();
+    // Blocks for the tokens whose KV is computed, no more (a chunk's, a sampled token's come
+    // when a step computes them).
+    ASSERT_LT(seq->num_computed_tokens, seq->num_tokens()) << "seq " << seq->seq_id;
+    ASSERT_EQ(table, ceil_div(seq->num_computed_tokens, c.kvcache_block_size))
+        << "seq " << seq->seq_id << " has " << table << " blocks for " << seq->num_computed_tokens
+        << " computed tokens";
     for (const int32_t id : seq->block_table) ++refs.at(id);
     std::vector<int32_t> sorted = seq->block_table;
     std::sort(sorted.begin(), sorted.end());
     ASSERT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
-    // Every running sequence holds its own sampling slot (the fake model checks the rest).
-    ASSERT_GE(seq->sampling_slot, 0) << "seq " << seq->seq_id;
-    ASSERT_FALSE(engine.sampling_slots().is_free(seq->sampling_slot)) << "seq " << seq->seq_id;
+    // A running sequence holds its own sampling slot from its first sample on (a prompt
+    // still in chunks has none yet; the fake model checks the rest). Short of that last
+    // token, it cannot have sampled.
+    if (seq->num_computed_tokens < seq->num_tokens() - 1) {
+      ASSERT_EQ(seq->sampling_slot, -1) << "prefilling seq " << seq->seq_id << " holds a slot";
+    }
+    if (!c.enable_chunked_prefill) {
+      ASSERT_GE(seq->sampling_slot, 0) << "seq " << seq->seq_id;
+    }
+    if (seq->sampling_slot >= 0) {
+      ASSERT_FALSE(engine.sampling_slots().is_free(seq->sampling_slot)) << "seq " << seq->seq_id;
+      ++slots_held;
+    }
   }
-  ASSERT_EQ(engine.sampling_slots().num_free() + static_cast<int>(sched.running().size()),
-            c.max_num_seqs);
+  ASSERT_EQ(engine.sampling_slots().num_free() + slots_held, c.max_num_seqs);
   for (const Sequence* seq : sched.waiting()) {
     ASSERT_EQ(seq->status, SequenceStatus::kWaiting);
     ASSERT_TRUE(seq->block_table.empty());
@@ -233,7 +255,7 @@ void run_workload(uint64_t seed, const Tokenizer* tokenizer, Totals& totals) {
     // No starvation: a decode step decodes every sequence still running after it (the ones
     // it could not fit were preempted back to waiting), so a running sequence never waits
     // more than the prefill steps between two decodes.
-    if (runner.last_kind == StepKind::kDecode) {
+    if (runner.last_kind == StepKind::kDecode && !c.enable_chunked_prefill) {
       for (const Sequence* seq : engine.scheduler().running()) {
         ASSERT_TRUE(std::find(runner.last_seeds.begin(), runner.last_seeds.end(),
                               *seq->sampling_params.seed) != runner.last_seeds.end())
@@ -269,8 +291,14 @@ void run_workload(uint64_t seed, const Tokenizer* tokenizer, Totals& totals) {
   EXPECT_EQ(engine.block_manager().num_used_blocks(), 0);
   for (const Block& b : engine.block_manager().blocks()) EXPECT_EQ(b.ref_count, 0);
   EXPECT_EQ(engine.sampling_slots().num_free(), c.max_num_seqs);
-  // Parameters travel once per prefill: each sequence's first, and each recompute.
-  EXPECT_EQ(runner.num_slot_fills, num_completions + engine.stats().num_preemptions);
+  // Parameters travel once per first sample: each sequence's, and each recompute's (a
+  // prompt preempted between chunks had not sampled, so its restart sends none extra).
+  if (c.enable_chunked_prefill) {
+    EXPECT_GE(runner.num_slot_fills, num_completions);
+    EXPECT_LE(runner.num_slot_fills, num_completions + engine.stats().num_preemptions);
+  } else {
+    EXPECT_EQ(runner.num_slot_fills, num_completions + engine.stats().num_preemptions);
+  }
 }
 
 TEST(SchedulerProperty, RandomWorkloadsKeepInvariantsAndMatchSequentialOutputs) {

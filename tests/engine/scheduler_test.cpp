@@ -17,6 +17,7 @@ EngineConfig small_config(int num_blocks, int block_size, int max_model_len = 64
   c.max_num_batched_tokens = max_model_len;
   c.max_num_seqs = 8;
   c.eos_token_ids = {0, 1};
+  c.enable_chunked_prefill = false;  // nano-vllm's scheduling (scheduler_chunked_test: the other)
   return c;
 }
 
@@ -30,10 +31,17 @@ struct Harness {
     scheduler.add(seqs.back().get());
     return seqs.back().get();
   }
-  // Feeds token `t` to every sequence of a batch.
+  // Runs a batch as the engine does: its tokens are computed, and every sequence that
+  // reached its end samples `t`.
   std::vector<Sequence*> feed(const ScheduledBatch& batch, int32_t t) {
-    const std::vector<int32_t> tokens(batch.seqs.size(), t);
-    return scheduler.postprocess(batch.seqs, tokens);
+    std::vector<Sequence*> sampled;
+    for (size_t b = 0; b < batch.seqs.size(); ++b) {
+      batch.seqs[b]->num_computed_tokens += batch.num_scheduled_tokens[b];
+      if (batch.seqs[b]->num_computed_tokens == batch.seqs[b]->num_tokens())
+        sampled.push_back(batch.seqs[b]);
+    }
+    const std::vector<int32_t> tokens(sampled.size(), t);
+    return scheduler.postprocess(sampled, tokens);
   }
   EngineConfig config;
   BlockManager bm;
@@ -208,11 +216,22 @@ TEST(EngineConfig, RefusesBatchBudgetBelowMaxNumSeqsNamingBothValues) {
   EXPECT_NO_THROW(c.validate());
 }
 
-TEST(EngineConfig, RefusesBatchBudgetBelowMaxModelLenNamingBothValues) {
+TEST(EngineConfig, BudgetBelowMaxModelLenIsFineWithChunkedPrefill) {
   EngineConfig c;
   c.max_num_seqs = 256;
   c.max_num_batched_tokens = 1000;
   c.max_model_len = 2048;
+  EXPECT_NO_THROW(c.validate());
+  c.long_prefill_token_threshold = -1;
+  EXPECT_THROW(c.validate(), std::invalid_argument);
+}
+
+TEST(EngineConfig, RefusesBatchBudgetBelowMaxModelLenWithoutChunkingNamingBothValues) {
+  EngineConfig c;
+  c.max_num_seqs = 256;
+  c.max_num_batched_tokens = 1000;
+  c.max_model_len = 2048;
+  c.enable_chunked_prefill = false;
   try {
     c.validate();
     FAIL() << "expected std::invalid_argument";

@@ -15,7 +15,7 @@ struct Batch {
   Sequence a{11, {100, 101, 102, 103, 104, 105, 106, 107, 108, 109}, SamplingParams{}, 4};
   Sequence b{12, {200, 201, 202}, SamplingParams{}, 4};
   Batch() {
-    a.num_cached_tokens = 4;
+    a.num_cached_tokens = a.num_computed_tokens = 4;
     a.block_table = {7, 2, 9};
     a.sampling_params.seed = 123;
     a.sampling_params.temperature = 0.5f;

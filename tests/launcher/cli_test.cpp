@@ -8,6 +8,11 @@
 #include <fstream>
 #include <iterator>
 
+#include "launcher/run_settings.h"
+#include "launcher/usage_error.h"
+#include "layers/model_presets.h"
+#include "layers/model_writer.h"
+
 namespace nanovllm {
 namespace {
 
@@ -72,6 +77,11 @@ TEST_F(LaunchCli, PositionalsAloneGiveTheDocumentedDefaultsAndCpuWithoutGpu) {
                d.ignore_eos);
   EXPECT_FALSE(o.resume || o.enforce_eager);
   EXPECT_EQ(o.log_level, spdlog::level::info);
+  EXPECT_EQ(o.max_num_batched_tokens, 16384);
+  // Chunked prefill: EngineConfig's defaults (on, no threshold), set in one place.
+  EXPECT_EQ(o.enable_chunked_prefill, EngineConfig{}.enable_chunked_prefill);
+  EXPECT_TRUE(o.enable_chunked_prefill);
+  EXPECT_EQ(o.long_prefill_token_threshold, EngineConfig{}.long_prefill_token_threshold);
 }
 
 TEST_F(LaunchCli, DeviceDefaultsToCudaWhenAGpuIsVisible) {
@@ -235,6 +245,92 @@ TEST_F(LaunchCli, HelpAndVersionExitZeroWithTheirText) {
   EXPECT_FALSE(version.options);
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_NE(version.message.find("nanovllm-launch"), std::string::npos) << version.message;
+}
+
+TEST_F(LaunchCli, ChunkedPrefillFlagsParseAsVllmSpellsThem) {
+  EXPECT_TRUE(ok({model_, prompts_, "--enable-chunked-prefill"}).enable_chunked_prefill);
+  EXPECT_FALSE(ok({model_, prompts_, "--no-enable-chunked-prefill"}).enable_chunked_prefill);
+  // The last one given wins, as with vLLM's BooleanOptionalAction.
+  EXPECT_TRUE(ok({model_, prompts_, "--no-enable-chunked-prefill", "--enable-chunked-prefill"})
+                  .enable_chunked_prefill);
+  EXPECT_EQ(
+      ok({model_, prompts_, "--long-prefill-token-threshold", "2048"}).long_prefill_token_threshold,
+      2048);
+  EXPECT_EQ(
+      ok({model_, prompts_, "--long-prefill-token-threshold", "0"}).long_prefill_token_threshold,
+      0);
+  bad({model_, prompts_, "--long-prefill-token-threshold", "-1"}, "--long-prefill-token-threshold");
+  bad({model_, prompts_, "--long-prefill-token-threshold", "many"},
+      "--long-prefill-token-threshold");
+  // Without chunks the threshold (default 4096) has nothing to cap: accepted, and unused.
+  EXPECT_EQ(
+      ok({model_, prompts_, "--no-enable-chunked-prefill", "--long-prefill-token-threshold", "512"})
+          .long_prefill_token_threshold,
+      512);
+  bad({model_, prompts_, "--enable-chunked-prefill=maybe"}, "--enable-chunked-prefill");
+  const LaunchParse help = parse({"--help"});
+  EXPECT_NE(help.message.find("--no-enable-chunked-prefill"), std::string::npos) << help.message;
+  EXPECT_NE(help.message.find("--long-prefill-token-threshold"), std::string::npos);
+}
+
+// The budget vs max_model_len rule needs the model's position limit (max_model_len is capped
+// by it), so it is checked by make_run_settings on a config.json at 32k positions.
+class LaunchBudget : public LaunchCli {
+ protected:
+  void SetUp() override {
+    LaunchCli::SetUp();
+    ModelConfig c = model_preset("tiny");
+    c.max_position_embeddings = 40960;
+    std::ofstream(dir_ / "model" / "config.json") << make_config_json(c, {}).dump();
+  }
+  // Settings for the flags on the CPU backend (no GPU needed); throws UsageError.
+  RunSettings settings(std::vector<std::string> flags) {
+    std::vector<std::string> args = {model_, prompts_, "--device", "cpu"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return make_run_settings(ok(args));
+  }
+  // Expects make_run_settings to refuse the flags with a message containing `needle`.
+  void refused(std::vector<std::string> flags, const std::string& needle) {
+    try {
+      settings(std::move(flags));
+      ADD_FAILURE() << "expected a usage error mentioning '" << needle << "'";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  }
+};
+
+TEST_F(LaunchBudget, ChunkingLetsTheStepBudgetBeSmallerThanMaxModelLen) {
+  const RunSettings s =
+      settings({"--max-model-len", "32768", "--long-prefill-token-threshold", "4096"});
+  const EngineConfig& e = s.job.engine;
+  EXPECT_EQ(e.max_model_len, 32768);
+  EXPECT_EQ(e.max_num_batched_tokens, 16384);  // the default budget, below max_model_len
+  EXPECT_TRUE(e.enable_chunked_prefill);
+  EXPECT_EQ(e.long_prefill_token_threshold, 4096);
+  EXPECT_TRUE(settings({"--max-model-len", "32768", "--max-num-batched-tokens", "1024",
+                        "--max-num-seqs", "256"})
+                  .job.engine.enable_chunked_prefill);
+}
+
+TEST_F(LaunchBudget, WithoutChunkingABudgetBelowMaxModelLenIsAUsageError) {
+  refused({"--max-model-len", "32768", "--no-enable-chunked-prefill"},
+          "--max-num-batched-tokens 16384 is less than max_model_len 32768 (--max-model-len)");
+  refused({"--max-model-len", "32768", "--no-enable-chunked-prefill"},
+          "--no-enable-chunked-prefill");
+  const RunSettings s = settings({"--max-model-len", "32768", "--no-enable-chunked-prefill",
+                                  "--max-num-batched-tokens", "32768"});
+  EXPECT_FALSE(s.job.engine.enable_chunked_prefill);
+  EXPECT_EQ(s.job.engine.max_num_batched_tokens, 32768);
+  // Checked after the cap: 60000 becomes the model's 40960 positions, which 40960 holds.
+  EXPECT_EQ(settings({"--max-model-len", "60000", "--no-enable-chunked-prefill",
+                      "--max-num-batched-tokens", "40960"})
+                .job.engine.max_model_len,
+            40960);
+  // The default max_model_len (4096) against a small budget.
+  refused(
+      {"--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048", "--max-num-seqs", "64"},
+      "(the default --max-model-len)");
 }
 
 }  // namespace

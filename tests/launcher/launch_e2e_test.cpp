@@ -213,10 +213,13 @@ TEST(LaunchE2e, InvalidEngineLimitsExitTwoBeforeAnyRankStarts) {
   REQUIRE_TOKENIZER();
   const fs::path prompts = write_file("cfg.jsonl", R"({"prompt": "Hi"})"
                                                    "\n");
-  const Launch l = spawn(prompts, "cfg", {"--tp", "2", "--max-num-batched-tokens", "128"});
+  // Without chunked prefill a step must hold a whole max_model_len prompt (256 here).
+  const Launch l =
+      spawn(prompts, "cfg",
+            {"--tp", "2", "--max-num-batched-tokens", "128", "--no-enable-chunked-prefill"});
   EXPECT_EQ(finish(l), 2);
   const std::string err = read_text(l.err);
-  EXPECT_NE(err.find("max_num_batched_tokens"), std::string::npos) << err;
+  EXPECT_NE(err.find("max-num-batched-tokens"), std::string::npos) << err;
   EXPECT_EQ(err.find("started"), std::string::npos) << err;
   EXPECT_TRUE(segments(l.prefix).empty());
 }

@@ -3,7 +3,9 @@
 // count, and the seeds derived for requests that name none.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/job/run_job.h"
@@ -112,6 +114,73 @@ TEST(KvCacheSizing, OverrideWinsAndCpuPlanMatchesKvBlockBytes) {
   EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCuda), 0);
   s.num_blocks_override = 9;
   EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCuda), 9);
+}
+
+// The warm-up measures the activation peak the KV cache is sized around: the largest step is
+// the token budget (chunks whose contexts reach max_model_len), not max_model_len tokens.
+// Every sequence's context (cu_seqlens_k) is max_model_len; the first q_lens are full.
+void expect_warmup_layout(const StepCommand& cmd, const std::vector<int>& q_lens, int model_len) {
+  ASSERT_EQ(cmd.kind, StepKind::kPrefill);
+  ASSERT_EQ(cmd.num_seqs(), static_cast<int>(q_lens.size()));
+  int tokens = 0, max_q = 0;
+  for (size_t i = 0; i < q_lens.size(); ++i) {
+    EXPECT_EQ(cmd.cu_seqlens_q[i + 1] - cmd.cu_seqlens_q[i], q_lens[i]) << "sequence " << i;
+    EXPECT_EQ(cmd.cu_seqlens_k[i + 1] - cmd.cu_seqlens_k[i], model_len) << "sequence " << i;
+    // A chunk's positions continue its cached prefix up to max_model_len - 1.
+    EXPECT_EQ(cmd.positions[static_cast<size_t>(tokens)], model_len - q_lens[i]);
+    EXPECT_EQ(cmd.positions[static_cast<size_t>(tokens + q_lens[i] - 1)], model_len - 1);
+    tokens += q_lens[i];
+    max_q = std::max(max_q, q_lens[i]);
+  }
+  EXPECT_EQ(cmd.num_tokens(), tokens);
+  EXPECT_EQ(cmd.max_seqlen_q, max_q);
+  EXPECT_EQ(cmd.max_seqlen_k, model_len);
+  for (const int32_t slot : cmd.slot_mapping) EXPECT_EQ(slot, -1);  // nothing stored
+}
+
+TEST(WarmupSizing, ChunkingAt32kWarmsUpTheBudgetNotMaxModelLen) {
+  // max_model_len 32768, budget 16384, chunked prefill on (EngineConfig accepts it).
+  EngineConfig c = limits(16384, 512, 32768, 256);
+  c.enable_chunked_prefill = true;
+  EXPECT_NO_THROW(c.validate());
+  const WarmupShape shape = warmup_shape(c.max_num_batched_tokens, c.max_num_seqs, c.max_model_len);
+  EXPECT_EQ(shape.tokens, 16384);  // not 32768: activations for the budget only
+  EXPECT_EQ(shape.rows, 512);
+  // One chunk: the last 16384 tokens of a 32768-token sequence (cached prefix 16384).
+  const int width = 32768 / 256;
+  const StepCommand cmd = warmup_step_command(shape, width, c.max_num_seqs);
+  expect_warmup_layout(cmd, {16384}, 32768);
+  EXPECT_EQ(cmd.block_tables.size(), static_cast<size_t>(width));
+  EXPECT_EQ(cmd.logits_indices.size(), 512u);
+  EXPECT_EQ(cmd.new_slot_params.size(), 512u);
+}
+
+TEST(WarmupSizing, WithoutChunkingTheBudgetMustHoldMaxModelLen) {
+  EngineConfig c = limits(16384, 512, 32768, 256);
+  c.enable_chunked_prefill = false;
+  EXPECT_THROW(c.validate(), std::invalid_argument);  // refused: a prompt fits no step
+  c.max_num_batched_tokens = 32768;
+  EXPECT_NO_THROW(c.validate());
+  const WarmupShape shape = warmup_shape(c.max_num_batched_tokens, c.max_num_seqs, c.max_model_len);
+  EXPECT_EQ(shape.tokens, 32768);
+  expect_warmup_layout(warmup_step_command(shape, 128, c.max_num_seqs), {32768}, 32768);
+}
+
+TEST(WarmupSizing, BudgetAboveMaxModelLenIsFullSequencesThenAChunk) {
+  const WarmupShape shape = warmup_shape(40000, 2, 16384);
+  EXPECT_EQ(shape.tokens, 40000);
+  EXPECT_EQ(shape.rows, 3);  // one logits row per sequence at least
+  const StepCommand cmd = warmup_step_command(shape, 64, 2);
+  expect_warmup_layout(cmd, {16384, 16384, 7232}, 16384);
+  EXPECT_EQ(cmd.logits_indices, (std::vector<int32_t>{16383, 32767, 39999}));
+  EXPECT_EQ(cmd.sample_slots, (std::vector<int32_t>{0, 1, 0}));  // slots reused past 2
+}
+
+TEST(WarmupSizing, ADecodeBatchLargerThanTheBudgetSetsTheTokens) {
+  const WarmupShape shape = warmup_shape(64, 128, 4096);
+  EXPECT_EQ(shape.tokens, 128);
+  EXPECT_EQ(shape.rows, 128);
+  expect_warmup_layout(warmup_step_command(shape, 16, 128), {128}, 4096);
 }
 
 TEST(RequestSeed, DerivedSeedDependsOnBaseSeedAndIdOnly) {

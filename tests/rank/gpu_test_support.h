@@ -192,6 +192,7 @@ class RecordingStepExecutor final : public StepExecutor {
   StepResult execute(const StepCommand& cmd) override {
     if (cmd.kind == StepKind::kExit) return {};
     const TensorView logits = runner_.run_model(cmd);        // [S, V] f32
+    if (cmd.logits_indices.empty()) return {};               // chunks short of their prompts' end
     const std::vector<float> host = logits_to_host(logits);  // before sampling touches it
     std::vector<int32_t> tokens = runner_.sample(cmd, logits);
     CHECK_EQ(tokens.size(), cmd.sample_slots.size());

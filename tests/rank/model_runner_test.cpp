@@ -16,6 +16,7 @@
 
 #include "engine/sampling_slots.h"
 #include "engine/step_builder.h"
+#include "rank/kv_cache_sizing.h"
 #include "rank/slot_sampling_state.h"
 #include "tests/layers/model_test_util.h"
 
@@ -162,6 +163,38 @@ TEST(ModelRunner, MinTokensMaskReachesTheSamplerThroughTheSlotState) {
     }
   }
   for (size_t i = 0; i < n; ++i) EXPECT_NE(run.tokens[0][i], free_run.tokens[0][i]) << "seq " << i;
+}
+
+TEST(ModelRunner, WarmupChunkAfterALongCachedPrefixRunsOverTheOneBlockPlaceholder) {
+  // The CUDA warm-up's step (rank/kv_cache_sizing.h) through the CPU runner: a budget of 40
+  // tokens below max_model_len 64, so one chunk of 40 whose context (cached prefix 24 + 40)
+  // is max_model_len, every block-table entry 0 of a one-block cache, nothing stored. The
+  // runner and the attention kernels take the shape; every row gets finite logits and a token.
+  const auto& m = *shared_model("tiny");
+  const int max_model_len = 64, max_num_seqs = 3;
+  const WarmupShape shape = warmup_shape(40, max_num_seqs, max_model_len);
+  ASSERT_EQ(shape.tokens, 40);
+  const StepCommand cmd =
+      warmup_step_command(shape, (max_model_len + kBlockSize - 1) / kBlockSize, max_num_seqs);
+  ASSERT_EQ(cmd.num_seqs(), 1);
+  ASSERT_EQ(cmd.cu_seqlens_k.back(), max_model_len);
+  test::run_ranks(1, [&](int, Communicator& comm) {
+    ModelRunner runner(m.dir(), m.config(), comm,
+                       ModelRunnerOptions{.block_size = kBlockSize,
+                                          .num_kv_blocks = 1,
+                                          .max_num_batched_tokens = 40,
+                                          .max_num_seqs = max_num_seqs,
+                                          .max_model_len = max_model_len,
+                                          .cpu_threads = 1});
+    const TensorView logits = runner.run_model(cmd);
+    ASSERT_EQ(logits.size(0), shape.rows);
+    const float* l = static_cast<const float*>(logits.data);
+    for (int64_t i = 0; i < logits.numel(); ++i) ASSERT_TRUE(std::isfinite(l[i])) << i;
+    for (const int32_t token : runner.sample(cmd, logits)) {
+      EXPECT_GE(token, 0);
+      EXPECT_LT(token, m.config().vocab_size);
+    }
+  });
 }
 
 TEST(SlotSamplingState, MinTokensMasksReachTheArraysAndARefillMasksNothing) {
