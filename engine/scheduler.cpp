@@ -86,18 +86,9 @@ bool Scheduler::schedule_prefill(ScheduledBatch& batch) {
         !block_manager_.can_allocate(match))
       break;
     // With chunked prefill, a long prompt goes in chunks (scheduler_chunked.cpp).
-    if (config_.enable_chunked_prefill && !prompt_fits_whole(*seq)) break;
-    block_manager_.allocate(*seq, match);
-    if (seq->first_prefill_cached_tokens < 0)
-      seq->first_prefill_cached_tokens = seq->num_cached_tokens;
+    if (config_.enable_chunked_prefill && !fits_whole(num_new_tokens)) break;
+    admit(*seq, match, num_new_tokens, batch);
     num_batched_tokens += num_new_tokens;
-    batch.num_cached_tokens += seq->num_cached_tokens;
-    seq->status = SequenceStatus::kRunning;
-    waiting_.pop_front();
-    running_.push_back(seq);
-    batch.seqs.push_back(seq);
-    batch.num_scheduled_tokens.push_back(num_new_tokens);
-    seq->num_scheduled_tokens = num_new_tokens;
   }
   batch.is_prefill = !batch.empty();
   return batch.is_prefill;
@@ -112,14 +103,30 @@ void Scheduler::schedule_decode(ScheduledBatch& batch) {
     running_.pop_front();
     if (!make_room(*seq, seq->num_tokens(), running_, batch)) continue;
     block_manager_.may_append(*seq);
-    batch.seqs.push_back(seq);
-    batch.num_scheduled_tokens.push_back(1);
-    seq->num_scheduled_tokens = 1;
+    add_row(batch, *seq, 1);
     ++batch.num_decode_tokens;
   }
   // Scheduled sequences go back to the front, in order, ahead of any not reached this step.
   running_.insert(running_.begin(), batch.seqs.begin(), batch.seqs.end());
   batch.is_prefill = false;
+}
+
+void Scheduler::add_row(ScheduledBatch& batch, Sequence& seq, int num_tokens) {
+  batch.seqs.push_back(&seq);
+  batch.num_scheduled_tokens.push_back(num_tokens);
+  seq.num_scheduled_tokens = num_tokens;
+}
+
+void Scheduler::admit(Sequence& seq, const PrefixMatch& match, int num_new_tokens,
+                      ScheduledBatch& batch) {
+  CHECK(&seq == waiting_.front());
+  block_manager_.allocate(seq, match, match.num_cached_tokens + num_new_tokens);
+  if (seq.first_prefill_cached_tokens < 0) seq.first_prefill_cached_tokens = seq.num_cached_tokens;
+  batch.num_cached_tokens += seq.num_cached_tokens;
+  seq.status = SequenceStatus::kRunning;
+  waiting_.pop_front();
+  running_.push_back(&seq);
+  add_row(batch, seq, num_new_tokens);
 }
 
 bool Scheduler::make_room(Sequence& seq, int num_tokens, std::deque<Sequence*>& others,

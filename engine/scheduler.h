@@ -73,8 +73,14 @@ class Scheduler {
   void admit_chunked(ScheduledBatch& batch, int& budget);
   // The tokens a sequence with `remaining` to compute may take in a step with `budget` left.
   int chunk_size(int remaining, int budget) const;
-  // Chunked prefill: seq (waiting) can be prefilled in one step, under the threshold.
-  bool prompt_fits_whole(const Sequence& seq) const;
+  // Chunked prefill: a prompt with num_new_tokens to compute is prefilled whole in one
+  // step (within the budget and the long-prefill threshold).
+  bool fits_whole(int num_new_tokens) const;
+  // Moves waiting_.front() (== seq) to running with blocks for its cached tokens plus
+  // num_new_tokens, and schedules those.
+  void admit(Sequence& seq, const PrefixMatch& match, int num_new_tokens, ScheduledBatch& batch);
+  // Adds seq's num_tokens to the batch (and records them on seq, for its siblings).
+  void add_row(ScheduledBatch& batch, Sequence& seq, int num_tokens);
   // The matched prefix seq would get at admission (its own, or a running sibling's).
   PrefixMatch admission_match(const Sequence& seq) const;
   // Blocks for seq's first num_tokens tokens, preempting from the back of `others` (the

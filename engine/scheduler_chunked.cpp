@@ -33,10 +33,10 @@ int Scheduler::chunk_size(int remaining, int budget) const {
   return n;
 }
 
-bool Scheduler::prompt_fits_whole(const Sequence& seq) const {
-  const int remaining = seq.num_tokens() - admission_match(seq).num_cached_tokens;
+bool Scheduler::fits_whole(int num_new_tokens) const {
   const int threshold = config_.long_prefill_token_threshold;
-  return remaining <= config_.max_num_batched_tokens && (threshold == 0 || remaining <= threshold);
+  return num_new_tokens <= config_.max_num_batched_tokens &&
+         (threshold == 0 || num_new_tokens <= threshold);
 }
 
 void Scheduler::schedule_chunked(ScheduledBatch& batch) {
@@ -46,7 +46,9 @@ void Scheduler::schedule_chunked(ScheduledBatch& batch) {
   // long prompts are chunked, decode-first, so they never hold the decodes for long.
   bool mid_prefill = false;
   for (const Sequence* seq : running_) mid_prefill |= !is_decoding(*seq);
-  if (!mid_prefill && !waiting_.empty() && prompt_fits_whole(*waiting_.front()) &&
+  if (!mid_prefill && !waiting_.empty() &&
+      fits_whole(waiting_.front()->num_tokens() -
+                 admission_match(*waiting_.front()).num_cached_tokens) &&
       schedule_prefill(batch)) {
     last_step_had_chunks_ = true;
     return;
@@ -102,9 +104,7 @@ void Scheduler::schedule_running_chunked(ScheduledBatch& batch, bool take_decode
     const int end = seq->num_computed_tokens + n;
     if (!make_room(*seq, end, queue, batch)) continue;  // victims: those not yet scheduled
     block_manager_.grow(*seq, end);
-    batch.seqs.push_back(seq);
-    batch.num_scheduled_tokens.push_back(n);
-    seq->num_scheduled_tokens = n;
+    add_row(batch, *seq, n);
     batch.num_decode_tokens += decoding ? 1 : 0;
     budget -= n;
   }
@@ -121,16 +121,7 @@ void Scheduler::admit_chunked(ScheduledBatch& batch, int& budget) {
     const int n = chunk_size(seq->num_tokens() - match.num_cached_tokens, budget);
     const int end = match.num_cached_tokens + n;
     if (!block_manager_.can_allocate(*seq, match, end)) break;
-    block_manager_.allocate(*seq, match, end);
-    if (seq->first_prefill_cached_tokens < 0)
-      seq->first_prefill_cached_tokens = seq->num_cached_tokens;
-    batch.num_cached_tokens += seq->num_cached_tokens;
-    seq->status = SequenceStatus::kRunning;
-    waiting_.pop_front();
-    running_.push_back(seq);
-    batch.seqs.push_back(seq);
-    batch.num_scheduled_tokens.push_back(n);
-    seq->num_scheduled_tokens = n;
+    admit(*seq, match, n, batch);
     budget -= n;
   }
 }
