@@ -47,7 +47,11 @@ json sampling_json(const BenchOptions& o) {
             {"top_p", opt(f.top_p)},
             {"min_p", opt(f.min_p)},
             {"seed", opt(f.seed)}}},
-          {"stop", o.stop}};
+          {"stop", o.stop},
+          {"logprobs", opt(o.logprobs)},
+          {"presence_penalty", o.presence_penalty},
+          {"frequency_penalty", o.frequency_penalty},
+          {"repetition_penalty", o.repetition_penalty}};
 }
 
 // The chunked-prefill settings a run had (also in "engine").

@@ -164,6 +164,16 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_option("--stop", o.stop,
                  "a stop string for every request (repeat the flag for several; the model "
                  "folder's tokenizer.json detokenizes the completions)");
+  app.add_option("--logprobs", o.logprobs,
+                 "every request's logprobs (the sampled token's and N alternatives)")
+      ->check(CLI::Range(0, 20));
+  app.add_option("--presence-penalty", o.presence_penalty, "every request's presence penalty")
+      ->check(CLI::Range(-2.0f, 2.0f));
+  app.add_option("--frequency-penalty", o.frequency_penalty, "every request's frequency penalty")
+      ->check(CLI::Range(-2.0f, 2.0f));
+  app.add_option("--repetition-penalty", o.repetition_penalty,
+                 "every request's repetition penalty (> 0)")
+      ->check(CLI::PositiveNumber);
 
   app.add_option("--workloads", workloads,
                  "nanovllm, fixed, latency, shared-prefix, decode-step, long, interference, or "

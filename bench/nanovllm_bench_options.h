@@ -61,6 +61,12 @@ struct BenchOptions {
   // --stop: every request's stop strings (the engine then detokenizes and searches each
   // completion as it grows: what stop strings cost).
   std::vector<std::string> stop;
+  // --logprobs N and the three penalties: every request's (what the device-side request
+  // fields cost).
+  std::optional<int32_t> logprobs;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
 
   std::vector<std::string> workloads;  // of kAllWorkloads, in that order
   int runs = 3;                        // repetitions, each on a fresh engine

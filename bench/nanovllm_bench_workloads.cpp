@@ -230,7 +230,13 @@ std::vector<Workload> make_workloads(const BenchOptions& o, int64_t vocab_size) 
     }
   for (Workload& w : out)
     for (auto* list : {&w.requests, &w.late_requests})
-      for (BenchRequest& r : *list) r.params.stop = o.stop;
+      for (BenchRequest& r : *list) {
+        r.params.stop = o.stop;
+        r.params.logprobs = o.logprobs;
+        r.params.presence_penalty = o.presence_penalty;
+        r.params.frequency_penalty = o.frequency_penalty;
+        r.params.repetition_penalty = o.repetition_penalty;
+      }
   return out;
 }
 

@@ -40,7 +40,7 @@ std::optional<int32_t> BlockManager::find_cached(uint64_t hash, std::span<const 
   return id;
 }
 
-PrefixMatch BlockManager::match_prefix(const Sequence& seq) const {
+PrefixMatch BlockManager::match_prefix(const Sequence& seq, bool use_cache) const {
   CHECK_EQ(seq.block_size, block_size_);
   PrefixMatch match;
   const int n = seq.num_blocks();
@@ -50,7 +50,7 @@ PrefixMatch BlockManager::match_prefix(const Sequence& seq) const {
   }
   std::optional<uint64_t> prefix;
   int32_t parent = -1;
-  bool missed = false;
+  bool missed = !use_cache;  // without the cache: every block a miss, hashes still computed
   int num_revived = 0;
   for (int i = 0; i < n; ++i) {
     const std::span<const int32_t> tokens = seq.block(i);

@@ -49,7 +49,9 @@ class BlockManager {
   // Which leading blocks of seq hit the cache. A hit needs equal tokens and the same parent
   // block (see Block). When every block of seq would hit, the last one is reported as a
   // miss so the model still has a query token and a shared block is never written.
-  PrefixMatch match_prefix(const Sequence& seq) const;
+  // use_cache false: no hit at all (the hashes still come back, so the blocks seq fills are
+  // registered for others).
+  PrefixMatch match_prefix(const Sequence& seq, bool use_cache = true) const;
   // seq is a completion of the same request as `source`, which holds KV blocks (n > 1): the
   // better of match_prefix(seq) and sharing source's full prompt blocks (all but seq's last
   // block), so the prompt is computed once even without prefix caching.

@@ -16,6 +16,21 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Row `row` of a step's logprobs, for `token` with `num_top` alternatives.
+PositionLogprobs position_logprobs(const LogprobRows& rows, size_t row, int32_t token,
+                                   int32_t num_top) {
+  CHECK_LT(row, rows.num_rows());
+  CHECK_LE(num_top, rows.width);
+  PositionLogprobs p;
+  p.token_id = token;
+  p.logprob = rows.logprob[row];
+  p.rank = rows.rank[row];
+  const size_t first = row * static_cast<size_t>(rows.width);
+  for (int32_t j = 0; j < num_top; ++j)
+    p.top.emplace_back(rows.top_ids[first + j], rows.top_logprobs[first + j]);
+  return p;
+}
+
 }  // namespace
 
 const EngineConfig& LLMEngine::validated(const EngineConfig& config) {
@@ -118,6 +133,12 @@ RequestOutput LLMEngine::output_of(Sequence& seq) {
   out.finish_reason = seq.finish_reason;
   out.num_cached_tokens = seq.first_prefill_cached_tokens;
   out.num_preemptions = seq.num_preemptions;
+  if (seq.sampling_params.logprobs) {
+    out.logprobs = std::move(seq.logprobs);
+    out.cumulative_logprob = seq.cumulative_logprob;
+  }
+  if (seq.sampling_params.prompt_logprobs && seq.completion_index == 0)
+    out.prompt_logprobs = std::move(seq.prompt_logprobs);
   return out;
 }
 
@@ -151,19 +172,36 @@ std::vector<RequestOutput> LLMEngine::step() {
   stats_.scheduler_seconds += seconds_since(start);
 
   start = std::chrono::steady_clock::now();
-  const std::vector<int32_t> tokens = executor_.execute(cmd).sampled_token_ids;
+  const StepResult result = executor_.execute(cmd);
+  const std::vector<int32_t>& tokens = result.sampled_token_ids;
   stats_.executor_seconds += seconds_since(start);
 
   start = std::chrono::steady_clock::now();
   // The rows that reached their sequence's end sampled its next token (a chunk short of a
-  // prompt's end samples nothing).
+  // prompt's end samples nothing). Prompt logprobs rows come in the builder's order.
   std::vector<Sequence*> sampled;
+  size_t prompt_row = 0;
+  CHECK_EQ(result.prompt_logprobs.num_rows(), cmd.prompt_logprobs_indices.size());
   for (size_t b = 0; b < batch.seqs.size(); ++b) {
     Sequence* seq = batch.seqs[b];
+    const int begin = seq->num_computed_tokens;
     seq->num_computed_tokens += batch.num_scheduled_tokens[b];
+    const PositionRange owed = prompt_logprobs_rows(*seq, begin, seq->num_computed_tokens);
+    for (int t = owed.begin; t < owed.end; ++t)
+      seq->prompt_logprobs.push_back(position_logprobs(result.prompt_logprobs, prompt_row++,
+                                                       seq->token_ids[t + 1],
+                                                       *seq->sampling_params.prompt_logprobs));
     if (seq->num_computed_tokens == seq->num_tokens()) sampled.push_back(seq);
   }
+  CHECK_EQ(prompt_row, result.prompt_logprobs.num_rows());
   CHECK_EQ(tokens.size(), sampled.size());
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    Sequence& seq = *sampled[i];
+    if (!seq.sampling_params.logprobs) continue;
+    seq.logprobs.push_back(
+        position_logprobs(result.sampled_logprobs, i, tokens[i], *seq.sampling_params.logprobs));
+    seq.cumulative_logprob += seq.logprobs.back().logprob;
+  }
   ++stats_.num_steps;
   stats_.num_preemptions += scheduler_.num_preemptions() - preemptions_before;
   ++(batch.is_prefill ? stats_.num_prefill_steps : stats_.num_decode_steps);

@@ -46,6 +46,12 @@ struct RequestOutput {
   std::optional<std::string> text;
   int num_cached_tokens = 0;  // prefix-cache hit tokens at its first prefill
   int num_preemptions = 0;
+  // Set when the request asked for logprobs: one entry per completion token, and their sum.
+  std::optional<std::vector<PositionLogprobs>> logprobs;
+  std::optional<double> cumulative_logprob;
+  // Set on completion 0 when the request asked for prompt_logprobs: entry i is prompt token
+  // i + 1 (vLLM's list has a null for token 0 in front).
+  std::optional<std::vector<PositionLogprobs>> prompt_logprobs;
 };
 
 struct EngineStats {

@@ -15,33 +15,31 @@ constexpr std::string_view kChatUrl = "/v1/chat/completions";
 constexpr std::string_view kCompletionUrl = "/v1/completions";
 
 // Body fields we read; "model" and "user" are accepted and not used. The request-only
-// sampling fields (stop, n, ...) and the refused ones (refused_request_fields) come on top.
+// sampling fields (stop, n, logprobs, ...) and the refused ones (refused_request_fields) come
+// on top.
 constexpr std::string_view kChatFields[] = {
     "messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
-    "min_p", "seed", "ignore_eos", "chat_template_kwargs", "user", "stop", "stop_token_ids",
-    "include_stop_str_in_output", "min_tokens", "skip_special_tokens",
-    "spaces_between_special_tokens", "n",
+    "min_p", "seed", "ignore_eos", "repetition_penalty", "chat_template_kwargs", "user", "stop",
+    "stop_token_ids", "include_stop_str_in_output", "min_tokens", "skip_special_tokens",
+    "spaces_between_special_tokens", "n", "presence_penalty", "frequency_penalty", "logit_bias",
+    "logprobs", "top_logprobs", "prompt_logprobs",
     // Accepted only at their default (checked below):
-    "stream", "logprobs", "top_logprobs", "frequency_penalty", "presence_penalty", "logit_bias",
-    "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "stream_options"};
+    "stream", "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls",
+    "stream_options"};
 constexpr std::string_view kCompletionFields[] = {
     "prompt", "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "ignore_eos",
-    "user", "stop", "stop_token_ids", "include_stop_str_in_output", "min_tokens",
-    "skip_special_tokens", "spaces_between_special_tokens", "n",
+    "repetition_penalty", "user", "stop", "stop_token_ids", "include_stop_str_in_output",
+    "min_tokens", "skip_special_tokens", "spaces_between_special_tokens", "n", "presence_penalty",
+    "frequency_penalty", "logit_bias", "logprobs", "prompt_logprobs",
     // Accepted only at their default (checked below):
-    "stream", "logprobs", "frequency_penalty", "presence_penalty", "logit_bias", "echo", "suffix",
-    "stream_options"};
+    "stream", "echo", "suffix", "stream_options"};
 
 // A field we know but cannot honour: fine when null or at its no-op value.
 bool at_default(std::string_view key, const nlohmann::json& v) {
   if (v.is_null()) return true;
   if (key == "stream" || key == "echo" || key == "parallel_tool_calls")
     return v.is_boolean() && !v.get<bool>();
-  if (key == "logprobs") return v.is_boolean() && !v.get<bool>();  // chat's bool form
-  if (key == "frequency_penalty" || key == "presence_penalty")
-    return v.is_number() && v.get<double>() == 0.0;
   if (key == "tools" || key == "functions") return v.is_array() && v.empty();
-  if (key == "logit_bias") return v.is_object() && v.empty();
   if (key == "tool_choice" || key == "function_call") return v == "none";
   return false;
 }
@@ -62,11 +60,8 @@ void read_body(const nlohmann::json& body, bool chat, Request& r) {
   }
   if (auto p = check_refused_fields(body, "body")) return fail(*p);
   static constexpr std::string_view kDefaultOnly[] = {
-      "stream",           "echo",          "parallel_tool_calls",
-      "logprobs",         "top_logprobs",  "frequency_penalty",
-      "presence_penalty", "tools",         "functions",
-      "logit_bias",       "tool_choice",   "function_call",
-      "suffix",           "stream_options"};
+      "stream",        "echo",   "parallel_tool_calls", "tools", "functions", "tool_choice",
+      "function_call", "suffix", "stream_options"};
   for (std::string_view key : kDefaultOnly) {
     const std::string name(key);
     if (body.contains(name) && !at_default(key, body[name]))
@@ -108,7 +103,8 @@ void read_body(const nlohmann::json& body, bool chat, Request& r) {
   }
 
   static constexpr std::string_view kSampling[] = {
-      "temperature", "top_p", "top_k", "min_p", "seed", "ignore_eos", "max_tokens"};
+      "temperature", "top_p",      "top_k",      "min_p",
+      "seed",        "ignore_eos", "max_tokens", "repetition_penalty"};
   for (std::string_view key : kSampling) {
     const std::string name(key);
     if (!body.contains(name)) continue;
@@ -120,7 +116,8 @@ void read_body(const nlohmann::json& body, bool chat, Request& r) {
       return fail(*p);
     r.max_tokens_field = "max_completion_tokens";
   }
-  if (auto p = read_request_only_fields(body, "body", r.request_only)) return fail(*p);
+  const LogprobsSpelling logprobs = chat ? LogprobsSpelling::kChat : LogprobsSpelling::kCount;
+  if (auto p = read_request_only_fields(body, "body", r.request_only, logprobs)) return fail(*p);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/sampling_params.h"
@@ -35,12 +36,13 @@ struct SamplingOverrides {
   std::optional<float> min_p;
   std::optional<uint64_t> seed;
   std::optional<bool> ignore_eos;
+  std::optional<float> repetition_penalty;  // not a flag: generation_config.json or requests
 };
 
 // Sampling fields only a request sets (generation_config.json and the command line have no
 // say); validation copies them into Request::sampling_params as given (vLLM's meanings, see
-// SamplingParams). Read values are type- and count-checked; the vocabulary bound of
-// stop_token_ids and min_tokens <= max_tokens are checked at validation.
+// SamplingParams). Read values are type-, count- and range-checked; the vocabulary bound of
+// stop_token_ids and logit_bias and min_tokens <= max_tokens are checked at validation.
 struct RequestOnlySampling {
   std::vector<std::string> stop;        // a lone string becomes one entry
   std::vector<int32_t> stop_token_ids;  // each >= 0 until the vocabulary is known
@@ -49,6 +51,11 @@ struct RequestOnlySampling {
   bool skip_special_tokens = true;
   bool spaces_between_special_tokens = true;
   int32_t n = 1;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // ascending unique ids, each >= 0
+  std::optional<int32_t> logprobs;                    // chat: top_logprobs when logprobs is true
+  std::optional<int32_t> prompt_logprobs;
 };
 
 struct Request {

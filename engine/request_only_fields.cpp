@@ -1,7 +1,10 @@
 #include "engine/request_only_fields.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <set>
+#include <sstream>
 
 #include "engine/request_fields.h"
 
@@ -12,10 +15,19 @@ namespace {
 constexpr std::string_view kRefusedFields[] = {
     "guided_json",     "guided_regex", "guided_choice",     "guided_grammar", "structured_outputs",
     "response_format", "bad_words",    "allowed_token_ids", "best_of"};
-constexpr std::string_view kRequestOnlyFields[] = {
-    "stop",       "stop_token_ids",      "include_stop_str_in_output",
-    "min_tokens", "skip_special_tokens", "spaces_between_special_tokens",
-    "n"};
+constexpr std::string_view kRequestOnlyFields[] = {"stop",
+                                                   "stop_token_ids",
+                                                   "include_stop_str_in_output",
+                                                   "min_tokens",
+                                                   "skip_special_tokens",
+                                                   "spaces_between_special_tokens",
+                                                   "n",
+                                                   "presence_penalty",
+                                                   "frequency_penalty",
+                                                   "logit_bias",
+                                                   "logprobs",
+                                                   "prompt_logprobs"};
+const std::string kLogprobsRange = "in [0, " + std::to_string(kMaxLogprobs) + "]";
 
 std::string index_field(const std::string& field, size_t i) {
   return field + "[" + std::to_string(i) + "]";
@@ -110,6 +122,79 @@ std::optional<FieldProblem> read_stop_token_ids(const nlohmann::json& v, const s
   return std::nullopt;
 }
 
+// A JSON number in [-limit, limit] (JSON has no NaN or infinity: an overflowing literal fails
+// to parse), stored as float.
+std::optional<FieldProblem> read_symmetric_number(const nlohmann::json& v, std::string field,
+                                                  float limit, float& out) {
+  if (!v.is_number()) return FieldProblem{std::move(field), "must be a number"};
+  const double x = v.get<double>();
+  if (!(std::fabs(x) <= limit)) {
+    std::ostringstream range;
+    range << "must be in [" << -limit << ", " << limit << "], got " << v.dump();
+    return FieldProblem{std::move(field), range.str()};
+  }
+  out = static_cast<float>(x);
+  return std::nullopt;
+}
+
+// A logit_bias key: a token id written as a decimal integer (OpenAI's and vLLM's keys).
+std::optional<int64_t> parse_token_id_key(const std::string& key) {
+  const size_t sign = key.starts_with('-') ? 1 : 0;
+  if (key.size() == sign || key.size() > sign + 18 ||  // 18 digits fit int64
+      !std::all_of(key.begin() + static_cast<std::ptrdiff_t>(sign), key.end(),
+                   [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return std::stoll(key);
+}
+
+std::optional<FieldProblem> read_logit_bias(const nlohmann::json& v, const std::string& field,
+                                            std::vector<std::pair<int32_t, float>>& out) {
+  out.clear();
+  if (!v.is_object())
+    return FieldProblem{field, "must be an object mapping token ids (strings) to biases"};
+  if (v.size() > static_cast<size_t>(kMaxLogitBias))
+    return FieldProblem{field, "has " + std::to_string(v.size()) + " entries; at most " +
+                                   std::to_string(kMaxLogitBias) + " are allowed"};
+  std::set<int64_t> seen;  // "5" and "05" are one token
+  for (const auto& [key, bias] : v.items()) {
+    const std::string at = field + "." + key;
+    const std::optional<int64_t> id = parse_token_id_key(key);
+    if (!id) return FieldProblem{at, "the key must be a token id (a decimal integer)"};
+    if (*id < 0 || *id > std::numeric_limits<int32_t>::max())
+      return FieldProblem{at, "token id " + key + " is outside the vocabulary"};
+    if (!seen.insert(*id).second)
+      return FieldProblem{at, "token id " + std::to_string(*id) + " is given twice"};
+    float b = 0.0f;
+    if (auto p = read_symmetric_number(bias, at, kMaxAbsLogitBias, b)) return p;
+    out.emplace_back(static_cast<int32_t>(*id), b);
+  }
+  std::ranges::sort(out);  // the keys came in string order ("10" < "9")
+  return std::nullopt;
+}
+
+// Chat's spelling: logprobs true/false, the count of alternatives in top_logprobs (which,
+// as OpenAI rules, needs logprobs true).
+std::optional<FieldProblem> read_chat_logprobs(const nlohmann::json& object,
+                                               std::string_view prefix,
+                                               std::optional<int32_t>& out) {
+  const nlohmann::json logprobs = object.value("logprobs", nlohmann::json());
+  const nlohmann::json top = object.value("top_logprobs", nlohmann::json());
+  bool on = false;
+  if (!logprobs.is_null())
+    if (auto p = read_bool(logprobs, join_field(prefix, "logprobs"), on)) return p;
+  int32_t count = 0;
+  if (!top.is_null()) {
+    if (auto p = read_bounded_int(top, join_field(prefix, "top_logprobs"), 0, kMaxLogprobs,
+                                  kLogprobsRange, count))
+      return p;
+    if (!on)
+      return FieldProblem{join_field(prefix, "top_logprobs"),
+                          "needs logprobs set to true (OpenAI's rule)"};
+  }
+  out = on ? std::optional<int32_t>(count) : std::nullopt;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::span<const std::string_view> refused_request_fields() {
@@ -133,8 +218,13 @@ std::span<const std::string_view> request_only_fields() {
 
 std::optional<FieldProblem> read_request_only_fields(const nlohmann::json& object,
                                                      std::string_view prefix,
-                                                     RequestOnlySampling& out) {
+                                                     RequestOnlySampling& out,
+                                                     LogprobsSpelling spelling) {
   for (std::string_view key : kRequestOnlyFields) {
+    if (key == "logprobs" && spelling == LogprobsSpelling::kChat) {
+      if (auto p = read_chat_logprobs(object, prefix, out.logprobs)) return p;
+      continue;
+    }
     const auto it = object.find(std::string(key));
     if (it == object.end() || it->is_null()) continue;
     const nlohmann::json& v = *it;
@@ -153,9 +243,24 @@ std::optional<FieldProblem> read_request_only_fields(const nlohmann::json& objec
     } else if (key == "min_tokens") {
       p = read_bounded_int(v, std::move(field), 0, std::numeric_limits<int32_t>::max(),
                            "an integer >= 0", out.min_tokens);
-    } else {  // n
+    } else if (key == "n") {
       p = read_bounded_int(v, std::move(field), 1, kMaxCompletionsPerRequest,
                            "in [1, " + std::to_string(kMaxCompletionsPerRequest) + "]", out.n);
+    } else if (key == "presence_penalty") {
+      p = read_symmetric_number(v, std::move(field), kMaxAbsPresenceFrequencyPenalty,
+                                out.presence_penalty);
+    } else if (key == "frequency_penalty") {
+      p = read_symmetric_number(v, std::move(field), kMaxAbsPresenceFrequencyPenalty,
+                                out.frequency_penalty);
+    } else if (key == "logit_bias") {
+      p = read_logit_bias(v, field, out.logit_bias);
+    } else {  // logprobs (a count), prompt_logprobs
+      int32_t count = 0;
+      if (!v.is_number_integer())
+        return FieldProblem{std::move(field), "must be an integer " + kLogprobsRange +
+                                                  ": the number of top alternatives per token"};
+      p = read_bounded_int(v, std::move(field), 0, kMaxLogprobs, kLogprobsRange, count);
+      if (!p) (key == "logprobs" ? out.logprobs : out.prompt_logprobs) = count;
     }
     if (p) return p;
   }

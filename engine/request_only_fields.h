@@ -1,8 +1,10 @@
-// The sampling fields only a request sets (vLLM's stop, stop_token_ids, min_tokens, n, ...)
-// and the vLLM fields we refuse by name, read the same way on native lines and in OpenAI
-// batch bodies; each problem is a FieldProblem naming the field.
+// The sampling fields only a request sets (vLLM's stop, stop_token_ids, min_tokens, n,
+// penalties, logit_bias, logprobs, ...) and the vLLM fields we refuse by name, read the same
+// way on native lines and in OpenAI batch bodies; each problem is a FieldProblem naming the
+// field.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -26,14 +28,24 @@ std::optional<FieldProblem> check_refused_fields(const nlohmann::json& object,
 
 // The request-only sampling fields (RequestOnlySampling), same names on native lines and in
 // OpenAI bodies: stop, stop_token_ids, include_stop_str_in_output, min_tokens,
-// skip_special_tokens, spaces_between_special_tokens, n.
+// skip_special_tokens, spaces_between_special_tokens, n, presence_penalty,
+// frequency_penalty, logit_bias, logprobs, prompt_logprobs (chat bodies add top_logprobs).
 std::span<const std::string_view> request_only_fields();
+
+// How "logprobs" is spelled: the number of alternatives (native lines, /v1/completions), or
+// chat's boolean with that number in "top_logprobs" (0 when absent; OpenAI's rule: given
+// without logprobs true it is an error).
+enum class LogprobsSpelling : uint8_t { kCount, kChat };
+
 // Reads those of `object` that are present (null = unset: the default stays), checking
-// types, counts (kMaxStopStrings, kMaxStopTokenIds) and ranges (min_tokens >= 0,
-// 1 <= n <= kMaxCompletionsPerRequest). Problems name "prefix.key" or "prefix.key[i]".
-// The vocabulary bound of stop_token_ids and min_tokens <= max_tokens are validation's.
-std::optional<FieldProblem> read_request_only_fields(const nlohmann::json& object,
-                                                     std::string_view prefix,
-                                                     RequestOnlySampling& out);
+// types, counts (kMaxStopStrings, kMaxStopTokenIds, kMaxLogitBias) and ranges (min_tokens
+// >= 0, 1 <= n <= kMaxCompletionsPerRequest, logprobs and prompt_logprobs in
+// [0, kMaxLogprobs], penalties in [-2, 2], biases in [-100, 100]). logit_bias keys must be
+// decimal token ids, each once; it comes out ascending by id. Problems name "prefix.key",
+// "prefix.key[i]" or "prefix.logit_bias.<key>". The vocabulary bound of stop_token_ids and
+// logit_bias, and min_tokens <= max_tokens, are validation's.
+std::optional<FieldProblem> read_request_only_fields(
+    const nlohmann::json& object, std::string_view prefix, RequestOnlySampling& out,
+    LogprobsSpelling spelling = LogprobsSpelling::kCount);
 
 }  // namespace nanovllm

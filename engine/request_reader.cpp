@@ -13,8 +13,9 @@
 namespace nanovllm {
 namespace {
 
-constexpr std::string_view kSamplingFields[] = {"max_tokens", "temperature", "top_p",     "top_k",
-                                                "min_p",      "seed",        "ignore_eos"};
+constexpr std::string_view kSamplingFields[] = {
+    "max_tokens", "temperature", "top_p",      "top_k",
+    "min_p",      "seed",        "ignore_eos", "repetition_penalty"};
 constexpr std::string_view kNativeFields[] = {"id",
                                               "prompt",
                                               "prompt_token_ids",
@@ -33,19 +34,47 @@ constexpr std::string_view kNativeFields[] = {"id",
                                               "min_tokens",
                                               "skip_special_tokens",
                                               "spaces_between_special_tokens",
-                                              "n"};
+                                              "n",
+                                              "repetition_penalty",
+                                              "presence_penalty",
+                                              "frequency_penalty",
+                                              "logit_bias",
+                                              "logprobs",
+                                              "prompt_logprobs"};
 
 bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }
 
 // nlohmann's what() is "[json.exception.parse_error.101] parse error at line 1, column 7:
-// <reason>"; we keep the reason and report our own column.
-std::string parse_error_reason(const nlohmann::json::parse_error& e) {
-  const std::string what = e.what();
-  const size_t at = what.find("parse error");
-  const size_t colon = what.find(": ", at == std::string::npos ? 0 : at);
-  return colon == std::string::npos ? what : what.substr(colon + 2);
+// <reason>" (we keep the reason and report our own column) or
+// "[json.exception.out_of_range.406] number overflow parsing '1e999'".
+std::string parse_error_reason(const nlohmann::json::exception& e) {
+  std::string what = e.what();
+  if (const size_t tag = what.find("] "); what.starts_with('[') && tag != std::string::npos)
+    what.erase(0, tag + 2);
+  if (const size_t colon = what.find(": ");
+      what.starts_with("parse error") && colon != std::string::npos)
+    what.erase(0, colon + 2);
+  return what;
+}
+
+// A stop_token_ids entry or logit_bias key the model cannot embed, named as the user wrote it
+// (up to the spelling of a logit_bias key: "05" is reported as 5).
+std::optional<FieldProblem> vocabulary_problem(const SamplingParams& p, int32_t vocab_size,
+                                               const std::string& prefix) {
+  const auto outside = [vocab_size](int32_t id) {
+    return "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+           std::to_string(vocab_size) + ")";
+  };
+  for (size_t i = 0; i < p.stop_token_ids.size(); ++i)
+    if (p.stop_token_ids[i] >= vocab_size)
+      return FieldProblem{join_field(prefix, "stop_token_ids") + "[" + std::to_string(i) + "]",
+                          outside(p.stop_token_ids[i])};
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= vocab_size)
+      return FieldProblem{join_field(prefix, "logit_bias") + "." + std::to_string(id), outside(id)};
+  return std::nullopt;
 }
 
 void parse_native_line(const nlohmann::json& object, Request& r) {
@@ -125,6 +154,9 @@ Request parse_request_line(std::string_view line, int64_t line_number) {
     object = nlohmann::json::parse(line);
   } catch (const nlohmann::json::parse_error& e) {
     r.fail("malformed JSON at column " + std::to_string(e.byte) + ": " + parse_error_reason(e), "");
+    return r;
+  } catch (const nlohmann::json::out_of_range& e) {  // a number beyond double: 1e999
+    r.fail(parse_error_reason(e) + " (the number does not fit a double)", "");
     return r;
   }
   if (!object.is_object()) {
@@ -208,13 +240,8 @@ void validate_request(Request& r, const RequestValidator& v, const SamplingLevel
                       std::to_string(v.max_model_len),
                   join_field(prefix, r.max_tokens_field));
   apply_request_only(r.request_only, r.sampling_params);
-  const std::vector<int32_t>& stop_ids = r.sampling_params.stop_token_ids;
-  for (size_t i = 0; i < stop_ids.size(); ++i) {
-    if (stop_ids[i] < v.vocab_size) continue;
-    return r.fail("token id " + std::to_string(stop_ids[i]) + " is outside the vocabulary [0, " +
-                      std::to_string(v.vocab_size) + ")",
-                  join_field(prefix, "stop_token_ids") + "[" + std::to_string(i) + "]");
-  }
+  if (auto p = vocabulary_problem(r.sampling_params, v.vocab_size, prefix))
+    return r.fail(p->message, p->field);
   // vLLM's check, against max_tokens as resolved (a default is the context room left).
   const int32_t max_tokens = r.sampling_params.max_tokens;
   if (r.sampling_params.min_tokens > max_tokens)

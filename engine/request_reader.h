@@ -3,9 +3,11 @@
 //
 // Native line: {"id"?, one of "prompt" | "prompt_token_ids" | "messages",
 //   "enable_thinking"? (messages only), max_tokens?, temperature?, top_p?, top_k?, min_p?,
-//   seed?, ignore_eos?, stop? (a string or <= 32 non-empty strings), stop_token_ids?
-//   (<= 32 ids in the vocabulary), include_stop_str_in_output?, min_tokens? (0 ..
-//   max_tokens), skip_special_tokens?, spaces_between_special_tokens?, n? (1 .. 64)}
+//   seed?, ignore_eos?, repetition_penalty? (> 0), stop? (a string or <= 32 non-empty
+//   strings), stop_token_ids? (<= 32 ids in the vocabulary), include_stop_str_in_output?,
+//   min_tokens? (0 .. max_tokens), skip_special_tokens?, spaces_between_special_tokens?,
+//   n? (1 .. 64), presence_penalty?, frequency_penalty? (-2 .. 2), logit_bias? ({"<token
+//   id>": -100 .. 100}, <= 1024 ids in the vocabulary), logprobs?, prompt_logprobs? (0 .. 20)}
 //   (vLLM's SamplingParams meanings; null = unset). guided_json and the other structured
 //   output fields, response_format other than {"type": "text"}, bad_words,
 //   allowed_token_ids and best_of (other than 1) are refused by name (request_fields.h).

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "engine/file_error.h"
+#include "engine/logprobs_json.h"
 #include "engine/reasoning_parser.h"
 #include "kernels/check.h"
 
@@ -46,12 +47,24 @@ std::string tagged(std::string_view prefix, const ResultWriterOptions& o, uint64
   return std::string(prefix) + o.run_tag + "-" + std::to_string(serial);
 }
 
-nlohmann::json openai_choice(const Request& r, const CompletionOutput& out) {
-  nlohmann::json choice = {{"index", out.index},
-                           {"logprobs", nullptr},
-                           {"finish_reason", to_string(out.finish_reason)},
-                           {"stop_reason", stop_reason_json(out)}};
-  if (r.format == RequestFormat::kOpenAIChat) {
+// A list of positions as JSON by `shape`, or null when the engine gave none.
+nlohmann::json logprobs_or_null(const std::optional<std::vector<PositionLogprobs>>& positions,
+                                nlohmann::json (*shape)(std::span<const PositionLogprobs>,
+                                                        const TokenBytes&),
+                                const ResultWriterOptions& o) {
+  return positions ? shape(*positions, o.token_bytes) : nlohmann::json(nullptr);
+}
+
+nlohmann::json openai_choice(const Request& r, const CompletionOutput& out,
+                             const ResultWriterOptions& o) {
+  const bool chat = r.format == RequestFormat::kOpenAIChat;
+  nlohmann::json choice = {
+      {"index", out.index},
+      {"logprobs",
+       logprobs_or_null(out.logprobs, chat ? chat_logprobs_json : completion_logprobs_json, o)},
+      {"finish_reason", to_string(out.finish_reason)},
+      {"stop_reason", stop_reason_json(out)}};
+  if (chat) {
     const ReasoningSplit split = split_reasoning(out.text, r.enable_thinking);
     choice["message"] = {{"role", "assistant"},
                          {"content", optional_string(split.content)},
@@ -68,22 +81,39 @@ nlohmann::json openai_body(const Request& r, std::span<const CompletionOutput* c
   nlohmann::json choices = nlohmann::json::array();
   int64_t completion_tokens = 0;
   for (const CompletionOutput* out : outs) {
-    choices.push_back(openai_choice(r, *out));
+    choices.push_back(openai_choice(r, *out, o));
     completion_tokens += static_cast<int64_t>(out->token_ids.size());
   }
   // The prompt is counted once (vLLM's usage for n > 1); its cache hits are completion 0's.
   const CompletionOutput& first = *outs.front();
   const bool chat = r.format == RequestFormat::kOpenAIChat;
-  return {{"id", tagged(chat ? "chatcmpl-" : "cmpl-", o, serial)},
-          {"object", chat ? "chat.completion" : "text_completion"},
-          {"created", unix_time(o)},
-          {"model", model_name(r, o)},
-          {"choices", std::move(choices)},
-          {"usage",
-           {{"prompt_tokens", first.prompt_tokens},
-            {"completion_tokens", completion_tokens},
-            {"total_tokens", first.prompt_tokens + completion_tokens},
-            {"prompt_tokens_details", {{"cached_tokens", first.cached_tokens}}}}}};
+  nlohmann::json body = {{"id", tagged(chat ? "chatcmpl-" : "cmpl-", o, serial)},
+                         {"object", chat ? "chat.completion" : "text_completion"},
+                         {"created", unix_time(o)},
+                         {"model", model_name(r, o)},
+                         {"choices", std::move(choices)},
+                         {"usage",
+                          {{"prompt_tokens", first.prompt_tokens},
+                           {"completion_tokens", completion_tokens},
+                           {"total_tokens", first.prompt_tokens + completion_tokens},
+                           {"prompt_tokens_details", {{"cached_tokens", first.cached_tokens}}}}}};
+  // vLLM's extra key, completion 0's; left out unless asked, so other bodies keep their shape.
+  if (r.sampling_params.prompt_logprobs)
+    body["prompt_logprobs"] = logprobs_or_null(first.prompt_logprobs, prompt_logprobs_json, o);
+  return body;
+}
+
+// The native line's logprobs keys, each only when the request asked for it (null when the
+// engine gave none: prompt_logprobs come on completion 0's line only).
+void add_native_logprobs(const Request& r, const CompletionOutput& out,
+                         const ResultWriterOptions& o, nlohmann::json& j) {
+  if (r.sampling_params.logprobs) {
+    j["logprobs"] = logprobs_or_null(out.logprobs, native_logprobs_json, o);
+    j["cumulative_logprob"] =
+        out.cumulative_logprob ? nlohmann::json(*out.cumulative_logprob) : nlohmann::json(nullptr);
+  }
+  if (r.sampling_params.prompt_logprobs)
+    j["prompt_logprobs"] = logprobs_or_null(out.prompt_logprobs, prompt_logprobs_json, o);
 }
 
 nlohmann::json openai_record(const Request& r, std::span<const CompletionOutput* const> outs,
@@ -126,6 +156,7 @@ nlohmann::json result_json(const Request& r, const CompletionOutput& out,
   j["prompt_tokens"] = out.prompt_tokens;
   j["completion_tokens"] = out.token_ids.size();
   j["cached_tokens"] = out.cached_tokens;
+  add_native_logprobs(r, out, o, j);
   return j;
 }
 

@@ -8,16 +8,20 @@
 //                  stop string, or the stop_token_ids entry as an integer: vLLM's),
 //                  "prompt_tokens" (on every line), "completion_tokens", "cached_tokens"}
 //   chat requests also carry "reasoning_content" and their "text" is the answer after
-//   </think> (see reasoning_parser.h; either may be null).
+//   </think> (see reasoning_parser.h; either may be null). A request asking for logprobs adds
+//   "logprobs" and "cumulative_logprob", one asking for prompt_logprobs "prompt_logprobs"
+//   (completion 0's line; null on the others): vLLM's shapes, see logprobs_json.h.
 // Native error:   one line per request, the same keys: {"id", "index": 0, "text": "",
 //                  "token_ids": [], "finish_reason": "error", "stop_reason": null, token counts
 //                  0 (prompt_tokens when known), "error": {"message", "line", "field"|null}}
 // OpenAI batch:   one record per request, written once all n completions finished:
 //                 {"id": "batch_req_...", "custom_id", "response": {"status_code": 200,
 //                  "request_id", "body": chat.completion | text_completion}, "error": null}
-//   body.choices[i] ordered by index, each with "index", "finish_reason", "stop_reason" and
-//   the message (chat, reasoning split per choice) or "text"; usage counts the prompt once and
-//   sums completion_tokens over the choices; cached_tokens is completion 0's.
+//   body.choices[i] ordered by index, each with "index", "finish_reason", "stop_reason",
+//   "logprobs" (null unless asked; the endpoint's shape, logprobs_json.h) and the message
+//   (chat, reasoning split per choice) or "text"; usage counts the prompt once and sums
+//   completion_tokens over the choices; cached_tokens is completion 0's. A request asking for
+//   prompt_logprobs adds body.prompt_logprobs (vLLM's, completion 0's).
 //   On error      {"id", "custom_id", "response": {"status_code": 400, "request_id",
 //                  "body": null}, "error": {"code", "message", "line", "field"}}
 #pragma once
@@ -35,6 +39,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/position_logprobs.h"
 #include "engine/request.h"
 #include "engine/sequence.h"
 
@@ -50,12 +55,20 @@ struct CompletionOutput {
   std::optional<int32_t> stop_token_id;    // the stop_token_ids entry; neither: null
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+  // RequestOutput's: set when the request asked for them (prompt_logprobs: entry i is prompt
+  // token i + 1).
+  std::optional<std::vector<PositionLogprobs>> logprobs;  // [completion_tokens]
+  std::optional<double> cumulative_logprob;
+  std::optional<std::vector<PositionLogprobs>> prompt_logprobs;  // [prompt_tokens - 1]
 };
 
 struct ResultWriterOptions {
   std::string served_model;            // OpenAI "model" when the request named none
   std::string run_tag;                 // makes OpenAI ids unique per run; empty = random hex
   std::function<int64_t()> unix_time;  // OpenAI "created"; empty = the system clock
+  // A token's raw bytes (Tokenizer::append_token_bytes, specials included), for the token
+  // texts of logprobs; empty: texts are null.
+  std::function<std::string(int32_t)> token_bytes;
 };
 
 // The JSON of one result line (pure functions, so tests check them without a stream).

@@ -28,6 +28,13 @@ std::optional<FieldProblem> read_int(const nlohmann::json& v, const std::string&
   return std::nullopt;
 }
 
+// A float as a message shows it ("1.1", not 1.100000023841858).
+std::string number(float x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
 std::optional<FieldProblem> read_float(const nlohmann::json& v, const std::string& field,
                                        float& out) {
   if (!v.is_number()) return problem(field, "must be a number");
@@ -67,6 +74,8 @@ std::optional<FieldProblem> read_sampling_field(const nlohmann::json& value,
     if (!(p = read_float(value, field, f))) out.top_p = f;
   } else if (target == "min_p") {
     if (!(p = read_float(value, field, f))) out.min_p = f;
+  } else if (target == "repetition_penalty") {
+    if (!(p = read_float(value, field, f))) out.repetition_penalty = f;
   } else {
     return problem(field, "is not a sampling field");
   }
@@ -78,6 +87,7 @@ std::optional<FieldProblem> read_sampling_field(const nlohmann::json& value,
   if (target == "temperature") one.temperature = out.temperature;
   if (target == "top_p") one.top_p = out.top_p;
   if (target == "min_p") one.min_p = out.min_p;
+  if (target == "repetition_penalty") one.repetition_penalty = out.repetition_penalty;
   if (auto bad = check_sampling_overrides(one)) return problem(field, bad->message);
   return std::nullopt;
 }
@@ -94,6 +104,9 @@ std::optional<FieldProblem> check_sampling_overrides(const SamplingOverrides& v)
         "top_k", "must be -1 or 0 (disabled) or a positive count, got " + std::to_string(*v.top_k));
   if (v.min_p && (!std::isfinite(*v.min_p) || *v.min_p < 0 || *v.min_p > 1))
     return problem("min_p", "must be in [0, 1]");
+  if (v.repetition_penalty && (!std::isfinite(*v.repetition_penalty) || *v.repetition_penalty <= 0))
+    return problem("repetition_penalty",
+                   "must be a finite number > 0 (1 = off), got " + number(*v.repetition_penalty));
   return std::nullopt;
 }
 
@@ -105,11 +118,13 @@ SamplingOverrides generation_config_overrides(const nlohmann::json& config,
   auto fail = [&](const FieldProblem& p) {
     throw std::runtime_error(std::string(source) + ": field '" + p.field + "' " + p.message);
   };
-  static constexpr std::pair<const char*, const char*> kKeys[] = {{"temperature", "temperature"},
-                                                                  {"top_p", "top_p"},
-                                                                  {"top_k", "top_k"},
-                                                                  {"min_p", "min_p"},
-                                                                  {"max_new_tokens", "max_tokens"}};
+  static constexpr std::pair<const char*, const char*> kKeys[] = {
+      {"temperature", "temperature"},
+      {"top_p", "top_p"},
+      {"top_k", "top_k"},
+      {"min_p", "min_p"},
+      {"max_new_tokens", "max_tokens"},
+      {"repetition_penalty", "repetition_penalty"}};
   for (const auto& [key, target] : kKeys) {
     if (!config.contains(key)) continue;
     if (auto p = read_sampling_field(config.at(key), target, key, out)) fail(*p);
@@ -150,6 +165,7 @@ SamplingParams resolve_sampling(const SamplingLevels& levels, const SamplingOver
     if (level->min_p) out.min_p = *level->min_p;
     if (level->seed) out.seed = *level->seed;
     if (level->ignore_eos) out.ignore_eos = *level->ignore_eos;
+    if (level->repetition_penalty) out.repetition_penalty = *level->repetition_penalty;
   }
   const int32_t room = std::max(0, max_model_len - prompt_len);
   if (request.max_tokens) {
@@ -172,6 +188,11 @@ void apply_request_only(const RequestOnlySampling& request, SamplingParams& out)
   out.skip_special_tokens = request.skip_special_tokens;
   out.spaces_between_special_tokens = request.spaces_between_special_tokens;
   out.n = request.n;
+  out.presence_penalty = request.presence_penalty;
+  out.frequency_penalty = request.frequency_penalty;
+  out.logit_bias = request.logit_bias;
+  out.logprobs = request.logprobs;
+  out.prompt_logprobs = request.prompt_logprobs;
 }
 
 }  // namespace nanovllm

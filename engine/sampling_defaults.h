@@ -28,7 +28,8 @@ struct SamplingLevels {
 };
 
 // Stores one JSON value into the overrides field named `target` (one of max_tokens,
-// temperature, top_p, top_k, min_p, seed, ignore_eos), checking its JSON type and range.
+// temperature, top_p, top_k, min_p, seed, ignore_eos, repetition_penalty), checking its JSON
+// type and range.
 // `field` is the name reported in a problem (the user's spelling, e.g. "body.top_p").
 // A JSON null leaves the field unset (OpenAI clients send explicit nulls).
 std::optional<FieldProblem> read_sampling_field(const nlohmann::json& value,
@@ -40,10 +41,11 @@ std::optional<FieldProblem> read_sampling_field(const nlohmann::json& value,
 std::optional<FieldProblem> check_sampling_overrides(const SamplingOverrides& values);
 
 // Defaults from a generation_config.json object: temperature, top_p, top_k, min_p,
-// max_new_tokens (-> max_tokens), and do_sample == false (-> temperature 0, greedy, as
-// transformers' generate() does), checked as the command line's and requests' are. This is
-// the one reader of the file's sampling settings; its eos_token_id is the model's (read with
-// config.json by the launcher, into EngineConfig::eos_token_ids). Other keys are ignored.
+// repetition_penalty (vLLM reads it there too), max_new_tokens (-> max_tokens), and
+// do_sample == false (-> temperature 0, greedy, as transformers' generate() does), checked
+// as the command line's and requests' are. This is the one reader of the file's sampling
+// settings; its eos_token_id is the model's (read with config.json by the launcher, into
+// EngineConfig::eos_token_ids). Other keys are ignored.
 // Throws std::runtime_error naming `source` and the field on a bad value.
 SamplingOverrides generation_config_overrides(const nlohmann::json& config,
                                               std::string_view source);
@@ -57,8 +59,9 @@ SamplingOverrides load_generation_config(const std::filesystem::path& model_dir)
 SamplingParams resolve_sampling(const SamplingLevels& levels, const SamplingOverrides& request,
                                 int32_t prompt_len, int32_t max_model_len);
 
-// Copies the request-only fields (stop strings and ids, min_tokens, detokenization flags, n)
-// into resolved parameters; no lower level sets them, so the request's values (or
+// Copies the request-only fields (stop strings and ids, min_tokens, detokenization flags, n,
+// presence / frequency penalties, logit_bias, logprobs, prompt_logprobs) into resolved
+// parameters; no lower level sets them, so the request's values (or
 // SamplingParams' defaults, which RequestOnlySampling's mirror) are final.
 void apply_request_only(const RequestOnlySampling& request, SamplingParams& out);
 

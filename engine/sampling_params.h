@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nanovllm {
@@ -17,6 +18,11 @@ inline constexpr float kMinSamplingTemperature = 0.01f;
 inline constexpr int kMaxStopStrings = 32;
 inline constexpr int kMaxStopTokenIds = 32;
 inline constexpr int kMaxCompletionsPerRequest = 64;  // n
+inline constexpr int kMaxLogprobs = 20;               // logprobs, prompt_logprobs (vLLM's)
+inline constexpr int kMaxLogitBias = 1024;            // logit_bias entries
+// vLLM's ranges: presence / frequency in [-2, 2], repetition > 0; a bias in [-100, 100].
+inline constexpr float kMaxAbsPresenceFrequencyPenalty = 2.0f;
+inline constexpr float kMaxAbsLogitBias = 100.0f;
 
 struct SamplingParams {
   float temperature = 1.0f;      // 0 = greedy
@@ -41,8 +47,26 @@ struct SamplingParams {
   bool spaces_between_special_tokens = true;
   // Completions of the prompt; completion i > 0 samples with completion_seed(seed, i).
   int32_t n = 1;
+  // Computed on the device (kernels/sampler.h rule P; kernels/logprobs.h), vLLM's meanings.
+  // Penalties, applied before temperature: presence / frequency (OpenAI's) over the generated
+  // tokens, repetition (transformers') over the prompt and the generated tokens.
+  float presence_penalty = 0.0f;    // [-2, 2]
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  float repetition_penalty = 1.0f;  // > 0; 1 = off
+  // Added to the logits before the penalties: (token id, bias in [-100, 100]), ids unique
+  // and in the vocabulary, [<= kMaxLogitBias], ascending by id.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // Per generated token: its log-probability under the raw distribution (before bias,
+  // penalties, temperature and filters), its rank, and the top `logprobs` alternatives.
+  std::optional<int32_t> logprobs;  // [0, kMaxLogprobs]
+  // The same for every prompt token after the first (the prompt is then computed in full:
+  // none of it comes from the prefix cache).
+  std::optional<int32_t> prompt_logprobs;  // [0, kMaxLogprobs]
 
   bool greedy() const { return temperature == 0.0f; }
+  bool penalized() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
 };
 
 // The seed of completion `index` of a request seeded `seed`: the seed itself for index 0 (so

@@ -69,6 +69,9 @@ ScheduledBatch Scheduler::schedule() {
 }
 
 PrefixMatch Scheduler::admission_match(const Sequence& seq) const {
+  // prompt_logprobs need every prompt row's logits: nothing from the cache or a sibling (its
+  // own blocks are still registered for others).
+  if (seq.owes_prompt_logprobs()) return block_manager_.match_prefix(seq, /*use_cache=*/false);
   const Sequence* sibling = running_sibling(seq);
   return sibling ? block_manager_.match_fork(seq, *sibling) : block_manager_.match_prefix(seq);
 }

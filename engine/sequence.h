@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/position_logprobs.h"
 #include "engine/sampling_params.h"
 #include "engine/stop_checker.h"
 
@@ -64,8 +65,21 @@ class Sequence {
   std::unique_ptr<StopChecker> stop_checker;
   std::optional<StopMatch> stop_match;   // the stop string that finished it
   std::optional<int32_t> stop_token_id;  // the stop_token_ids entry that finished it
+  // With sampling_params.logprobs: one entry per completion token (parallel to
+  // completion_token_ids()), and their summed logprob (vLLM's cumulative_logprob).
+  std::vector<PositionLogprobs> logprobs;
+  double cumulative_logprob = 0.0;
+  // With sampling_params.prompt_logprobs (completion 0 only): entry i is prompt token i + 1
+  // given the tokens before it; filled chunk by chunk as the prompt is computed.
+  std::vector<PositionLogprobs> prompt_logprobs;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
+  // Completion 0 of a request asking for prompt_logprobs, before every entry is in: its prompt
+  // is computed in full (none of it from the prefix cache).
+  bool owes_prompt_logprobs() const {
+    return sampling_params.prompt_logprobs.has_value() && completion_index == 0 &&
+           static_cast<int>(prompt_logprobs.size()) < num_prompt_tokens - 1;
+  }
   int num_completion_tokens() const { return num_tokens() - num_prompt_tokens; }
   bool is_finished() const { return status == SequenceStatus::kFinished; }
   std::span<const int32_t> prompt_token_ids() const {

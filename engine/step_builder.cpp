@@ -1,12 +1,16 @@
 #include "engine/step_builder.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "kernels/check.h"
 
 namespace nanovllm {
+
+static_assert(kMaxLogitBias <= kMaxSlotLogitBias);
+static_assert(kMaxLogprobs <= kMaxSlotLogprobs);
 
 namespace {
 
@@ -53,6 +57,25 @@ std::vector<int32_t> min_tokens_masked_ids(const Sequence& seq,
   return ids;
 }
 
+// A penalized sequence's token state: each distinct id of its tokens once, with the prompt bit
+// (repetition penalty only) and the times it was generated so far (a recompute after
+// preemption has some), ascending by id.
+void fill_token_state(SlotSamplingParams& slot, const Sequence& seq) {
+  std::unordered_map<int32_t, uint16_t> state;
+  if (seq.sampling_params.repetition_penalty != 1.0f)
+    for (const int32_t id : seq.prompt_token_ids()) state[id] = kTokenStateInPrompt;
+  for (const int32_t id : seq.completion_token_ids()) {
+    uint16_t& s = state[id];
+    if ((s & kTokenStateCountMax) < kTokenStateCountMax) ++s;
+  }
+  std::vector<std::pair<int32_t, uint16_t>> sorted(state.begin(), state.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto& [id, value] : sorted) {
+    slot.token_state_ids.push_back(id);
+    slot.token_state_values.push_back(value);
+  }
+}
+
 // A sequence new to a slot: take the lowest free one and send its parameters once (rank 0's
 // sampler keeps them until the slot is refilled).
 void assign_sampling_slot(StepCommand& cmd, Sequence& seq, SamplingSlots& slots,
@@ -64,11 +87,27 @@ void assign_sampling_slot(StepCommand& cmd, Sequence& seq, SamplingSlots& slots,
     slot.min_tokens_position = seq.num_prompt_tokens + p.min_tokens;
     slot.min_tokens_masked_ids = min_tokens_masked_ids(seq, eos_token_ids);
   }
+  slot.repetition_penalty = p.repetition_penalty;
+  slot.presence_penalty = p.presence_penalty;
+  slot.frequency_penalty = p.frequency_penalty;
+  if (p.penalized()) fill_token_state(slot, seq);
+  CHECK_LE(p.logit_bias.size(), static_cast<size_t>(kMaxSlotLogitBias));
+  for (const auto& [id, bias] : p.logit_bias) {
+    slot.logit_bias_ids.push_back(id);
+    slot.logit_bias_values.push_back(bias);
+  }
+  slot.num_logprobs = p.logprobs.value_or(-1);
   seq.sampling_slot = slot.slot = slots.acquire();
   cmd.new_slot_params.push_back(std::move(slot));
 }
 
 }  // namespace
+
+PositionRange prompt_logprobs_rows(const Sequence& seq, int start, int end) {
+  if (!seq.owes_prompt_logprobs()) return {};
+  const int begin = std::max(start, static_cast<int>(seq.prompt_logprobs.size()));
+  return {begin, std::max(begin, std::min(end, seq.num_prompt_tokens - 1))};
+}
 
 uint64_t default_sequence_seed(int64_t seq_id) {
   return splitmix64(static_cast<uint64_t>(seq_id));
@@ -102,10 +141,17 @@ StepCommand build_prefill_command(std::span<Sequence* const> seqs,
     cmd.cu_seqlens_k.push_back(cmd.cu_seqlens_k.back() + end);
     cmd.max_seqlen_q = std::max(cmd.max_seqlen_q, end - start);
     cmd.max_seqlen_k = std::max(cmd.max_seqlen_k, end);
+    const PositionRange owed = prompt_logprobs_rows(*s, start, end);
+    for (int t = owed.begin; t < owed.end; ++t) {
+      cmd.prompt_logprobs_indices.push_back(cmd.cu_seqlens_q[b] + (t - start));
+      cmd.prompt_logprobs_targets.push_back(s->token_ids[t + 1]);
+      cmd.prompt_logprobs_num_top.push_back(*s->sampling_params.prompt_logprobs);
+    }
     if (end < s->num_tokens()) continue;  // a chunk short of the prompt's end samples nothing
     cmd.logits_indices.push_back(cmd.cu_seqlens_q.back() - 1);
     if (s->sampling_slot < 0) assign_sampling_slot(cmd, *s, slots, eos_token_ids);
     cmd.sample_slots.push_back(s->sampling_slot);
+    cmd.sample_logprobs = cmd.sample_logprobs || s->sampling_params.logprobs.has_value();
   }
   fill_block_tables(cmd, seqs);
   return cmd;
@@ -131,6 +177,7 @@ StepCommand build_decode_command(std::span<Sequence* const> seqs, int block_size
     cmd.logits_indices.push_back(static_cast<int32_t>(b));
     CHECK_MSG(s.sampling_slot >= 0, "decoding seq " << s.seq_id << " holds no sampling slot");
     cmd.sample_slots.push_back(s.sampling_slot);
+    cmd.sample_logprobs = cmd.sample_logprobs || s.sampling_params.logprobs.has_value();
   }
   fill_block_tables(cmd, seqs);
   return cmd;

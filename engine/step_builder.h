@@ -21,13 +21,25 @@ namespace nanovllm {
 // new_slot_params (its seed must be resolved: CHECK). With min_tokens > 0 they carry its
 // min_tokens mask: min_tokens_position = num_prompt_tokens + min_tokens, masked ids =
 // eos_token_ids (the engine's; none when ignore_eos) then its stop_token_ids, each id once
-// (more than kMaxMinTokensMaskedIds: CHECK).
+// (more than kMaxMinTokensMaskedIds: CHECK); with penalties the sequence's token state
+// (prompt bits when repetition_penalty != 1, generated counts), its logit_bias and logprobs.
+// Rows in prompt_logprobs_rows() get a prompt_logprobs row; sample_logprobs is set when a
+// sampled sequence asks for logprobs.
 StepCommand build_prefill_command(std::span<Sequence* const> seqs,
                                   std::span<const int> num_scheduled_tokens, int block_size,
                                   SamplingSlots& slots, std::span<const int32_t> eos_token_ids);
 // The same with every sequence computing all its tokens from num_computed_tokens.
 StepCommand build_prefill_command(std::span<Sequence* const> seqs, int block_size,
                                   SamplingSlots& slots, std::span<const int32_t> eos_token_ids);
+// Positions [begin, end) of a sequence's tokens whose rows give prompt_logprobs entries: of
+// the tokens [start, end) a step computes, those whose next token is in the prompt and whose
+// entry is still owed (Sequence::owes_prompt_logprobs); an empty range otherwise. The row at
+// position t gives entry t (prompt token t + 1).
+struct PositionRange {
+  int begin = 0, end = 0;
+};
+PositionRange prompt_logprobs_rows(const Sequence& seq, int start, int end);
+
 // Decode: the last token of each sequence. Each one holds a sampling slot since its prefill
 // (CHECK); no parameters travel.
 StepCommand build_decode_command(std::span<Sequence* const> seqs, int block_size);

@@ -12,11 +12,11 @@ enum class StepKind : uint8_t { kPrefill, kDecode, kExit };
 
 // Bumped whenever StepCommand's fields or their meaning change; the ring's header carries it,
 // so a worker of another build refuses the ring instead of misreading commands.
-inline constexpr uint32_t kStepCommandSchemaVersion = 3;
+inline constexpr uint32_t kStepCommandSchemaVersion = 4;
 
 // A sampling slot's parameters (rank 0's sampler keeps them on the device until the slot is
-// refilled). temperature 0 = greedy; top_k <= 0 or >= vocab, top_p >= 1, min_p <= 0 = no
-// filter; seed keys the slot's Philox draws.
+// refilled; kernels/sampler.h states their rules). temperature 0 = greedy; top_k <= 0 or
+// >= vocab, top_p >= 1, min_p <= 0 = no filter; seed keys the slot's Philox draws.
 struct SlotSamplingParams {
   int32_t slot = -1;
   float temperature = 1.0f;
@@ -30,10 +30,31 @@ struct SlotSamplingParams {
   // 0 / empty: nothing masked.
   int32_t min_tokens_position = 0;
   std::vector<int32_t> min_tokens_masked_ids;  // [<= kMaxMinTokensMaskedIds]
+  // Penalties (1, 0, 0 = off). With any on, the slot's token state starts from
+  // token_state_ids / token_state_values: each id once, its u16 state (kernels/sampler_math.h:
+  // the prompt bit when repetition_penalty != 1, and the times the sequence already generated
+  // it, for a sequence recomputed after preemption); every other token starts at 0.
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<int32_t> token_state_ids;      // [D] distinct token ids
+  std::vector<uint16_t> token_state_values;  // [D]
+  // logit_bias: ids unique, [<= kMaxLogitBias] entries.
+  std::vector<int32_t> logit_bias_ids;
+  std::vector<float> logit_bias_values;
+  int32_t num_logprobs = -1;  // alternatives each sampled token reports; -1: no logprobs
 };
 
 // eos ids (a model has a few) plus kMaxStopTokenIds (engine/sampling_params.h).
 inline constexpr int kMaxMinTokensMaskedIds = 48;
+// logit_bias entries per slot (engine/sampling_params.h's kMaxLogitBias).
+inline constexpr int kMaxSlotLogitBias = 1024;
+// Alternatives a logprobs row reports at most (kernels/logprobs.h's kMaxLogprobs).
+inline constexpr int kMaxSlotLogprobs = 20;
+// A token state value (kernels/sampler_math.h): the prompt bit, and the generated count in
+// the low bits, saturating.
+inline constexpr uint16_t kTokenStateInPrompt = 0x8000;
+inline constexpr uint16_t kTokenStateCountMax = 0x7fff;
 
 struct StepCommand {
   StepKind kind = StepKind::kExit;
@@ -62,11 +83,20 @@ struct StepCommand {
   // that produces a token this step. Row i samples token number positions[logits_indices[i]]
   // + 1 of its sequence (the Philox counter of its draw).
   std::vector<int32_t> logits_indices;  // [S] row index into [T]
+  // prompt_logprobs: rows whose logits give the log-probability of the prompt's next token
+  // (every rank computes those logits: the LM head is sharded).
+  std::vector<int32_t> prompt_logprobs_indices;  // [P] row index into [T]
+
+  // Rank 0's alone, never sent to the workers (ipc/step_command_serialization.h):
   // Sampling state lives on rank 0's device, one slot per running sequence (vLLM's persistent
   // batch): each sampled row names its slot, and a slot's parameters travel once, in the step
-  // where a sequence starts using it. Workers other than rank 0 ignore both.
+  // where a sequence starts using it.
   std::vector<int32_t> sample_slots;                // [S] slot of each sampled row
   std::vector<SlotSamplingParams> new_slot_params;  // [N] slots (re)filled this step
+  bool sample_logprobs = false;                     // some sampled row's slot has num_logprobs >= 0
+  // prompt_logprobs: the token each row's logprob is of, and the alternatives it reports.
+  std::vector<int32_t> prompt_logprobs_targets;  // [P]
+  std::vector<int32_t> prompt_logprobs_num_top;  // [P] in [0, kMaxLogprobs]
 
   int num_seqs() const {
     return kind == StepKind::kPrefill ? static_cast<int>(cu_seqlens_q.size()) - 1

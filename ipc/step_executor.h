@@ -27,10 +27,23 @@ struct StartupTiming {
   double graph_capture_s = 0;  // decode CUDA graphs
 };
 
-// What one step gives back to the engine (rank 0). A struct so that later per-row outputs
-// (logprobs) join the sampled tokens without changing the port.
+// Logprobs of chosen tokens, one row each (kernels/logprobs.h's outputs on the host).
+struct LogprobRows {
+  int width = 0;                    // top entries per row
+  std::vector<float> logprob;       // [R] the chosen token's
+  std::vector<int32_t> rank;        // [R]
+  std::vector<int32_t> top_ids;     // [R, width], -1 past the row's count
+  std::vector<float> top_logprobs;  // [R, width]
+  size_t num_rows() const { return logprob.size(); }
+};
+
+// What one step gives back to the engine (rank 0; empty on ranks > 0).
 struct StepResult {
-  std::vector<int32_t> sampled_token_ids;  // [S] one per logits row; empty on ranks > 0
+  std::vector<int32_t> sampled_token_ids;  // [S] one per logits row
+  // [S] rows when the command's sample_logprobs is set (rows whose slot has no logprobs hold
+  // nothing meaningful), else none.
+  LogprobRows sampled_logprobs;
+  LogprobRows prompt_logprobs;  // [P] one per prompt_logprobs_indices row
 };
 
 class StepExecutor {

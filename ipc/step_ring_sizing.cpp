@@ -28,12 +28,7 @@ StepCommand worst_case_step_command(const StepLimits& limits) {
   c.block_tables.assign(b * static_cast<size_t>(width), 0);
   c.block_table_width = width;
   c.logits_indices.assign(b, 0);
-  c.sample_slots.assign(b, 0);
-  // Every running sequence new to its slot at once (a prefill of max_num_seqs sequences),
-  // each with the longest min_tokens mask.
-  SlotSamplingParams widest;
-  widest.min_tokens_masked_ids.assign(kMaxMinTokensMaskedIds, 0);
-  c.new_slot_params.assign(b, widest);
+  c.prompt_logprobs_indices.assign(t, 0);  // every token of the step a prompt_logprobs row
   return c;
 }
 

@@ -19,10 +19,10 @@ struct StepLimits {
   int block_size = 0;
 };
 
-// Every vector at the longest length the limits allow, the prefill and decode fields together:
-// T = max(max_num_batched_tokens, max_num_seqs) tokens, B = max_num_seqs sequences (all sampled,
-// all new to their sampling slots, each with kMaxMinTokensMaskedIds min_tokens masked ids),
-// block tables [B, ceil(max_model_len / block_size)].
+// Every serialized vector at the longest length the limits allow, the prefill and decode fields
+// together: T = max(max_num_batched_tokens, max_num_seqs) tokens (each one a prompt_logprobs
+// row), B = max_num_seqs sequences (all sampled), block tables
+// [B, ceil(max_model_len / block_size)]. Rank 0's sampling fields never travel.
 StepCommand worst_case_step_command(const StepLimits& limits);
 
 // encode_step_command(worst_case_step_command(config)).size(): the binary archive's length

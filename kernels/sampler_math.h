@@ -6,6 +6,8 @@
 //   - masses in fixed point (2^-40 units): sums are exact in any order, so a sequential CPU
 //     sum and a parallel GPU reduction agree to the unit.
 //   - candidate keys: (l descending, id ascending) as one unsigned 64-bit order.
+//   - penalties: vLLM's formulas with explicit fmaf, so nvcc's contraction cannot make the
+//     device round differently from the host.
 #pragma once
 
 #include <cmath>
@@ -90,6 +92,38 @@ NANOVLLM_SAMPLER_HD float key_logit(uint64_t key) {
 }
 NANOVLLM_SAMPLER_HD int32_t key_id(uint64_t key) {
   return static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(key));
+}
+
+// A slot's token state (kernels/sampler.h), one u16 per (slot, token): bit 15 = the token is
+// in the prompt (set only when repetition_penalty != 1), bits 0..14 = times it was generated,
+// saturating at kTokenCountMax (a frequency penalty stops growing there: 32767 repeats).
+inline constexpr uint32_t kTokenInPrompt = 0x8000u;
+inline constexpr uint32_t kTokenCountMax = 0x7fffu;
+NANOVLLM_SAMPLER_HD uint32_t token_count(uint32_t state) {
+  return state & kTokenCountMax;
+}
+// The state after the token is generated once more.
+NANOVLLM_SAMPLER_HD uint32_t token_state_after_sample(uint32_t state) {
+  return token_count(state) < kTokenCountMax ? state + 1 : state;
+}
+
+// A slot whose penalties change anything (vLLM's defaults: 1, 0, 0 = off).
+NANOVLLM_SAMPLER_HD bool penalties_active(float repetition, float presence, float frequency) {
+  return repetition != 1.0f || presence != 0.0f || frequency != 0.0f;
+}
+
+// vLLM's penalties on one logit x (logit_bias already added), in its order: repetition
+// (transformers' rule: x / p when x > 0, else x * p) for a token in the prompt or generated,
+// then frequency (count * f) and presence (p) subtracted for a generated token.
+NANOVLLM_SAMPLER_HD float penalized_logit(float x, uint32_t state, float repetition, float presence,
+                                          float frequency) {
+  if (state != 0 && repetition != 1.0f) x = x > 0.0f ? x / repetition : x * repetition;
+  const uint32_t count = token_count(state);
+  if (count != 0) {
+    x = fmaf(-static_cast<float>(count), frequency, x);
+    x = x - presence;
+  }
+  return x;
 }
 
 }  // namespace nanovllm::kernels

@@ -16,6 +16,8 @@ const char* dtype_name(DType t) {
       return "i32";
     case DType::kI64:
       return "i64";
+    case DType::kU16:
+      return "u16";
   }
   return "?";
 }

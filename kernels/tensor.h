@@ -12,13 +12,14 @@
 
 namespace nanovllm {
 
-enum class DType : uint8_t { kBf16, kF16, kF32, kI32, kI64 };
+enum class DType : uint8_t { kBf16, kF16, kF32, kI32, kI64, kU16 };
 enum class Device : uint8_t { kCpu, kCuda };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
     case DType::kBf16:
     case DType::kF16:
+    case DType::kU16:
       return 2;
     case DType::kF32:
     case DType::kI32:

@@ -98,6 +98,8 @@ const char* safetensors_dtype_name(DType t) {
       return "I32";
     case DType::kI64:
       return "I64";
+    case DType::kU16:
+      return "U16";
   }
   return "?";
 }

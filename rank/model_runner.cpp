@@ -33,7 +33,16 @@ enum InputSlot : size_t {
   kSampleSlots,
   kSamplePositions,
   kOutTokens,
-  kLogits
+  kLogits,
+  // prompt_logprobs: [P] rows, targets and alternatives in; [P] logprob and rank, [P, W] top
+  // ids and top logprobs out (W = kernels::kMaxLogprobs)
+  kPromptRows,
+  kPromptTargets,
+  kPromptNumTop,
+  kPromptLogprob,
+  kPromptRank,
+  kPromptTopIds,
+  kPromptTopLogprobs
 };
 int64_t len(const auto& v) {
   return static_cast<int64_t>(v.size());
@@ -92,7 +101,10 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
     cuda_->fill(ctx_);
     before = gpu_mem_info();
   }
-  if (tp_rank == 0) sampling_ = std::make_unique<SlotSamplingState>(options.max_num_seqs, device);
+  if (tp_rank == 0)
+    sampling_ =
+        std::make_unique<SlotSamplingState>(options.max_num_seqs, config_.vocab_size, device);
+  max_logits_rows_ = options.max_num_seqs;
   {
     const Checkpoint ckpt = Checkpoint::open(model_dir);
     validate_checkpoint(config_, ckpt);
@@ -203,7 +215,9 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
     meta.max_context_len = *std::max_element(cmd.context_lens.begin(), cmd.context_lens.end());
   }
   const TensorView hidden = model_->forward(input_ids, positions, meta, ctx_);
-  if (s == 0) return {};
+  Forward out;
+  if (!cmd.prompt_logprobs_indices.empty()) out.prompt = prompt_logprobs(cmd, hidden);
+  if (s == 0) return out;
   // A decode step's rows in order (the usual case) need no gather.
   bool in_order = s == t;
   for (int64_t i = 0; in_order && i < s; ++i) in_order = cmd.logits_indices[i] == i;
@@ -212,16 +226,58 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
   // Every rank computes its logits shard; only rank 0's view receives the full rows.
   const TensorView logits = logits_rows(s);
   model_->compute_logits(logits, hidden, indices, ctx_);
-  if (comm_->rank() != 0) return {};
-  return {logits, TensorView()};
+  if (comm_->rank() != 0) return out;
+  out.logits = logits;
+  return out;
+}
+
+kernels::LogprobsBatch ModelRunner::prompt_logprobs(const StepCommand& cmd,
+                                                    const TensorView& hidden) {
+  const int64_t p = len(cmd.prompt_logprobs_indices);
+  const bool rank0 = comm_->rank() == 0;
+  const TensorView rows = upload(kPromptRows, cmd.prompt_logprobs_indices.data(), DType::kI32, {p});
+  kernels::LogprobsBatch all;
+  if (rank0) {
+    CHECK_EQ(len(cmd.prompt_logprobs_targets), p);
+    CHECK_EQ(len(cmd.prompt_logprobs_num_top), p);
+    all.targets = upload(kPromptTargets, cmd.prompt_logprobs_targets.data(), DType::kI32, {p});
+    all.num_top = upload(kPromptNumTop, cmd.prompt_logprobs_num_top.data(), DType::kI32, {p});
+    all.target_logprob = inputs_.get(kPromptLogprob, DType::kF32, {p});
+    all.target_rank = inputs_.get(kPromptRank, DType::kI32, {p});
+    all.top_ids = inputs_.get(kPromptTopIds, DType::kI32, {p, kernels::kMaxLogprobs});
+    all.top_logprobs = inputs_.get(kPromptTopLogprobs, DType::kF32, {p, kernels::kMaxLogprobs});
+  }
+  // Full-vocabulary logits for every row would not fit: chunks of the sampled rows' size,
+  // whose logits buffer and LM-head scratch the warm-up already sized. Every rank runs each
+  // chunk's LM head (its vocabulary shard, gathered on rank 0).
+  for (int64_t begin = 0; begin < p; begin += max_logits_rows_) {
+    const int64_t end = std::min(p, begin + max_logits_rows_);
+    const TensorView logits = logits_rows(end - begin);
+    model_->compute_logits(logits, hidden, rows.slice_rows(begin, end), ctx_);
+    if (!rank0) continue;
+    const kernels::LogprobsBatch chunk{logits,
+                                       all.targets.slice_rows(begin, end),
+                                       all.num_top.slice_rows(begin, end),
+                                       TensorView(),
+                                       all.target_logprob.slice_rows(begin, end),
+                                       all.target_rank.slice_rows(begin, end),
+                                       all.top_ids.slice_rows(begin, end),
+                                       all.top_logprobs.slice_rows(begin, end)};
+    kernels::token_logprobs(chunk, ctx_);
+  }
+  return all;
 }
 
 std::vector<int32_t> ModelRunner::sample(const StepCommand& cmd, const TensorView& logits) {
+  return read_tokens(sample_rows(cmd, logits));
+}
+
+TensorView ModelRunner::sample_rows(const StepCommand& cmd, const TensorView& logits) {
   CHECK(sampling_ != nullptr);  // rank 0 only
   const int64_t s = logits.size(0);
   CHECK_EQ(len(cmd.sample_slots), s);
   CHECK_EQ(len(cmd.logits_indices), s);
-  std::optional<PhaseScope> phase(std::in_place, ctx_, Phase::kSampling);
+  const PhaseScope phase(ctx_, Phase::kSampling);
   // Each row's input position: the sampler draws for the token after it.
   std::vector<int32_t> row_positions(static_cast<size_t>(s));  // [S]
   for (int64_t i = 0; i < s; ++i) {
@@ -229,17 +285,41 @@ std::vector<int32_t> ModelRunner::sample(const StepCommand& cmd, const TensorVie
     CHECK(row >= 0 && row < cmd.num_tokens());
     row_positions[static_cast<size_t>(i)] = cmd.positions[static_cast<size_t>(row)];
   }
-  const kernels::SamplingBatch batch{
-      logits,
-      upload(kSampleSlots, cmd.sample_slots.data(), DType::kI32, {s}),
-      upload(kSamplePositions, row_positions.data(), DType::kI32, {s}),
-      sampling_->params(),
-      inputs_.get(kOutTokens, DType::kI32, {s}),
-      sampling_->last_tokens(),
-      TensorView()};
+  kernels::SamplingBatch batch;
+  batch.logits = logits;
+  batch.slots = upload(kSampleSlots, cmd.sample_slots.data(), DType::kI32, {s});
+  batch.positions = upload(kSamplePositions, row_positions.data(), DType::kI32, {s});
+  batch.params = sampling_->params();
+  batch.processed = sampling_->processed(s);
+  batch.out_tokens = inputs_.get(kOutTokens, DType::kI32, {s});
+  batch.last_tokens = sampling_->last_tokens();
+  if (cmd.sample_logprobs) batch.logprobs = sampling_->logprobs(s);
   kernels::sample(batch, ctx_);
-  phase.reset();
-  return read_tokens(batch.out_tokens);
+  return batch.out_tokens;
+}
+
+LogprobRows ModelRunner::read_logprob_rows(const TensorView& logprob, const TensorView& rank,
+                                           const TensorView& top_ids,
+                                           const TensorView& top_logprobs) {
+  const size_t rows = static_cast<size_t>(logprob.size(0));
+  LogprobRows out;
+  out.width = static_cast<int>(top_ids.size(1));
+  out.logprob.resize(rows);
+  out.rank.resize(rows);
+  out.top_ids.resize(rows * static_cast<size_t>(out.width));
+  out.top_logprobs.resize(out.top_ids.size());
+  const auto copy = [&](void* dst, const TensorView& src) {
+    CHECK(src.is_contiguous());
+    if (device_ == Device::kCpu)
+      std::memcpy(dst, src.data, src.nbytes());
+    else  // pageable destination: the copy is complete on return
+      CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, ctx_.stream));
+  };
+  copy(out.logprob.data(), logprob);
+  copy(out.rank.data(), rank);
+  copy(out.top_ids.data(), top_ids);
+  copy(out.top_logprobs.data(), top_logprobs);
+  return out;
 }
 
 std::vector<int32_t> ModelRunner::read_tokens(const TensorView& tokens) {
@@ -261,7 +341,18 @@ StepResult ModelRunner::execute(const StepCommand& cmd) {
   StepResult result;
   if (comm_->rank() == 0 && !cmd.logits_indices.empty()) {
     result.sampled_token_ids =
-        out.out_tokens.data ? read_tokens(out.out_tokens) : sample(cmd, out.logits);
+        read_tokens(out.out_tokens.data ? out.out_tokens : sample_rows(cmd, out.logits));
+    // After the tokens' synchronisation: these copies find the stream drained.
+    if (cmd.sample_logprobs) {
+      const kernels::SampledLogprobs l = sampling_->logprobs(len(cmd.logits_indices));
+      result.sampled_logprobs = read_logprob_rows(l.logprob, l.rank, l.top_ids, l.top_logprobs);
+    }
+  }
+  if (comm_->rank() == 0 && out.prompt.targets.data) {
+    if (cmd.logits_indices.empty()) comm_->synchronize(ctx_.stream);
+    const kernels::LogprobsBatch& p = out.prompt;
+    result.prompt_logprobs =
+        read_logprob_rows(p.target_logprob, p.target_rank, p.top_ids, p.top_logprobs);
   }
   if (step_events_) {
     // After the tokens' readback on rank 0, so the end is when the tokens reached the

@@ -16,6 +16,7 @@
 
 #include "ipc/step_executor.h"
 #include "kernels/communicator.h"
+#include "kernels/logprobs.h"
 #include "layers/model_config.h"
 #include "layers/qwen3_model.h"
 
@@ -92,10 +93,21 @@ class ModelRunner final : public StepExecutor {
   struct Forward {
     TensorView logits;      // [S, V] f32 (rank 0)
     TensorView out_tokens;  // [S] i32, device (graph replays only)
+    // prompt_logprobs: the [P] rows' outputs on the device (rank 0; empty when none)
+    kernels::LogprobsBatch prompt;
   };
   Forward forward_step(const StepCommand& cmd);
+  // Every rank: the LM head over the command's prompt_logprobs rows, in chunks of
+  // max_logits_rows_; rank 0 also computes their logprobs (its returned batch's outputs).
+  kernels::LogprobsBatch prompt_logprobs(const StepCommand& cmd, const TensorView& hidden);
+  // sample() on the device: [S] i32 (and the rows' logprobs in the sampling state when the
+  // command asks), valid until the next step.
+  TensorView sample_rows(const StepCommand& cmd, const TensorView& logits);
   // Device tokens [S] -> host, the step's one synchronisation.
   std::vector<int32_t> read_tokens(const TensorView& tokens);
+  // Device logprob outputs -> host (after read_tokens: the stream is drained).
+  LogprobRows read_logprob_rows(const TensorView& logprob, const TensorView& rank,
+                                const TensorView& top_ids, const TensorView& top_logprobs);
   // (Re)allocates the cache for num_blocks and binds it to the layers.
   void allocate_kv_cache(int num_blocks);
   // Logits [s, V] f32: the persistent buffer when the start-up sized one, else a slot.
@@ -117,6 +129,7 @@ class ModelRunner final : public StepExecutor {
   DeviceBuffer kv_cache_;  // [2, layers, num_kv_blocks, block_size, kv_heads / tp, head_dim] bf16
   Workspace inputs_;       // step inputs copied to the device, one slot each
   DeviceBuffer logits_;    // [max logits rows, V] f32 (options start-up on CUDA), else empty
+  int64_t max_logits_rows_ = 0;  // max_num_seqs: the most logits rows one LM-head call makes
   std::unique_ptr<SlotSamplingState> sampling_;  // rank 0: per-slot parameters
   std::unique_ptr<CudaGraphRunner> graphs_;      // decode graphs; destroyed first
   // Step timing (CUDA events, model_runner.cpp); null while off.

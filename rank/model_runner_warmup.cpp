@@ -128,11 +128,19 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
         const TensorView hidden = model_->forward(in.input_ids, in.positions, in.meta, ctx_);
         model_->compute_logits(in.logits, hidden, TensorView(), ctx_);  // rows in order
         if (!sampling_) return;                                         // only rank 0 samples
-        // The decode row's input position: the sampler draws for the token after it.
-        kernels::sample(
-            kernels::SamplingBatch{in.logits, in.sample_slots, in.positions, sampling_->params(),
-                                   in.out_tokens, sampling_->last_tokens(), TensorView()},
-            ctx_);
+        // The decode row's input position: the sampler draws for the token after it. The
+        // logprobs kernel is part of every graph: rows whose slot asks for none leave at once.
+        const int64_t b = in.logits.size(0);
+        kernels::SamplingBatch batch;
+        batch.logits = in.logits;
+        batch.slots = in.sample_slots;
+        batch.positions = in.positions;
+        batch.params = sampling_->params();
+        batch.processed = sampling_->processed(b);
+        batch.out_tokens = in.out_tokens;
+        batch.last_tokens = sampling_->last_tokens();
+        batch.logprobs = sampling_->logprobs(b);
+        kernels::sample(batch, ctx_);
       },
       ctx_.stream);
   const GpuMemInfo after = gpu_mem_info();

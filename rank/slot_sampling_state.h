@@ -1,7 +1,8 @@
 // Rank 0's sampling state per slot, on the runner's device (vLLM's persistent batch): the step
 // command sends a slot's parameters once, when a sequence starts using it; every later step
-// names only the slot. Also each slot's last sampled token (the sampler writes it), for a
-// decode step that takes its input from the device.
+// names only the slot. Also what the sampler writes per slot and per row: each slot's last
+// sampled token (for a decode step that takes its input from the device), its token state
+// (penalties), the processed logits rows and the sampled tokens' logprobs.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,24 +19,30 @@ namespace nanovllm {
 
 class SlotSamplingState {
  public:
-  // num_slots: the most sequences running at once (max_num_seqs). Every slot starts greedy.
-  SlotSamplingState(int num_slots, Device device);
+  // num_slots: the most sequences running at once (max_num_seqs), which also bounds the rows
+  // one step samples. Every slot starts greedy, unpenalized, without bias or logprobs.
+  SlotSamplingState(int num_slots, int64_t vocab_size, Device device);
 
   // Copies the changed parameters into the device arrays, ordered on `stream` before whatever
-  // samples next (CPU: at once). A slot outside [0, num_slots) or more than
-  // kMaxMinTokensMaskedIds masked ids is a bug on rank 0: CHECK.
+  // samples next (CPU: at once); a penalized slot's token state is reset to its entries. A
+  // slot outside [0, num_slots), more than kMaxMinTokensMaskedIds masked ids or
+  // kMaxSlotLogitBias bias entries, or a token id outside the vocabulary is a bug on rank 0:
+  // CHECK.
   void apply(std::span<const SlotSamplingParams> changed, cudaStream_t stream);
 
   kernels::SamplingSlotParams params() const;
   TensorView last_tokens() const { return last_tokens_.view(DType::kI32, {num_slots_}); }
+  // Scratch and outputs for a batch of `rows` <= num_slots sampled rows.
+  TensorView processed(int64_t rows) const;  // [rows, V] f32
+  kernels::SampledLogprobs logprobs(int64_t rows) const;
   int num_slots() const { return num_slots_; }
 
  private:
   int num_slots_;
+  int64_t vocab_;
   Device device_;
-  // One allocation, six [num_slots] arrays back to back: seeds i64 | temperatures f32 |
-  // top_k i32 | top_p f32 | min_p f32 | min_tokens_position i32 (the i64 array first, for its
-  // alignment).
+  // One allocation, eleven [num_slots] arrays back to back (Layout in the .cpp): seeds i64
+  // first for its alignment, then the f32 / i32 parameters.
   DeviceBuffer params_;
   std::vector<uint8_t> host_;  // the same layout on the host: what apply() copies
   // [num_slots, kMaxMinTokensMaskedIds] i32, each row padded with -1. Meaningful only where
@@ -43,7 +50,16 @@ class SlotSamplingState {
   // it was on the device (apply() copies only the rows of slots that mask something).
   DeviceBuffer masked_ids_;
   std::vector<int32_t> masked_host_;  // the same on the host
-  DeviceBuffer last_tokens_;          // [num_slots] i32
+  // [num_slots, kMaxSlotLogitBias] i32 / f32: a slot's first logit_bias_count entries.
+  DeviceBuffer bias_ids_, bias_values_;
+  DeviceBuffer token_state_;  // [num_slots, V] u16; rows of unpenalized slots unused
+  // [kStagedEntries, 3] i32 (slot, id, state): token state entries on their way to the device.
+  DeviceBuffer staged_entries_;
+  DeviceBuffer last_tokens_;  // [num_slots] i32
+  DeviceBuffer processed_;    // [num_slots, V] f32
+  // The sampled rows' logprobs: [num_slots] f32 | [num_slots] i32 | [num_slots, W] i32 |
+  // [num_slots, W] f32, W = kernels::kMaxLogprobs.
+  DeviceBuffer logprobs_;
 };
 
 }  // namespace nanovllm

@@ -10,6 +10,9 @@
 #            tokenizer, then the first preset's model): exit 0 and one result per request
 #            (run right after the first preset, so a slow second preset cannot starve it);
 #            then examples/request_fields.jsonl on the tiny model, --device cuda vs cpu
+#   fields-hf  on the first preset's model (written by phase model, or here): logprobs,
+#            prompt_logprobs and repetition_penalty of nanovllm-launch against transformers
+#            (scripts/check_request_fields_vs_transformers.py)
 #   tp       per preset (NANOVLLM_GPU_TP_PRESETS, default "qwen3-0.6b"), on >= 2 GPUs: greedy
 #            nanovllm-launch --tp 1 and --tp 2 on the examples (token ids compared per request,
 #            the first divergence reported), then nanovllm-bench --tp 1,2 (nano-vllm's
@@ -28,7 +31,7 @@ if [ ! -d "$bundle" ] && [ -f build-bundle/bundle.tar.xz ]; then
 fi
 logs=${OUT:-$bundle/logs}
 work=${NANOVLLM_GPU_WORK:-/tmp/nanovllm_gpu}
-phases=" ${*:-kernels bench model launch} "
+phases=" ${*:-kernels bench model launch fields-hf} "
 presets=${NANOVLLM_GPU_PRESETS:-qwen3-0.6b qwen3-1.7b}
 budget=${NANOVLLM_GPU_BUDGET:-540}
 mkdir -p "$logs" "$work"
@@ -184,6 +187,20 @@ EOF3
   row "$(printf '%-34s        %s' "fields cuda vs cpu $name" "$(tail -n 1 "$logs/fields_${name}_compare.log")")"
 }
 
+# fields_hf_check PRESET: scripts/check_request_fields_vs_transformers.py on its model.
+fields_hf_check() {
+  local preset=$1 dir="$work/$1" tok=()
+  [ -d "$bundle/tokenizer" ] && tok=(--tokenizer-dir "$bundle/tokenizer")
+  if [ ! -f "$dir/config.json" ]; then
+    step "mkmodel $preset" 240 "$bundle/bin/nanovllm-mkmodel" --preset "$preset" --seed 1 \
+      --threads "$(nproc)" "${tok[@]}" "$dir" || return
+  fi
+  step "fields-hf $preset" 300 python3 scripts/check_request_fields_vs_transformers.py \
+    "$bundle/bin/nanovllm-launch" "$dir" "$logs"
+  row "$(printf '%-34s        %s' "fields vs transformers $preset" \
+    "$(grep -h 'request fields vs transformers' "$logs/fields-hf_$preset.log" | tail -n 1)")"
+}
+
 launch_checks() {
   if [ ! -x "$bundle/bin/nanovllm-launch" ]; then row "$(printf '%-34s  MISSING (not bundled)' nanovllm-launch)"; return; fi
   if [ ! -d "$bundle/tokenizer" ]; then row "$(printf '%-34s  SKIPPED (no tokenizer)' nanovllm-launch)"; return; fi
@@ -228,6 +245,7 @@ if has_phase model; then
   done
 fi
 if has_phase launch && [ $launched -eq 0 ]; then launch_checks; fi
+if has_phase fields-hf; then fields_hf_check "$(echo "$presets" | awk '{print $1}')"; fi
 if has_phase tp; then
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
   if [ "${gpus:-0}" -lt 2 ]; then

@@ -51,10 +51,16 @@ std::vector<Request> read_and_validate(const JobSettings& s, const Tokenizer& to
   return requests;
 }
 
-std::unique_ptr<ResultWriter> open_writer(const JobSettings& s) {
+// `tokenizer` must outlive the writer (the token texts of logprobs).
+std::unique_ptr<ResultWriter> open_writer(const JobSettings& s, const Tokenizer& tokenizer) {
   ResultWriterOptions options;
   const std::filesystem::path model = s.model_dir.lexically_normal();
   options.served_model = (model.has_filename() ? model : model.parent_path()).filename().string();
+  options.token_bytes = [&tokenizer](int32_t id) {
+    std::string bytes;
+    tokenizer.append_token_bytes(id, /*skip_special_tokens=*/false, bytes);
+    return bytes;
+  };
   if (s.output) return ResultWriter::open(*s.output, /*append=*/s.resume, options);
   return std::make_unique<ResultWriter>(std::cout, options);
 }
@@ -73,6 +79,9 @@ CompletionOutput completion_of(const RequestOutput& out, int32_t index, const Re
   c.stop_token_id = out.stop_token_id;
   c.prompt_tokens = static_cast<int32_t>(out.prompt_token_ids.size());
   c.cached_tokens = out.num_cached_tokens;
+  c.logprobs = out.logprobs;
+  c.cumulative_logprob = out.cumulative_logprob;
+  c.prompt_logprobs = out.prompt_logprobs;
   return c;
 }
 
@@ -206,7 +215,7 @@ int run_job(const JobSettings& s, const ExecutorFactory& load_model) {
   const Tokenizer tokenizer = Tokenizer::from_file((s.model_dir / "tokenizer.json").string());
   PendingWork work = pending_requests_of(s, tokenizer);
   const std::vector<Request>& requests = work.requests;
-  const std::unique_ptr<ResultWriter> writer = open_writer(s);
+  const std::unique_ptr<ResultWriter> writer = open_writer(s, tokenizer);
   ProgressOptions progress_options;
   progress_options.live = stderr_is_terminal();
   Progress progress(static_cast<int64_t>(requests.size()), progress_options);

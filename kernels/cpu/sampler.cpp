@@ -1,5 +1,6 @@
-// The CPU reference sampler: kernels/sampler.h's rules written as plainly as possible (a full
-// sort of the candidates, sequential sums), for the CUDA sampler to be checked against.
+// The CPU reference sampler: kernels/sampler.h's rules written as plainly as possible (rule P on
+// a copy of the row, a full sort of the candidates, sequential sums), for the CUDA sampler to
+// be checked against.
 #include "kernels/sampler.h"
 
 #include <algorithm>
@@ -95,46 +96,128 @@ int32_t sample_row(const float* logits, int64_t vocab, const RowParams& p) {
   return best;
 }
 
-// Rule 0 (min_tokens): the row's logits with slot s's masked ids at -inf, in `copy`, when the
-// row's token lands before min_tokens_position[s]; else the row itself.
-const float* min_tokens_masked(const SamplingBatch& b, int64_t row, int32_t s, int64_t vocab,
-                               std::vector<float>& copy) {
-  const float* logits = elem<float>(b.logits, row);
-  if (b.params.min_tokens_position.data == nullptr) return logits;
-  const int32_t position = *elem<int32_t>(b.positions, row) + 1;
-  if (!(position < *elem<int32_t>(b.params.min_tokens_position, s))) return logits;
-  copy.assign(logits, logits + vocab);
-  const int64_t width = b.params.min_tokens_masked_ids.size(1);
-  for (int64_t j = 0; j < width; ++j) {
-    const int32_t id = *elem<int32_t>(b.params.min_tokens_masked_ids, s, j);
-    if (id >= 0 && id < vocab) copy[static_cast<size_t>(id)] = -INFINITY;
+// Rule P's per-slot inputs (all off where the batch does not give them).
+struct SlotProcessing {
+  bool penalized = false;
+  float repetition = 1.0f, presence = 0.0f, frequency = 0.0f;
+  int32_t bias_count = 0;
+  int32_t min_tokens_position = 0;
+};
+
+SlotProcessing slot_processing(const SamplingSlotParams& p, int32_t s) {
+  SlotProcessing sp;
+  if (p.repetition_penalty.data != nullptr) {
+    sp.repetition = *elem<float>(p.repetition_penalty, s);
+    sp.presence = *elem<float>(p.presence_penalty, s);
+    sp.frequency = *elem<float>(p.frequency_penalty, s);
+    sp.penalized = penalties_active(sp.repetition, sp.presence, sp.frequency);
   }
-  return copy.data();
+  if (p.logit_bias_count.data != nullptr)  // entries past the row's width do not exist
+    sp.bias_count = static_cast<int32_t>(
+        std::min<int64_t>(*elem<int32_t>(p.logit_bias_count, s), p.logit_bias_ids.size(1)));
+  if (p.min_tokens_position.data != nullptr)
+    sp.min_tokens_position = *elem<int32_t>(p.min_tokens_position, s);
+  return sp;
+}
+
+// Rule P: row r's processed logits into out [V], from the raw row (never written).
+void process_row(const SamplingBatch& b, int64_t r, int32_t s, const SlotProcessing& sp,
+                 float* out) {
+  const SamplingSlotParams& p = b.params;
+  const int64_t vocab = b.logits.size(1);
+  const float* x = elem<float>(b.logits, r);
+  const auto state = [&](int64_t v) -> uint32_t {  // never read for an unpenalized slot
+    return sp.penalized ? *elem<uint16_t>(p.token_state, s, v) : 0u;
+  };
+  const auto penalized = [&](float logit, int64_t v) {
+    return penalized_logit(logit, state(v), sp.repetition, sp.presence, sp.frequency);
+  };
+  for (int64_t v = 0; v < vocab; ++v) out[v] = sp.penalized ? penalized(x[v], v) : x[v];
+  for (int32_t j = 0; j < sp.bias_count; ++j) {  // the bias goes in before the penalties
+    const int32_t id = *elem<int32_t>(p.logit_bias_ids, s, j);
+    if (id >= 0 && id < vocab)
+      out[id] = penalized(x[id] + *elem<float>(p.logit_bias_values, s, j), id);
+  }
+  if (!(*elem<int32_t>(b.positions, r) + 1 < sp.min_tokens_position)) return;
+  const int64_t width = p.min_tokens_masked_ids.size(1);
+  for (int64_t j = 0; j < width; ++j) {
+    const int32_t id = *elem<int32_t>(p.min_tokens_masked_ids, s, j);
+    if (id >= 0 && id < vocab) out[id] = -INFINITY;  // -1 pads the row
+  }
+}
+
+void check_slot_params(const SamplingSlotParams& p, int64_t n, int64_t vocab) {
+  CHECK(p.temperatures.dtype == DType::kF32 && p.top_k.dtype == DType::kI32);
+  CHECK(p.top_p.dtype == DType::kF32 && p.min_p.dtype == DType::kF32);
+  CHECK(p.seeds.dtype == DType::kI64);
+  CHECK(p.top_k.size(0) == n && p.top_p.size(0) == n && p.min_p.size(0) == n &&
+        p.seeds.size(0) == n);
+  CHECK_EQ(p.min_tokens_position.data == nullptr, p.min_tokens_masked_ids.data == nullptr);
+  if (p.min_tokens_position.data != nullptr) {
+    CHECK(p.min_tokens_position.dtype == DType::kI32 && p.min_tokens_position.size(0) == n);
+    CHECK(p.min_tokens_masked_ids.dtype == DType::kI32 && p.min_tokens_masked_ids.ndim == 2);
+    CHECK_EQ(p.min_tokens_masked_ids.size(0), n);
+  }
+  const bool penalties = p.repetition_penalty.data != nullptr;
+  CHECK_MSG(penalties == (p.presence_penalty.data != nullptr) &&
+                penalties == (p.frequency_penalty.data != nullptr) &&
+                penalties == (p.token_state.data != nullptr),
+            "sampler penalties: all four or none");
+  if (penalties) {
+    CHECK(p.repetition_penalty.dtype == DType::kF32 && p.repetition_penalty.size(0) == n);
+    CHECK(p.presence_penalty.dtype == DType::kF32 && p.presence_penalty.size(0) == n);
+    CHECK(p.frequency_penalty.dtype == DType::kF32 && p.frequency_penalty.size(0) == n);
+    CHECK(p.token_state.dtype == DType::kU16 && p.token_state.ndim == 2);
+    CHECK(p.token_state.size(0) == n && p.token_state.size(1) == vocab);
+  }
+  const bool bias = p.logit_bias_count.data != nullptr;
+  CHECK_MSG(
+      bias == (p.logit_bias_ids.data != nullptr) && bias == (p.logit_bias_values.data != nullptr),
+      "sampler logit_bias: all three or none");
+  if (bias) {
+    CHECK(p.logit_bias_count.dtype == DType::kI32 && p.logit_bias_count.size(0) == n);
+    CHECK(p.logit_bias_ids.dtype == DType::kI32 && p.logit_bias_ids.ndim == 2);
+    CHECK(p.logit_bias_values.dtype == DType::kF32 && p.logit_bias_values.ndim == 2);
+    CHECK(p.logit_bias_ids.size(0) == n && p.logit_bias_values.size(0) == n);
+    CHECK_EQ(p.logit_bias_values.size(1), p.logit_bias_ids.size(1));
+  }
+  if (p.num_logprobs.data != nullptr)
+    CHECK(p.num_logprobs.dtype == DType::kI32 && p.num_logprobs.size(0) == n);
+}
+
+void check_batch(const SamplingBatch& b) {
+  CHECK(b.logits.dtype == DType::kF32 && b.logits.ndim == 2 && b.logits.stride[1] == 1);
+  CHECK(b.slots.dtype == DType::kI32 && b.positions.dtype == DType::kI32);
+  CHECK(b.out_tokens.dtype == DType::kI32);
+  const int64_t rows = b.logits.size(0), vocab = b.logits.size(1);
+  CHECK_GT(vocab, 0);
+  CHECK_EQ(b.slots.size(0), rows);
+  CHECK_EQ(b.positions.size(0), rows);
+  CHECK_EQ(b.out_tokens.size(0), rows);
+  check_slot_params(b.params, b.params.temperatures.size(0), vocab);
+  if (b.processed.data != nullptr) {
+    CHECK(b.processed.dtype == DType::kF32 && b.processed.ndim == 2);
+    CHECK(b.processed.size(0) == rows && b.processed.size(1) == vocab);
+    CHECK(b.processed.stride[0] == vocab && b.processed.stride[1] == 1);
+  }
+  const SampledLogprobs& lp = b.logprobs;
+  const bool logprobs = lp.logprob.data != nullptr;
+  CHECK_MSG(logprobs == (lp.rank.data != nullptr) && logprobs == (lp.top_ids.data != nullptr) &&
+                logprobs == (lp.top_logprobs.data != nullptr),
+            "sampler logprobs: all four outputs or none");
+  CHECK_MSG(!logprobs || b.params.num_logprobs.data != nullptr,
+            "sampler logprobs need params.num_logprobs");
 }
 
 }  // namespace
 
 void sample(const SamplingBatch& b) {
-  CHECK(b.logits.dtype == DType::kF32 && b.logits.ndim == 2 && b.logits.stride[1] == 1);
-  CHECK(b.slots.dtype == DType::kI32 && b.positions.dtype == DType::kI32);
-  CHECK(b.params.temperatures.dtype == DType::kF32 && b.params.top_k.dtype == DType::kI32);
-  CHECK(b.params.top_p.dtype == DType::kF32 && b.params.min_p.dtype == DType::kF32);
-  CHECK(b.params.seeds.dtype == DType::kI64 && b.out_tokens.dtype == DType::kI32);
+  check_batch(b);
   const int64_t rows = b.logits.size(0), vocab = b.logits.size(1);
   const int64_t num_slots = b.params.temperatures.size(0);
-  CHECK_GT(vocab, 0);
-  CHECK_EQ(b.slots.size(0), rows);
-  CHECK_EQ(b.positions.size(0), rows);
-  CHECK_EQ(b.params.min_tokens_position.data == nullptr,
-           b.params.min_tokens_masked_ids.data == nullptr);
-  if (b.params.min_tokens_position.data != nullptr) {
-    CHECK(b.params.min_tokens_position.dtype == DType::kI32);
-    CHECK(b.params.min_tokens_masked_ids.dtype == DType::kI32);
-    CHECK_EQ(b.params.min_tokens_position.size(0), num_slots);
-    CHECK_EQ(b.params.min_tokens_masked_ids.ndim, 2);
-    CHECK_EQ(b.params.min_tokens_masked_ids.size(0), num_slots);
-  }
-  std::vector<float> masked_row;  // [V] rule 0's copy of a row
+  std::vector<float> local_row;  // [V] rule P's row when the batch gives no processed buffer
+  // Every row is processed and drawn before any token_state changes: rows sharing a slot all
+  // see the state from before the call, as the CUDA kernels do.
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t s = *elem<int32_t>(b.slots, r);
     int32_t token = 0;
@@ -146,11 +229,45 @@ void sample(const SamplingBatch& b) {
                         *elem<float>(b.params.min_p, s),
                         static_cast<uint64_t>(*elem<int64_t>(b.params.seeds, s)),
                         *elem<int32_t>(b.positions, r) + 1};
-      token = sample_row(min_tokens_masked(b, r, s, vocab, masked_row), vocab, p);
+      const SlotProcessing sp = slot_processing(b.params, s);
+      const float* row = elem<float>(b.logits, r);
+      if (row_is_processed(sp.penalized, sp.bias_count, sp.min_tokens_position,
+                           *elem<int32_t>(b.positions, r))) {
+        float* out = b.processed.data ? elem<float>(b.processed, r) : nullptr;
+        if (out == nullptr) {
+          local_row.resize(static_cast<size_t>(vocab));
+          out = local_row.data();
+        }
+        process_row(b, r, s, sp, out);
+        row = out;
+      }
+      token = sample_row(row, vocab, p);
       if (b.last_tokens.data != nullptr) *elem<int32_t>(b.last_tokens, s) = token;
     }
     *elem<int32_t>(b.out_tokens, r) = token;
     if (b.row_passes.data != nullptr) *elem<int32_t>(b.row_passes, r) = s >= 0 ? 1 : 0;
+  }
+  if (b.params.token_state.data != nullptr)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t s = *elem<int32_t>(b.slots, r);
+      if (s < 0 || !slot_processing(b.params, s).penalized) continue;
+      uint16_t* state = elem<uint16_t>(b.params.token_state, s, *elem<int32_t>(b.out_tokens, r));
+      *state = static_cast<uint16_t>(token_state_after_sample(*state));
+    }
+  if (b.logprobs.logprob.data != nullptr)
+    token_logprobs({b.logits, b.out_tokens, b.params.num_logprobs, b.slots, b.logprobs.logprob,
+                    b.logprobs.rank, b.logprobs.top_ids, b.logprobs.top_logprobs});
+}
+
+void scatter_token_state(const TensorView& token_state, const TensorView& entries) {
+  CHECK(token_state.dtype == DType::kU16 && token_state.ndim == 2);
+  CHECK(entries.dtype == DType::kI32 && entries.ndim == 2 && entries.size(1) == 3);
+  for (int64_t e = 0; e < entries.size(0); ++e) {
+    const int32_t s = *elem<int32_t>(entries, e, 0), v = *elem<int32_t>(entries, e, 1);
+    const int32_t state = *elem<int32_t>(entries, e, 2);
+    CHECK(s >= 0 && s < token_state.size(0) && v >= 0 && v < token_state.size(1));
+    CHECK(state >= 0 && state <= 0xffff);
+    *elem<uint16_t>(token_state, s, v) = static_cast<uint16_t>(state);
   }
 }
 

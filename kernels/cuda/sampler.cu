@@ -23,11 +23,15 @@
 //       11-bit digits of the 64-bit candidate key narrow the range until one of the above
 //       applies.
 // Typical Qwen3 defaults (top_k 20, top_p 0.95): three passes over the row.
-// min_tokens (rule 0) runs first, as its own small kernel: one warp per row writes -inf over
-// the row's masked ids in place, or leaves at once when the row's slot masks nothing.
+// Rule P (logit_bias, penalties, min_tokens) runs first, as its own kernel
+// (sampler_process.cuh): it writes the processed rows into the `processed` scratch, and a
+// processed row's cluster reads that instead of the raw logits, which stay untouched for the
+// logprobs kernel (kernels/cuda/logprobs.cu) launched after the draw. The leader counts the
+// drawn token in the slot's token_state.
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/sampler_process.cuh"
 #include "kernels/cuda/sampler_row.cuh"
 #include "kernels/cuda/sampler_select.cuh"
 #include "kernels/sampler.h"
@@ -52,47 +56,13 @@ struct Args {
   const int32_t* slots;      // [B]
   const int32_t* positions;  // [B]
   SlotParams params;
-  int num_slots;         // N
-  int32_t* out_tokens;   // [B]
-  int32_t* last_tokens;  // [N] or null
-  int32_t* row_passes;   // [B] or null
-};
-
-struct MaskArgs {
-  float* logits;
-  int64_t ld;  // row stride
-  int vocab;
-  int rows;                            // B
-  const int32_t* slots;                // [B]
-  const int32_t* positions;            // [B]
-  const int32_t* min_tokens_position;  // [N]
-  const int32_t* masked_ids;           // [N, width], row stride masked_ld
-  int64_t masked_ld;
-  int width;
   int num_slots;  // N
+  ProcessParams process;
+  const float* processed;  // [B, V] contiguous (rule P's rows), or null
+  int32_t* out_tokens;     // [B]
+  int32_t* last_tokens;    // [N] or null
+  int32_t* row_passes;     // [B] or null
 };
-
-constexpr int kMaskWarps = 4;  // rows per block
-
-// Rule 0 (min_tokens): warp w of block x handles row 4x + w. A row whose slot masks nothing
-// (padding, or its token at or past min_tokens_position) costs three loads and leaves.
-// Launched as a dependent grid (common.cuh): every memory access follows the wait, and no
-// load goes through the non-coherent path. sample_kernel is launched plainly after it, so it
-// starts once these writes are complete and visible (its __ldg reads of the row are safe).
-__global__ void __launch_bounds__(32 * kMaskWarps) min_tokens_mask_kernel(MaskArgs a) {
-  wait_for_previous_grid();
-  const int row = static_cast<int>(blockIdx.x) * kMaskWarps + static_cast<int>(threadIdx.x) / 32;
-  if (row >= a.rows) return;
-  const int32_t slot = a.slots[row];
-  if (slot < 0 || slot >= a.num_slots) return;  // padding; sample_kernel traps on the other
-  if (a.positions[row] + 1 >= a.min_tokens_position[slot]) return;
-  const int32_t* ids = a.masked_ids + slot * a.masked_ld;
-  float* logits = a.logits + row * a.ld;
-  for (int j = static_cast<int>(threadIdx.x) % 32; j < a.width; j += 32) {
-    const int32_t id = ids[j];
-    if (id >= 0 && id < a.vocab) logits[id] = -INFINITY;  // -1 pads the row
-  }
-}
 
 __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   __shared__ Shared sh;
@@ -112,7 +82,9 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   Row r;
   const int chunk =
       (((a.vocab + static_cast<int>(blocks) - 1) / static_cast<int>(blocks)) + 3) & ~3;
-  r.logits = a.logits + row * a.ld;
+  const SlotPenalties pen = slot_penalties(a.process, slot);
+  const bool processed = a.processed && row_processed(a.process, slot, pen, a.positions[row]);
+  r.logits = processed ? a.processed + static_cast<int64_t>(row) * a.vocab : a.logits + row * a.ld;
   r.begin = min(a.vocab, static_cast<int>(rank) * chunk);
   r.end = min(a.vocab, r.begin + chunk);
   r.vocab = a.vocab;
@@ -243,6 +215,8 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
     a.out_tokens[row] = token;
     if (a.last_tokens) a.last_tokens[slot] = token;
     if (a.row_passes) a.row_passes[row] = passes;
+    if (pen.active && token >= 0 && token < a.vocab)
+      count_sampled_token(a.process.token_state + slot * a.process.state_ld + token);
   }
 }
 
@@ -312,56 +286,74 @@ void check_batch(const SamplingBatch& s) {
   CHECK(s.params.top_k.size(0) == n && s.params.top_p.size(0) == n && s.params.min_p.size(0) == n &&
         s.params.seeds.size(0) == n);
   CHECK(!s.last_tokens.data || s.last_tokens.size(0) == n);
-  const TensorView &mp = s.params.min_tokens_position, &ids = s.params.min_tokens_masked_ids;
-  CHECK_MSG((mp.data == nullptr) == (ids.data == nullptr),
-            "sampler min_tokens_position and min_tokens_masked_ids: both or neither");
-  if (mp.data) {
-    check_cuda_tensor(mp, DType::kI32, "sampler min_tokens_position");
-    check_cuda_tensor(ids, DType::kI32, "sampler min_tokens_masked_ids");
-    CHECK_EQ(ids.ndim, 2);
-    CHECK(mp.size(0) == n && ids.size(0) == n);
-    CHECK_LT(ids.size(1), int64_t{1} << 20);
+  if (s.params.num_logprobs.data) {
+    check_cuda_tensor(s.params.num_logprobs, DType::kI32, "sampler num_logprobs");
+    CHECK_EQ(s.params.num_logprobs.size(0), n);
   }
+  const SampledLogprobs& lp = s.logprobs;
+  const bool logprobs = lp.logprob.data != nullptr;
+  CHECK_MSG(logprobs == (lp.rank.data != nullptr) && logprobs == (lp.top_ids.data != nullptr) &&
+                logprobs == (lp.top_logprobs.data != nullptr),
+            "sampler logprobs: all four outputs or none");
+  CHECK_MSG(!logprobs || s.params.num_logprobs.data, "sampler logprobs need num_logprobs");
+}
+
+// Rule P's scratch, required where some slot may be processed.
+void check_processed(const SamplingBatch& s, const ProcessParams& q) {
+  if (!any_processing(q)) return;
+  check_cuda_tensor(s.processed, DType::kF32, "sampler processed");
+  CHECK_EQ(s.processed.ndim, 2);
+  CHECK(s.processed.size(0) == s.logits.size(0) && s.processed.size(1) == s.logits.size(1));
+  CHECK_EQ(s.processed.stride[0], s.logits.size(1));
 }
 
 }  // namespace
 
 void sample(const SamplingBatch& s, cudaStream_t stream) {
   check_batch(s);
-  const int64_t batch = s.logits.size(0);
+  const int64_t batch = s.logits.size(0), vocab = s.logits.size(1);
+  const ProcessParams q = process_params(s.params, vocab);
+  check_processed(s, q);
   if (batch == 0) return;
   CHECK_LT(batch, int64_t{65536});  // grid.y
+  const int num_slots = static_cast<int>(s.params.temperatures.size(0));
+  float* processed = any_processing(q) ? s.processed.ptr<float>() : nullptr;
   const Args a{s.logits.ptr<float>(),
                s.logits.stride[0],
-               static_cast<int>(s.logits.size(1)),
+               static_cast<int>(vocab),
                s.slots.ptr<int32_t>(),
                s.positions.ptr<int32_t>(),
                SlotParams{s.params.temperatures.ptr<float>(), s.params.top_k.ptr<int32_t>(),
                           s.params.top_p.ptr<float>(), s.params.min_p.ptr<float>(),
                           s.params.seeds.ptr<int64_t>()},
-               static_cast<int>(s.params.temperatures.size(0)),
+               num_slots,
+               q,
+               processed,
                s.out_tokens.ptr<int32_t>(),
                s.last_tokens.data ? s.last_tokens.ptr<int32_t>() : nullptr,
                s.row_passes.data ? s.row_passes.ptr<int32_t>() : nullptr};
-  if (s.params.min_tokens_position.data) {
-    const MaskArgs m{s.logits.ptr<float>(),
-                     s.logits.stride[0],
-                     static_cast<int>(s.logits.size(1)),
-                     static_cast<int>(batch),
-                     s.slots.ptr<int32_t>(),
-                     s.positions.ptr<int32_t>(),
-                     s.params.min_tokens_position.ptr<int32_t>(),
-                     s.params.min_tokens_masked_ids.ptr<int32_t>(),
-                     s.params.min_tokens_masked_ids.stride[0],
-                     static_cast<int>(s.params.min_tokens_masked_ids.size(1)),
-                     static_cast<int>(s.params.temperatures.size(0))};
-    launch_dependent(min_tokens_mask_kernel, dim3(ceil_div(batch, kMaskWarps)),
-                     dim3(32 * kMaskWarps), stream, m);
+  if (processed) {
+    const ProcessArgs pa{s.logits.ptr<float>(),
+                         s.logits.stride[0],
+                         static_cast<int>(vocab),
+                         s.slots.ptr<int32_t>(),
+                         s.positions.ptr<int32_t>(),
+                         num_slots,
+                         q,
+                         processed};
+    launch_dependent(
+        process_logits_kernel,
+        dim3(static_cast<unsigned>(process_blocks_per_row(batch)), static_cast<unsigned>(batch)),
+        dim3(kProcessThreads), stream, pa);
   }
   const int c = cluster_size(batch);
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t config = cluster_config(c, static_cast<int>(batch), stream, &attr);
   CUDA_CHECK(cudaLaunchKernelEx(&config, sample_kernel, a));
+  if (s.logprobs.logprob.data)  // on the raw rows, for the tokens just drawn
+    token_logprobs({s.logits, s.out_tokens, s.params.num_logprobs, s.slots, s.logprobs.logprob,
+                    s.logprobs.rank, s.logprobs.top_ids, s.logprobs.top_logprobs},
+                   stream);
 }
 
 }  // namespace nanovllm::kernels::cuda

@@ -165,7 +165,38 @@ class CheckingStepExecutor : public StepExecutor {
       result.sampled_token_ids.push_back(
           fake_next_token(last_seeds[i], context_fp[static_cast<size_t>(b)], vocab_size_));
     }
+    if (cmd.sample_logprobs) {
+      std::vector<int32_t> positions;  // [S] position of each sampled token
+      for (const int32_t t : cmd.logits_indices) positions.push_back(cmd.positions[t] + 1);
+      result.sampled_logprobs = fake_logprob_rows(result.sampled_token_ids, positions);
+    }
+    EXPECT_EQ(cmd.prompt_logprobs_targets.size(), cmd.prompt_logprobs_indices.size());
+    std::vector<int32_t> prompt_positions;  // [P] position of each row's target token
+    for (const int32_t t : cmd.prompt_logprobs_indices) {
+      EXPECT_TRUE(prefill) << "prompt_logprobs rows in a decode step";
+      prompt_positions.push_back(cmd.positions[t] + 1);
+    }
+    result.prompt_logprobs = fake_logprob_rows(cmd.prompt_logprobs_targets, prompt_positions);
     return result;
+  }
+
+  // The fake logprobs: a token's logprob is -token / 8, its rank the position it lands at + 1
+  // (so a row given to the wrong position or token shows), alternative j is (token + j, -j).
+  static float fake_logprob(int32_t token) { return -static_cast<float>(token) / 8.0f; }
+  static int32_t fake_rank(int32_t position) { return position + 1; }
+  static LogprobRows fake_logprob_rows(const std::vector<int32_t>& tokens,
+                                       const std::vector<int32_t>& positions) {
+    LogprobRows rows;
+    rows.width = kMaxSlotLogprobs;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      rows.logprob.push_back(fake_logprob(tokens[i]));
+      rows.rank.push_back(fake_rank(positions[i]));
+      for (int j = 0; j < rows.width; ++j) {
+        rows.top_ids.push_back(tokens[i] + j);
+        rows.top_logprobs.push_back(-static_cast<float>(j));
+      }
+    }
+    return rows;
   }
 
  private:

@@ -39,6 +39,11 @@ std::string chat_line(const std::string& body_extra) {
          body_extra + "}}";
 }
 
+std::string completion_line(const std::string& body_extra) {
+  return R"({"custom_id": "c-1", "method": "POST", "url": "/v1/completions", "body": {"prompt": "ab")" +
+         body_extra + "}}";
+}
+
 void expect_error(const std::string& line, const std::string& field, const std::string& words) {
   SCOPED_TRACE(line);
   const Request r = read_one(line);
@@ -116,13 +121,66 @@ TEST(OpenAIBatchRequest, ErrorsKeepTheCustomIdAndTheEndpointShape) {
 
 TEST(OpenAIBatchRequest, UnsupportedBodyFieldsFailTheLine) {
   expect_error(chat_line(R"(, "stream": true)"), "body.stream", "streaming");
-  expect_error(chat_line(R"(, "logprobs": true)"), "body.logprobs", "not supported");
   expect_error(chat_line(R"(, "tools": [{"type": "function"}])"), "body.tools", "not supported");
   expect_error(chat_line(R"(, "response_format": {"type": "json_object"})"), "body.response_format",
                "not supported");
-  expect_error(chat_line(R"(, "presence_penalty": 0.5)"), "body.presence_penalty", "not supported");
   expect_error(chat_line(R"(, "chat_template_kwargs": {"foo": 1})"),
                "body.chat_template_kwargs.foo", "unknown field");
+}
+
+TEST(OpenAIBatchRequest, EchoAndSuffixStayRefused) {
+  expect_error(completion_line(R"(, "echo": true)"), "body.echo", "not supported");
+  expect_error(completion_line(R"(, "suffix": "x")"), "body.suffix", "not supported");
+  EXPECT_TRUE(read_one(completion_line(R"(, "echo": false, "suffix": null)")).ok());
+}
+
+TEST(OpenAIBatchRequest, ChatLogprobsTrueTakesTopLogprobsAsTheCount) {
+  const Request r = read_one(chat_line(R"(, "logprobs": true, "top_logprobs": 4)"));
+  ASSERT_TRUE(r.ok()) << r.error->message << " at " << r.error->field;
+  EXPECT_EQ(r.sampling_params.logprobs, 4);
+  EXPECT_EQ(read_one(chat_line(R"(, "logprobs": true)")).sampling_params.logprobs, 0);
+  EXPECT_FALSE(read_one(chat_line(R"(, "logprobs": false)")).sampling_params.logprobs.has_value());
+}
+
+TEST(OpenAIBatchRequest, ChatTopLogprobsWithoutLogprobsTrueIsAnError) {
+  expect_error(chat_line(R"(, "top_logprobs": 3)"), "body.top_logprobs",
+               "needs logprobs set to true");
+  expect_error(chat_line(R"(, "logprobs": true, "top_logprobs": 25)"), "body.top_logprobs",
+               "must be in [0, 20], got 25");
+  expect_error(chat_line(R"(, "logprobs": 3)"), "body.logprobs", "must be true or false");
+}
+
+TEST(OpenAIBatchRequest, CompletionLogprobsIsTheNumberOfAlternatives) {
+  const Request r = read_one(completion_line(R"(, "logprobs": 5)"));
+  ASSERT_TRUE(r.ok()) << r.error->message << " at " << r.error->field;
+  EXPECT_EQ(r.sampling_params.logprobs, 5);
+  expect_error(completion_line(R"(, "logprobs": 25)"), "body.logprobs",
+               "must be in [0, 20], got 25");
+  expect_error(completion_line(R"(, "logprobs": true)"), "body.logprobs",
+               "must be an integer in [0, 20]");
+  // top_logprobs is chat's spelling only.
+  expect_error(completion_line(R"(, "top_logprobs": 2)"), "body.top_logprobs", "unknown field");
+}
+
+TEST(OpenAIBatchRequest, PenaltiesLogitBiasAndPromptLogprobsAreReadFromEitherBody) {
+  for (auto line : {chat_line, completion_line}) {
+    const Request r = read_one(line(
+        R"(, "presence_penalty": 0.5, "frequency_penalty": -1, "repetition_penalty": 1.1, "logit_bias": {"200": 2.5, "3": -100}, "prompt_logprobs": 1)"));
+    ASSERT_TRUE(r.ok()) << r.error->message << " at " << r.error->field;
+    const SamplingParams& p = r.sampling_params;
+    EXPECT_FLOAT_EQ(p.presence_penalty, 0.5f);
+    EXPECT_FLOAT_EQ(p.frequency_penalty, -1.0f);
+    EXPECT_FLOAT_EQ(p.repetition_penalty, 1.1f);
+    EXPECT_EQ(p.logit_bias, (std::vector<std::pair<int32_t, float>>{{3, -100.0f}, {200, 2.5f}}));
+    EXPECT_EQ(p.prompt_logprobs, 1);
+    expect_error(line(R"(, "presence_penalty": 3)"), "body.presence_penalty",
+                 "must be in [-2, 2], got 3");
+    expect_error(line(R"(, "repetition_penalty": 0)"), "body.repetition_penalty", "> 0");
+    expect_error(line(R"(, "logit_bias": {"256": 1})"), "body.logit_bias.256",
+                 "outside the vocabulary [0, 256)");
+    expect_error(line(R"(, "logit_bias": {"1": -101})"), "body.logit_bias.1",
+                 "must be in [-100, 100], got -101");
+  }
 }
 
 TEST(OpenAIBatchRequest, BodyValuesAreRangeCheckedUnderTheirBodyName) {
@@ -139,11 +197,6 @@ TEST(OpenAIBatchRequest, ExplicitNullsMeanUnset) {
   ASSERT_TRUE(r.ok()) << r.error->message;
   EXPECT_FLOAT_EQ(r.sampling_params.temperature, SamplingParams{}.temperature);
   EXPECT_EQ(r.sampling_params.max_tokens, 128 - 2);
-}
-
-std::string completion_line(const std::string& body_extra) {
-  return R"({"custom_id": "c-1", "method": "POST", "url": "/v1/completions", "body": {"prompt": "ab")" +
-         body_extra + "}}";
 }
 
 constexpr const char* kAllRequestOnlyFields =

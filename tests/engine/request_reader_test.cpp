@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 
@@ -341,6 +342,78 @@ TEST(RequestReader, StopTokenIdsMustBeInTheVocabularyAndAtMost32) {
   expect_error(line.dump(), "stop_token_ids", "at most 32");
 }
 
+TEST(RequestReader, PenaltiesLogitBiasAndLogprobsReachTheResolvedParams) {
+  const Request r = read_one(
+      R"({"prompt": "x", "presence_penalty": 0.5, "frequency_penalty": -0.25, "repetition_penalty": 1.2, "logit_bias": {"255": -100, "32": 3}, "logprobs": 5, "prompt_logprobs": 2})");
+  ASSERT_TRUE(r.ok()) << r.error->message << " at " << r.error->field;
+  const SamplingParams& p = r.sampling_params;
+  EXPECT_FLOAT_EQ(p.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(p.frequency_penalty, -0.25f);
+  EXPECT_FLOAT_EQ(p.repetition_penalty, 1.2f);
+  EXPECT_EQ(p.logit_bias, (std::vector<std::pair<int32_t, float>>{{32, 3.0f}, {255, -100.0f}}));
+  EXPECT_EQ(p.logprobs, 5);
+  EXPECT_EQ(p.prompt_logprobs, 2);
+  EXPECT_TRUE(p.penalized());
+}
+
+TEST(RequestReader, WithoutTheNewFieldsNothingIsPenalizedBiasedOrLogged) {
+  const Request r = read_one(R"({"prompt": "x", "repetition_penalty": null, "logprobs": null})");
+  ASSERT_TRUE(r.ok()) << r.error->message;
+  const SamplingParams& p = r.sampling_params;
+  EXPECT_FALSE(p.penalized());
+  EXPECT_TRUE(p.logit_bias.empty());
+  EXPECT_FALSE(p.logprobs.has_value());
+  EXPECT_FALSE(p.prompt_logprobs.has_value());
+}
+
+TEST(RequestReader, LogprobsAbove20IsAnErrorNamingLineFieldAndRange) {
+  expect_error(R"({"prompt": "x", "logprobs": 25})", "logprobs", "must be in [0, 20], got 25");
+  expect_error(R"({"prompt": "x", "prompt_logprobs": 21})", "prompt_logprobs",
+               "must be in [0, 20], got 21");
+}
+
+TEST(RequestReader, PenaltiesOutsideTheirRangesAreErrors) {
+  expect_error(R"({"prompt": "x", "presence_penalty": -2.01})", "presence_penalty",
+               "must be in [-2, 2]");
+  expect_error(R"({"prompt": "x", "frequency_penalty": 9})", "frequency_penalty",
+               "must be in [-2, 2], got 9");
+  expect_error(R"({"prompt": "x", "repetition_penalty": 0})", "repetition_penalty",
+               "must be a finite number > 0 (1 = off), got 0");
+  expect_error(R"({"prompt": "x", "repetition_penalty": -1.5})", "repetition_penalty", "got -1.5");
+  expect_error(R"({"prompt": "x", "repetition_penalty": true})", "repetition_penalty",
+               "must be a number");
+}
+
+TEST(RequestReader, LogitBiasIdOutsideTheVocabularyIsFoundAtValidation) {
+  // Parsing alone cannot know the vocabulary: only a non-negative int32 is required there.
+  EXPECT_TRUE(parse_request_line(R"({"prompt": "x", "logit_bias": {"300": 1}})", 1).ok());
+  expect_error(R"({"prompt": "x", "logit_bias": {"7": 1, "300": 1}})", "logit_bias.300",
+               "token id 300 is outside the vocabulary [0, 256)");
+  expect_error(R"({"prompt": "x", "logit_bias": {"x7": 1}})", "logit_bias.x7", "decimal integer");
+}
+
+TEST(RequestReader, NumberTooLargeForADoubleFailsItsLineOnly) {
+  const auto rs = read("{\"prompt\": \"x\", \"presence_penalty\": 1e999}\n{\"prompt\": \"y\"}\n");
+  ASSERT_EQ(rs.size(), 2u);
+  ASSERT_FALSE(rs[0].ok());
+  EXPECT_EQ(rs[0].error->line, 1);
+  EXPECT_NE(rs[0].error->message.find("number overflow"), std::string::npos)
+      << rs[0].error->message;
+  EXPECT_TRUE(rs[1].ok());
+}
+
+TEST(RequestReader, BadLogprobsLineFailsAloneBesideGoodOnes) {
+  const auto rs = read(
+      "{\"prompt\": \"a\", \"logprobs\": 2}\n{\"prompt\": \"b\", \"logprobs\": 25}\n"
+      "{\"prompt\": \"c\", \"logit_bias\": {\"1\": 5}}\n");
+  ASSERT_EQ(rs.size(), 3u);
+  EXPECT_TRUE(rs[0].ok());
+  ASSERT_FALSE(rs[1].ok());
+  EXPECT_EQ(rs[1].error->line, 2);
+  EXPECT_EQ(rs[1].error->field, "logprobs");
+  EXPECT_TRUE(rs[2].ok());
+}
+
 TEST(RequestReader, MinTokensMustBeNonNegativeAndAtMostMaxTokens) {
   expect_error(R"({"prompt": "x", "min_tokens": -1})", "min_tokens", ">= 0");
   expect_error(R"({"prompt": "x", "min_tokens": 1.5})", "min_tokens", "integer");
@@ -486,6 +559,12 @@ TEST(RequestReader, BundledExamplePromptsAllValidate) {
   }
   EXPECT_EQ(with_n, 2);
   EXPECT_EQ(with_stop, 4);
+  // The penalty, logit_bias and logprobs examples.
+  const auto asks = [](const Request& r) {
+    const SamplingParams& p = r.sampling_params;
+    return p.logprobs || p.prompt_logprobs || p.penalized() || !p.logit_bias.empty();
+  };
+  EXPECT_EQ(std::ranges::count_if(fields, asks), 2);
 }
 
 }  // namespace

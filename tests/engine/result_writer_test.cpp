@@ -326,6 +326,121 @@ TEST(ResultWriter, InvalidUtf8InTheTextStillGivesValidJson) {
   EXPECT_EQ(j["text"].get<std::string>().substr(0, 2), "ok");
 }
 
+// Token 7 = "hé" (3 bytes), 8 = "\xE4" (part of a character), 9 = "!".
+ResultWriterOptions options_with_token_bytes() {
+  ResultWriterOptions o = fixed_options();
+  o.token_bytes = [](int32_t id) -> std::string {
+    if (id == 7) return "h\xC3\xA9";
+    if (id == 8) return "\xE4";
+    return id == 9 ? "!" : "";
+  };
+  return o;
+}
+
+// output() with logprobs for its tokens 7, 8 (top 1 each) and prompt logprobs for tokens
+// 2 and 3 of its 3-token prompt.
+CompletionOutput output_with_logprobs() {
+  CompletionOutput out = output("hé");
+  out.logprobs =
+      std::vector<PositionLogprobs>{{7, -0.5f, 1, {{7, -0.5f}}}, {8, -2.0f, 3, {{9, -0.25f}}}};
+  out.cumulative_logprob = -2.5;
+  out.prompt_logprobs = std::vector<PositionLogprobs>{{2, -1.0f, 1, {}}, {3, -3.0f, 2, {}}};
+  return out;
+}
+
+TEST(ResultWriter, NativeLineHasNoLogprobsKeysWhenNoneWereAsked) {
+  const auto j = result_json(text_request("a"), output("x"), options_with_token_bytes(), 0);
+  EXPECT_FALSE(j.contains("logprobs"));
+  EXPECT_FALSE(j.contains("cumulative_logprob"));
+  EXPECT_FALSE(j.contains("prompt_logprobs"));
+}
+
+TEST(ResultWriter, NativeLogprobsAreVllmDictsPerTokenWithTheirSum) {
+  Request r = text_request("lp");
+  r.sampling_params.logprobs = 1;
+  r.sampling_params.prompt_logprobs = 0;
+  std::ostringstream out;
+  ResultWriter writer(out, options_with_token_bytes());
+  writer.write(r, output_with_logprobs());
+  const auto j = parse_lines(out.str()).at(0);
+  ASSERT_EQ(j["logprobs"].size(), 2u);
+  EXPECT_EQ(j["logprobs"][0],
+            (nlohmann::json{{"7", {{"logprob", -0.5}, {"rank", 1}, {"decoded_token", "hé"}}}}));
+  // Sampled outside the top 1: N + 1 entries, the partial character as U+FFFD.
+  ASSERT_EQ(j["logprobs"][1].size(), 2u);
+  EXPECT_EQ(j["logprobs"][1]["8"]["rank"], 3);
+  EXPECT_EQ(j["logprobs"][1]["8"]["decoded_token"], "\xEF\xBF\xBD");
+  EXPECT_EQ(j["logprobs"][1]["9"]["logprob"], -0.25);
+  EXPECT_EQ(j["cumulative_logprob"], -2.5);
+  // vLLM's prompt list: null for the first prompt token, then one dict each.
+  ASSERT_EQ(j["prompt_logprobs"].size(), 3u);
+  EXPECT_TRUE(j["prompt_logprobs"][0].is_null());
+  EXPECT_EQ(j["prompt_logprobs"][2]["3"]["rank"], 2);
+}
+
+TEST(ResultWriter, NativeLogprobsAskedButNotGivenAreNull) {
+  // Completion 1 of n: prompt_logprobs come on completion 0's line.
+  Request r = text_request("lp");
+  r.sampling_params.logprobs = 0;
+  r.sampling_params.prompt_logprobs = 2;
+  CompletionOutput second = output("x");
+  second.index = 1;
+  const auto j = result_json(r, second, options_with_token_bytes(), 0);
+  ASSERT_TRUE(j.contains("logprobs"));
+  EXPECT_TRUE(j["logprobs"].is_null());
+  EXPECT_TRUE(j["cumulative_logprob"].is_null());
+  ASSERT_TRUE(j.contains("prompt_logprobs"));
+  EXPECT_TRUE(j["prompt_logprobs"].is_null());
+}
+
+TEST(ResultWriter, OpenAIChatLogprobsAreContentEntriesWithBytesAndTopLogprobs) {
+  Request r = text_request("chat-lp");
+  r.format = RequestFormat::kOpenAIChat;
+  r.kind = PromptKind::kChat;
+  r.sampling_params.logprobs = 1;
+  std::ostringstream out;
+  ResultWriter writer(out, options_with_token_bytes());
+  writer.write(r, output_with_logprobs());
+  const auto body = parse_lines(out.str()).at(0)["response"]["body"];
+  const auto& logprobs = body["choices"][0]["logprobs"];
+  EXPECT_TRUE(logprobs["refusal"].is_null());
+  ASSERT_EQ(logprobs["content"].size(), 2u);
+  const auto& second = logprobs["content"][1];
+  EXPECT_EQ(second["token"], "\xEF\xBF\xBD");
+  EXPECT_EQ(second["bytes"], nlohmann::json::array({0xE4}));
+  EXPECT_EQ(second["logprob"], -2.0);
+  EXPECT_EQ(second["top_logprobs"],
+            (nlohmann::json::array({{{"token", "!"}, {"logprob", -0.25}, {"bytes", {33}}}})));
+  EXPECT_FALSE(body.contains("prompt_logprobs"));  // not asked
+}
+
+TEST(ResultWriter, OpenAICompletionLogprobsAreParallelListsWithTextOffsets) {
+  Request r = text_request("cmpl-lp");
+  r.format = RequestFormat::kOpenAICompletion;
+  r.sampling_params.logprobs = 1;
+  const auto j = result_json(r, output_with_logprobs(), options_with_token_bytes(), 0);
+  const auto& logprobs = j["response"]["body"]["choices"][0]["logprobs"];
+  EXPECT_EQ(logprobs["tokens"], (nlohmann::json{"hé", "\xEF\xBF\xBD"}));
+  EXPECT_EQ(logprobs["token_logprobs"], (nlohmann::json{-0.5, -2.0}));
+  EXPECT_EQ(logprobs["text_offset"], (nlohmann::json{0, 2}));  // "hé" is 2 characters
+  EXPECT_EQ(logprobs["top_logprobs"][1], (nlohmann::json{{"\xEF\xBF\xBD", -2.0}, {"!", -0.25}}));
+}
+
+TEST(ResultWriter, OpenAIPromptLogprobsSitAtTheTopOfTheBodyFromCompletionZero) {
+  Request r = text_request("chat-plp");
+  r.format = RequestFormat::kOpenAIChat;
+  r.kind = PromptKind::kChat;
+  r.sampling_params.prompt_logprobs = 0;
+  std::vector<CompletionOutput> outs = {output("b"), output_with_logprobs()};
+  outs[0].index = 1;  // given out of order: completion 0's prompt logprobs still count
+  outs[1].index = 0;
+  const auto body = result_json(r, outs, options_with_token_bytes(), 0)["response"]["body"];
+  ASSERT_EQ(body["prompt_logprobs"].size(), 3u);
+  EXPECT_TRUE(body["prompt_logprobs"][0].is_null());
+  EXPECT_EQ(body["prompt_logprobs"][1]["2"]["logprob"], -1.0);
+  EXPECT_TRUE(body["choices"][1]["logprobs"].is_null());  // logprobs not asked
+}
+
 TEST(ResultWriter, SuccessfulResultsAreRecognisedInBothShapes) {
   std::string id;
   Request native = text_request("n");

@@ -80,6 +80,33 @@ TEST(SamplingDefaults, GenerationConfigMinPIsRead) {
   EXPECT_FALSE(o.temperature.has_value());  // do_sample true sets nothing by itself
 }
 
+TEST(SamplingDefaults, GenerationConfigRepetitionPenaltyIsADefaultThatRequestsOverride) {
+  // Qwen2.5-Instruct ships repetition_penalty 1.05; vLLM takes it as a default.
+  SamplingLevels levels;
+  levels.generation_config = generation_config_overrides(
+      nlohmann::json::parse(R"({"repetition_penalty": 1.05, "temperature": 0.7})"), "g.json");
+  EXPECT_FLOAT_EQ(*levels.generation_config.repetition_penalty, 1.05f);
+  EXPECT_FLOAT_EQ(resolve_sampling(levels, {}, 4, 32).repetition_penalty, 1.05f);
+  SamplingOverrides request;
+  request.repetition_penalty = 1.0f;
+  EXPECT_EQ(resolve_sampling(levels, request, 4, 32).repetition_penalty, 1.0f);
+  EXPECT_EQ(resolve_sampling({}, {}, 4, 32).repetition_penalty, 1.0f);  // unset: off
+}
+
+TEST(SamplingDefaults, RepetitionPenaltyMustBeAFinitePositiveNumber) {
+  SamplingOverrides o;
+  for (const float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()}) {
+    o.repetition_penalty = bad;
+    const auto p = check_sampling_overrides(o);
+    ASSERT_TRUE(p.has_value()) << bad;
+    EXPECT_EQ(p->field, "repetition_penalty");
+    EXPECT_NE(p->message.find("must be a finite number > 0"), std::string::npos) << p->message;
+  }
+  o.repetition_penalty = 0.5f;
+  EXPECT_FALSE(check_sampling_overrides(o).has_value());
+}
+
 TEST(SamplingDefaults, DoSampleFalseMeansGreedyAndMaxNewTokensMeansMaxTokens) {
   const SamplingOverrides o = generation_config_overrides(
       nlohmann::json::parse(R"({"do_sample": false, "temperature": 0.7, "max_new_tokens": 30})"),
@@ -106,6 +133,8 @@ TEST(SamplingDefaults, GenerationConfigValuesAreRangeChecked) {
            {R"({"min_p": 1.5})", "min_p"},
            {R"({"top_k": -2})", "top_k"},
            {R"({"max_new_tokens": 0})", "max_new_tokens"},
+           {R"({"repetition_penalty": 0})", "repetition_penalty"},
+           {R"({"repetition_penalty": "high"})", "repetition_penalty"},
            {R"({"do_sample": "yes"})", "do_sample"}}) {
     try {
       generation_config_overrides(nlohmann::json::parse(text), "/m/generation_config.json");
@@ -156,6 +185,8 @@ TEST(SamplingDefaults, RequestOnlyDefaultsMirrorSamplingParams) {
   SamplingParams p;
   p.stop = {"left over"};
   p.n = 9;
+  p.logprobs = 3;
+  p.logit_bias = {{1, 1.0f}};
   apply_request_only(RequestOnlySampling{}, p);
   const SamplingParams built_in;
   EXPECT_EQ(p.stop, built_in.stop);
@@ -165,6 +196,11 @@ TEST(SamplingDefaults, RequestOnlyDefaultsMirrorSamplingParams) {
   EXPECT_EQ(p.skip_special_tokens, built_in.skip_special_tokens);
   EXPECT_EQ(p.spaces_between_special_tokens, built_in.spaces_between_special_tokens);
   EXPECT_EQ(p.n, built_in.n);
+  EXPECT_EQ(p.presence_penalty, built_in.presence_penalty);
+  EXPECT_EQ(p.frequency_penalty, built_in.frequency_penalty);
+  EXPECT_EQ(p.logit_bias, built_in.logit_bias);
+  EXPECT_EQ(p.logprobs, built_in.logprobs);
+  EXPECT_EQ(p.prompt_logprobs, built_in.prompt_logprobs);
 }
 
 TEST(SamplingDefaults, RequestOnlyFieldsAreCopiedWithoutTouchingTheLeveledOnes) {
@@ -179,6 +215,11 @@ TEST(SamplingDefaults, RequestOnlyFieldsAreCopiedWithoutTouchingTheLeveledOnes) 
   request.skip_special_tokens = false;
   request.spaces_between_special_tokens = false;
   request.n = 4;
+  request.presence_penalty = 0.5f;
+  request.frequency_penalty = -0.5f;
+  request.logit_bias = {{2, 1.0f}, {9, -3.0f}};
+  request.logprobs = 0;
+  request.prompt_logprobs = 20;
   apply_request_only(request, p);
   EXPECT_EQ(p.stop, request.stop);
   EXPECT_EQ(p.stop_token_ids, request.stop_token_ids);
@@ -187,6 +228,11 @@ TEST(SamplingDefaults, RequestOnlyFieldsAreCopiedWithoutTouchingTheLeveledOnes) 
   EXPECT_FALSE(p.skip_special_tokens);
   EXPECT_FALSE(p.spaces_between_special_tokens);
   EXPECT_EQ(p.n, 4);
+  EXPECT_EQ(p.presence_penalty, 0.5f);
+  EXPECT_EQ(p.frequency_penalty, -0.5f);
+  EXPECT_EQ(p.logit_bias, request.logit_bias);
+  EXPECT_EQ(p.logprobs, 0);
+  EXPECT_EQ(p.prompt_logprobs, 20);
   EXPECT_EQ(p.temperature, 0.3f);
   EXPECT_EQ(p.max_tokens, 28);
 }

@@ -261,5 +261,76 @@ TEST(StepBuilder, ASequenceWithoutAResolvedSeedIsABug) {
   EXPECT_EQ(slots.num_free(), 1);  // checked before a slot is taken
 }
 
+TEST(StepBuilder, PenalizedSlotCarriesItsTokenStateBiasAndLogprobs) {
+  // A recompute prefill after 4 generated tokens: the prompt bits (repetition penalty on) and
+  // the generated counts, each id once, ascending; a repeated prompt token is one entry.
+  Sequence s{21, {30, 31, 30, 32}, SamplingParams{}, 4};
+  s.sampling_params.seed = 1;
+  s.sampling_params.repetition_penalty = 1.2f;
+  s.sampling_params.frequency_penalty = 0.5f;
+  s.sampling_params.logit_bias = {{3, -100.0f}, {40, 2.5f}};
+  s.sampling_params.logprobs = 5;
+  for (const int32_t t : {32, 7, 7, 9}) s.append_token(t);
+  s.block_table = {1, 2};
+  Sequence* seqs[] = {&s};
+  SamplingSlots slots(2);
+  const StepCommand cmd = build_prefill_command(seqs, 4, slots, {});
+  ASSERT_EQ(cmd.new_slot_params.size(), 1u);
+  const SlotSamplingParams& p = cmd.new_slot_params[0];
+  EXPECT_EQ(p.repetition_penalty, 1.2f);
+  EXPECT_EQ(p.presence_penalty, 0.0f);
+  EXPECT_EQ(p.frequency_penalty, 0.5f);
+  EXPECT_EQ(p.token_state_ids, (V{7, 9, 30, 31, 32}));
+  EXPECT_EQ(p.token_state_values,
+            (std::vector<uint16_t>{2, 1, kTokenStateInPrompt, kTokenStateInPrompt,
+                                   static_cast<uint16_t>(kTokenStateInPrompt | 1)}));
+  EXPECT_EQ(p.logit_bias_ids, (V{3, 40}));
+  EXPECT_EQ(p.logit_bias_values, (std::vector<float>{-100.0f, 2.5f}));
+  EXPECT_EQ(p.num_logprobs, 5);
+  EXPECT_TRUE(cmd.sample_logprobs);
+  EXPECT_TRUE(cmd.prompt_logprobs_indices.empty());
+  // Without repetition penalty the prompt is not sent: only generated tokens count.
+  Sequence q{22, {30, 31}, SamplingParams{}, 4};
+  q.sampling_params.seed = 2;
+  q.sampling_params.presence_penalty = -1.0f;
+  q.append_token(31);
+  q.block_table = {3};
+  Sequence* qs[] = {&q};
+  const StepCommand qc = build_prefill_command(qs, 4, slots, {});
+  ASSERT_EQ(qc.new_slot_params.size(), 1u);
+  EXPECT_EQ(qc.new_slot_params[0].token_state_ids, (V{31}));
+  EXPECT_EQ(qc.new_slot_params[0].token_state_values, (std::vector<uint16_t>{1}));
+  EXPECT_EQ(qc.new_slot_params[0].num_logprobs, -1);
+  EXPECT_FALSE(qc.sample_logprobs);
+}
+
+TEST(StepBuilder, PromptLogprobsRowsTargetTheNextPromptTokenOncePerChunk) {
+  // A 7-token prompt in chunks [0, 4) and [4, 7): rows 0..3 then 4, 5 (row 6 samples), each
+  // row's target the prompt token after it.
+  Sequence s{31, {50, 51, 52, 53, 54, 55, 56}, SamplingParams{}, 4};
+  s.sampling_params.seed = 1;
+  s.sampling_params.prompt_logprobs = 2;
+  s.block_table = {4, 6};
+  Sequence* seqs[] = {&s};
+  SamplingSlots slots(2);
+  const int first[] = {4};
+  const StepCommand c1 = build_prefill_command(seqs, first, 4, slots, {});
+  EXPECT_EQ(c1.prompt_logprobs_indices, (V{0, 1, 2, 3}));
+  EXPECT_EQ(c1.prompt_logprobs_targets, (V{51, 52, 53, 54}));
+  EXPECT_EQ(c1.prompt_logprobs_num_top, (V{2, 2, 2, 2}));
+  EXPECT_TRUE(c1.logits_indices.empty());
+  s.num_computed_tokens = 4;
+  for (int i = 0; i < 4; ++i) s.prompt_logprobs.emplace_back();
+  const StepCommand c2 = build_prefill_command(seqs, 4, slots, {});
+  EXPECT_EQ(c2.prompt_logprobs_indices, (V{0, 1}));  // rows of positions 4 and 5
+  EXPECT_EQ(c2.prompt_logprobs_targets, (V{55, 56}));
+  EXPECT_EQ(c2.logits_indices, (V{2}));
+  // Owed entries all in (a recompute after preemption): no rows.
+  for (int i = 0; i < 2; ++i) s.prompt_logprobs.emplace_back();
+  s.num_computed_tokens = 0;
+  s.sampling_slot = -1;
+  EXPECT_TRUE(build_prefill_command(seqs, 4, slots, {}).prompt_logprobs_indices.empty());
+}
+
 }  // namespace
 }  // namespace nanovllm

@@ -44,26 +44,8 @@ StepCommand random_command(uint32_t seed) {
   c.block_table_width = static_cast<int32_t>(rng() % 9);
   c.block_tables = random_vector<int32_t>(rng, b * c.block_table_width);
   c.logits_indices = random_vector<int32_t>(rng, s);
-  c.sample_slots = random_vector<int32_t>(rng, s);
-  // Any number of slots refilled (0 in most decode steps), every field random.
-  const size_t n = rng() % 3 == 0 ? 0 : rng() % 20;
-  for (size_t i = 0; i < n; ++i) {
-    const auto f = random_vector<float>(rng, 3);
-    const auto k = random_vector<int32_t>(rng, 2);
-    SlotSamplingParams p{k[0], f[0], k[1], f[1], f[2], rng()};
-    p.min_tokens_position = static_cast<int32_t>(rng());
-    p.min_tokens_masked_ids = random_vector<int32_t>(rng, rng() % (kMaxMinTokensMaskedIds + 1));
-    c.new_slot_params.push_back(std::move(p));
-  }
+  c.prompt_logprobs_indices = random_vector<int32_t>(rng, rng() % 2 == 0 ? 0 : t);
   return c;
-}
-
-bool same(const SlotSamplingParams& a, const SlotSamplingParams& b) {
-  // Bit-exact floats: the binary archive copies them.
-  return a.slot == b.slot && a.temperature == b.temperature && a.top_k == b.top_k &&
-         a.top_p == b.top_p && a.min_p == b.min_p && a.seed == b.seed &&
-         a.min_tokens_position == b.min_tokens_position &&
-         a.min_tokens_masked_ids == b.min_tokens_masked_ids;
 }
 
 void expect_same(const StepCommand& a, const StepCommand& b) {
@@ -80,10 +62,7 @@ void expect_same(const StepCommand& a, const StepCommand& b) {
   EXPECT_EQ(a.block_tables, b.block_tables);
   EXPECT_EQ(a.block_table_width, b.block_table_width);
   EXPECT_EQ(a.logits_indices, b.logits_indices);
-  EXPECT_EQ(a.sample_slots, b.sample_slots);
-  ASSERT_EQ(a.new_slot_params.size(), b.new_slot_params.size());
-  for (size_t i = 0; i < a.new_slot_params.size(); ++i)
-    EXPECT_TRUE(same(a.new_slot_params[i], b.new_slot_params[i])) << "new_slot_params " << i;
+  EXPECT_EQ(a.prompt_logprobs_indices, b.prompt_logprobs_indices);
 }
 
 TEST(StepCommandSerialization, RandomCommandsRoundTripFieldByField) {
@@ -93,80 +72,59 @@ TEST(StepCommandSerialization, RandomCommandsRoundTripFieldByField) {
   }
 }
 
-TEST(StepCommandSerialization, SlotParamsRoundTripAtTheExtremes) {
-  StepCommand c;
-  c.kind = StepKind::kPrefill;
-  c.sample_slots = {0, 511, 3};
-  c.new_slot_params = {{0, 0.0f, -1, 1.0f, 0.0f, 0},
-                       {511, 0.01f, 151936, 1e-7f, 1.0f, ~0ull},
-                       {3, 2.0f, 0, 0.5f, 0.05f, 0x8000000000000001ull}};
-  const StepCommand back = decode_step_command(encode_step_command(c));
-  EXPECT_EQ(back.sample_slots, c.sample_slots);
-  ASSERT_EQ(back.new_slot_params.size(), 3u);
-  for (size_t i = 0; i < 3; ++i)
-    EXPECT_TRUE(same(back.new_slot_params[i], c.new_slot_params[i])) << "entry " << i;
-}
-
-TEST(StepCommandSerialization, MinTokensMaskRoundTripsAndRefilledSlotsMaskNothing) {
-  StepCommand c;
-  c.kind = StepKind::kPrefill;
+// A command with rank 0's sampling fields filled the way a prefill of penalized, biased,
+// logprobs-asking sequences fills them.
+StepCommand with_rank0_sampling_fields(StepCommand c) {
   c.sample_slots = {2, 0, 1};
-  SlotSamplingParams eos_and_stops{2, 0.0f, -1, 1.0f, 0.0f, 7};
-  eos_and_stops.min_tokens_position = 37;  // a 17-token prompt, min_tokens 20
-  eos_and_stops.min_tokens_masked_ids = {151645, 151643, 13, 0};
-  SlotSamplingParams widest{0, 0.7f, 20, 0.95f, 0.0f, 8};
-  widest.min_tokens_position = std::numeric_limits<int32_t>::max();
-  for (int i = 0; i < kMaxMinTokensMaskedIds; ++i)
-    widest.min_tokens_masked_ids.push_back(151935 - i);
-  c.new_slot_params = {eos_and_stops, widest, SlotSamplingParams{1, 1.0f, -1, 1.0f, 0.0f, 9}};
-  const StepCommand back = decode_step_command(encode_step_command(c));
-  ASSERT_EQ(back.new_slot_params.size(), 3u);
-  EXPECT_EQ(back.new_slot_params[0].min_tokens_position, 37);
-  EXPECT_EQ(back.new_slot_params[0].min_tokens_masked_ids,
-            (std::vector<int32_t>{151645, 151643, 13, 0}));
-  EXPECT_EQ(back.new_slot_params[1].min_tokens_position, std::numeric_limits<int32_t>::max());
-  EXPECT_EQ(back.new_slot_params[1].min_tokens_masked_ids, widest.min_tokens_masked_ids);
-  EXPECT_EQ(back.new_slot_params[2].min_tokens_position, 0);  // a refill that masks nothing
-  EXPECT_TRUE(back.new_slot_params[2].min_tokens_masked_ids.empty());
-  for (size_t i = 0; i < 3; ++i)
-    EXPECT_TRUE(same(back.new_slot_params[i], c.new_slot_params[i])) << "entry " << i;
+  SlotSamplingParams p{2, 0.7f, 20, 0.95f, 0.0f, 8};
+  p.min_tokens_position = 37;
+  p.min_tokens_masked_ids = {151645, 151643};
+  p.repetition_penalty = 1.3f;
+  for (int32_t id = 0; id < 30000; ++id) {  // a long prompt's token state
+    p.token_state_ids.push_back(id);
+    p.token_state_values.push_back(0x8000);
+  }
+  p.logit_bias_ids = {5, 7};
+  p.logit_bias_values = {-100.0f, 3.5f};
+  p.num_logprobs = 20;
+  c.new_slot_params = {p, p};
+  c.sample_logprobs = true;
+  c.prompt_logprobs_targets = {11, 12, 13};
+  c.prompt_logprobs_num_top = {0, 5, 20};
+  return c;
 }
 
-TEST(StepCommandSerialization, WorstCaseCommandHoldsEverySlotsWidestMask) {
-  // The ring's slot bound counts max_num_seqs new slots, each with the longest mask: a prefill
-  // of that many sequences with masks that long fits it.
+TEST(StepCommandSerialization, RankZeroSamplingFieldsStayOffTheRing) {
+  // Workers never sample: the slots, their parameters and token state, and the logprobs
+  // targets cost the ring nothing and decode empty.
+  StepCommand c;
+  c.kind = StepKind::kPrefill;
+  c.input_ids = {1, 2, 3};
+  c.logits_indices = {2};
+  c.prompt_logprobs_indices = {0, 1};
+  const StepCommand full = with_rank0_sampling_fields(c);
+  const std::vector<uint8_t> bytes = encode_step_command(full);
+  EXPECT_EQ(bytes.size(), encode_step_command(c).size());
+  const StepCommand back = decode_step_command(bytes);
+  expect_same(back, c);
+  EXPECT_TRUE(back.sample_slots.empty());
+  EXPECT_TRUE(back.new_slot_params.empty());
+  EXPECT_FALSE(back.sample_logprobs);
+  EXPECT_TRUE(back.prompt_logprobs_targets.empty());
+  EXPECT_TRUE(back.prompt_logprobs_num_top.empty());
+}
+
+TEST(StepCommandSerialization, WorstCaseCommandHoldsAPromptLogprobsRowPerToken) {
+  // The ring's slot bound counts a prompt_logprobs row for every token of the largest step
+  // (every prompt of a prefill asking for them), and nothing for rank 0's sampling fields.
   const StepLimits limits{256, 8, 256, 16};
   const StepCommand worst = worst_case_step_command(limits);
-  ASSERT_EQ(worst.new_slot_params.size(), 8u);
-  for (const SlotSamplingParams& p : worst.new_slot_params)
-    EXPECT_EQ(p.min_tokens_masked_ids.size(), static_cast<size_t>(kMaxMinTokensMaskedIds));
+  EXPECT_EQ(worst.prompt_logprobs_indices.size(), 256u);
+  EXPECT_LE(encode_step_command(with_rank0_sampling_fields(worst)).size(),
+            max_step_command_bytes(limits));
   StepCommand c = worst;
-  for (SlotSamplingParams& p : c.new_slot_params) {
-    p.min_tokens_position = 1 << 30;
-    for (int32_t& id : p.min_tokens_masked_ids) id = 151000;
-  }
-  EXPECT_LE(encode_step_command(c).size(), max_step_command_bytes(limits));
-  // ...and holds them: without the masks the command is 8 * 48 ids (4 bytes each) smaller.
-  for (SlotSamplingParams& p : c.new_slot_params) p.min_tokens_masked_ids.clear();
-  EXPECT_EQ(max_step_command_bytes(limits) - encode_step_command(c).size(),
-            size_t{8} * kMaxMinTokensMaskedIds * 4);
-}
-
-TEST(StepCommandSerialization, SlotParamsCostTheirFieldsOnly) {
-  // Plain data (no class version or tracking per entry): 4 + 4 + 4 + 4 + 4 + 8 = 28 bytes, the
-  // min_tokens position 4 more and an empty mask its length (kEmptyMask); each masked id 4.
-  constexpr size_t kEmptyMask = 8;
-  constexpr size_t kEntry = 28 + 4 + kEmptyMask;
-  StepCommand c;
-  c.kind = StepKind::kPrefill;
-  const size_t base = encode_step_command(c).size();
-  c.new_slot_params.assign(1, SlotSamplingParams{});
-  const size_t one = encode_step_command(c).size();
-  c.new_slot_params.assign(101, SlotSamplingParams{});
-  EXPECT_EQ(encode_step_command(c).size() - one, 100u * kEntry);
-  EXPECT_LT(one - base, kEntry + 16u);
-  for (SlotSamplingParams& p : c.new_slot_params) p.min_tokens_masked_ids.assign(3, 1);
-  EXPECT_EQ(encode_step_command(c).size() - one, 100u * kEntry + 101u * 3u * 4u);
+  c.prompt_logprobs_indices.clear();
+  EXPECT_EQ(max_step_command_bytes(limits) - encode_step_command(c).size(), size_t{256} * 4);
 }
 
 TEST(StepCommandSerialization, ExitCommandRoundTrips) {

@@ -24,7 +24,7 @@ struct Slot {
   float top_p = 1.0f;
   float min_p = 0.0f;
   uint64_t seed = 0;
-  // min_tokens (rule 0): rows whose position + 1 < min_tokens_position cannot draw `masked`.
+  // min_tokens (rule P): rows whose position + 1 < min_tokens_position cannot draw `masked`.
   int32_t min_tokens_position = 0;
   std::vector<int32_t> masked;
 };
@@ -73,15 +73,15 @@ Result run(Call c, std::vector<float>* logits_after = nullptr) {
   TensorView logits = test::view(c.logits, {b, c.ld});
   logits.shape[1] = c.vocab;  // a view of the first vocab columns: rows strided by ld
   kernels::SamplingBatch batch{
-      logits,
-      test::view(c.row_slot, {b}),
-      test::view(c.positions, {b}),
-      {test::view(t, {n}), test::view(k, {n}), test::view(p, {n}), test::view(mp, {n}),
-       test::view(seeds, {n}), any_mask ? test::view(min_position, {n}) : TensorView(),
-       any_mask ? test::view(masked, {n, width}) : TensorView()},
-      test::view(r.tokens, {b}),
-      r.last_tokens.empty() ? TensorView() : test::view(r.last_tokens, {n}),
-      test::view(r.passes, {b})};
+      .logits = logits,
+      .slots = test::view(c.row_slot, {b}),
+      .positions = test::view(c.positions, {b}),
+      .params = {test::view(t, {n}), test::view(k, {n}), test::view(p, {n}), test::view(mp, {n}),
+                 test::view(seeds, {n}), any_mask ? test::view(min_position, {n}) : TensorView(),
+                 any_mask ? test::view(masked, {n, width}) : TensorView()},
+      .out_tokens = test::view(r.tokens, {b}),
+      .last_tokens = r.last_tokens.empty() ? TensorView() : test::view(r.last_tokens, {n}),
+      .row_passes = test::view(r.passes, {b})};  // no processed buffer: rule P on a copy
   kernels::cpu::sample(batch);
   if (logits_after) *logits_after = c.logits;
   return r;
@@ -405,7 +405,7 @@ TEST(SamplerCpu, MaskedTokensAreNeverDrawn) {
     for (int32_t t : support(logits, s, 200)) EXPECT_NE(logits[t], -kInf) << "token " << t;
 }
 
-// min_tokens (rule 0): a slot masking ids 7 and 11 until position 10 (tokens 0..9 cannot be
+// min_tokens (rule P): a slot masking ids 7 and 11 until position 10 (tokens 0..9 cannot be
 // them); its row draws for position + 1.
 Slot min_tokens_slot(Slot s) {
   s.min_tokens_position = 10;
@@ -449,7 +449,7 @@ TEST(SamplerCpu, MinTokensSampledRowNeverDrawsAMaskedIdEvenWhenItDominates) {
 }
 
 TEST(SamplerCpu, MinTokensMaskDrawsWhatMinusInfinityLogitsDraw) {
-  // Rule 0 is exactly "those logits are -inf": the same seeds draw the same tokens as a row
+  // The mask is exactly "those logits are -inf": the same seeds draw the same tokens as a row
   // whose masked logits were set to -inf by hand (and no mask).
   const auto logits = normal_logits(300, 2.0f, 41);
   auto by_hand = logits;

@@ -1,6 +1,6 @@
 // min_tokens on the CUDA sampler: the mask of eos / stop ids a slot applies until its position
 // matches the CPU reference token for token, never lets a masked id be drawn, and writes -inf
-// into the logits rows only where it applies.
+// into the processed rows only where it applies (the logits are never written).
 #include <gtest/gtest.h>
 
 #include "tests/kernels/sampler_cuda_case.h"
@@ -74,19 +74,28 @@ TEST(SamplerCuda, MinTokensMaskMatchesCpuAndNeverDrawsAMaskedId) {
     }
 }
 
-TEST(SamplerCuda, MinTokensMaskWritesMinusInfinityInPlaceOnlyWhereItApplies) {
+TEST(SamplerCuda, MinTokensMaskWritesMinusInfinityIntoProcessedRowsOnlyAndNeverIntoTheLogits) {
   SKIP_WITHOUT_CUDA();
   Case c = min_tokens_case(23, 6, 30);
-  std::vector<float> after;
+  Buffers after;
   run_cuda(c, &after);
+  EXPECT_EQ(first_difference(after.logits, c.logits), -1) << "the logits were written";
+  int masked_rows = 0;
   for (int64_t r = 0; r < c.rows(); ++r) {
     const bool applies = c.row_slot[r] >= 0 && c.positions[r] + 1 < c.slots[c.row_slot[r]].min_pos;
-    std::vector<float> want(c.row(r), c.row(r) + c.ld);
-    if (applies)
+    // A masked row: the raw row with -inf at the ids; any other: untouched (the poison).
+    std::vector<float> want(c.vocab, unwritten_float());
+    if (applies) {
+      ++masked_rows;
+      want.assign(c.row(r), c.row(r) + c.vocab);
       for (int32_t id : c.slots[c.row_slot[r]].masked)
         if (id >= 0 && id < c.vocab) want[id] = -kInf;
-    EXPECT_TRUE(std::equal(want.begin(), want.end(), after.begin() + r * c.ld)) << describe(c, r);
+    }
+    const std::vector<float> got(after.processed.begin() + r * c.vocab,
+                                 after.processed.begin() + (r + 1) * c.vocab);
+    EXPECT_EQ(first_difference(got, want), -1) << describe(c, r);
   }
+  EXPECT_GT(masked_rows, 0);
 }
 
 }  // namespace

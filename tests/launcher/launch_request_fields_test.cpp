@@ -4,6 +4,8 @@
 // token), n completions are distinct and reproducible, and --tp 1 and --tp 2 agree on all.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -97,7 +99,16 @@ const FieldRuns& field_runs() {
           request("stop-id-min", {{"stop_token_ids", {f.free_ids[0]}}, {"min_tokens", 2}}),
           // The tiny model is so peaked that only a very high temperature samples apart.
           request("n3", {{"n", 3}, {"temperature", 50.0}, {"seed", 5}, {"max_tokens", 8}}),
-          request("n1", {{"temperature", 50.0}, {"seed", 5}, {"max_tokens", 8}})})
+          request("n1", {{"temperature", 50.0}, {"seed", 5}, {"max_tokens", 8}}),
+          // Device-side fields: the free run's second token banned, all penalties on.
+          request("penalized", {{"logprobs", 3},
+                                {"prompt_logprobs", 2},
+                                {"repetition_penalty", 1.5},
+                                {"presence_penalty", 0.5},
+                                {"frequency_penalty", 0.5},
+                                {"logit_bias", {{std::to_string(f.free_ids[1]), -100}}}}),
+          request("lp-plain", {{"logprobs", 2}}),
+          request("bias-up", {{"logit_bias", {{"1000", 100}}}, {"max_tokens", 6}})})
       lines += j.dump() + "\n";
     f.tp1 = launch("fields-tp1", lines, {"--tp", "1"});
     f.tp2 = launch("fields-tp2", lines, {"--tp", "2"});
@@ -162,15 +173,109 @@ TEST(LaunchRequestFields, TpOneAndTpTwoGiveIdenticalGreedyResultsForEveryField) 
   const FieldRuns& f = field_runs();
   ASSERT_EQ(f.tp1.rc, 0) << f.tp1.err;
   ASSERT_EQ(f.tp2.rc, 0) << f.tp2.err;
-  ASSERT_EQ(f.tp1.results.size(), 8u);
-  ASSERT_EQ(f.tp2.results.size(), 8u);
+  ASSERT_EQ(f.tp1.results.size(), 11u);
+  ASSERT_EQ(f.tp2.results.size(), 11u);
   for (const auto& [key, j] : f.tp1.results) {
     // At temperature 50 the shards' rounding moves draws: those rows are checked for shape.
     if (key.first == "n3" || key.first == "n1") continue;
     const Json& k = f.tp2.results.at(key);
     for (const char* field : {"token_ids", "text", "finish_reason", "stop_reason"})
       EXPECT_EQ(j[field], k[field]) << key.first << "/" << key.second << " " << field;
+    // Logprobs: the sampled tokens' ranks equal; values within the bf16 rounding the shards'
+    // partial sums add (this tiny model puts its alternatives 25-45 nats down, where that is
+    // up to 1% of the value).
+    for (const char* field : {"logprobs", "prompt_logprobs"}) {
+      ASSERT_EQ(j.contains(field), k.contains(field)) << key.first << " " << field;
+      if (!j.contains(field) || j[field].is_null()) continue;
+      ASSERT_EQ(j[field].size(), k[field].size()) << key.first << " " << field;
+      for (size_t i = 0; i < j[field].size(); ++i) {
+        const Json &a = j[field][i], &b = k[field][i];
+        if (a.is_null()) {
+          EXPECT_TRUE(b.is_null());
+          continue;
+        }
+        // An alternative may trade places with a near-tie at the cut: then its logprob is
+        // within rounding of the other run's last alternative.
+        double b_lowest = 0;
+        for (const auto& [id, entry] : b.items())
+          b_lowest = std::min(b_lowest, entry["logprob"].get<double>());
+        for (const auto& [id, entry] : a.items()) {
+          const std::string where = key.first + " " + field + "[" + std::to_string(i) + "] " + id;
+          const double lp = entry["logprob"].get<double>();
+          if (!b.contains(id)) {
+            EXPECT_NEAR(lp, b_lowest, 2e-3 + 0.02 * std::abs(lp)) << where;
+            continue;
+          }
+          EXPECT_NEAR(lp, b[id]["logprob"].get<double>(), 2e-3 + 0.02 * std::abs(lp)) << where;
+          const bool sampled = field == std::string("logprobs") &&
+                               id == std::to_string(j["token_ids"][i].get<int>());
+          if (sampled) {
+            EXPECT_EQ(entry["rank"], b[id]["rank"]) << where;
+          }
+        }
+      }
+    }
   }
+}
+
+TEST(LaunchRequestFields, LogitBiasAndPenaltiesSteerTheGreedyRunAndLogprobsFollowIt) {
+  REQUIRE_TOKENIZER();
+  const FieldRuns& f = field_runs();
+  ASSERT_EQ(f.tp1.rc, 0) << f.tp1.err;
+  // -100 on the free run's second token: it never comes; the penalties move the run off the
+  // free one, which (a tiny random model) repeats its tokens.
+  const Json& pen = f.tp1.results.at({"penalized", 0});
+  const std::vector<int32_t> ids = ids_of(pen);
+  for (const int32_t id : ids) EXPECT_NE(id, f.free_ids[1]);
+  EXPECT_NE(ids, f.free_ids);
+  ASSERT_EQ(pen["logprobs"].size(), ids.size());
+  double sum = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Json& entry = pen["logprobs"][i];
+    const std::string id = std::to_string(ids[i]);
+    ASSERT_TRUE(entry.contains(id)) << i;
+    EXPECT_LE(entry[id]["logprob"].get<double>(), 0.0);
+    EXPECT_GE(entry.size(), 3u);  // the top 3, plus the sampled token when outside them
+    sum += entry[id]["logprob"].get<double>();
+  }
+  EXPECT_NEAR(pen["cumulative_logprob"].get<double>(), sum, 1e-3);
+  // prompt_logprobs: one entry per prompt token, the first null.
+  EXPECT_EQ(pen["prompt_logprobs"].size(), pen["prompt_tokens"].get<size_t>());
+  EXPECT_TRUE(pen["prompt_logprobs"][0].is_null());
+  // Without processing the greedy token is the raw argmax: rank 1 (the raw distribution's).
+  const Json& plain = f.tp1.results.at({"lp-plain", 0});
+  EXPECT_EQ(ids_of(plain), f.free_ids);
+  for (size_t i = 0; i < f.free_ids.size(); ++i)
+    EXPECT_EQ(plain["logprobs"][i][std::to_string(f.free_ids[i])]["rank"], 1) << i;
+  // +100 on token 1000: greedy takes it every step; its raw logprob stays the model's own.
+  const Json& up = f.tp1.results.at({"bias-up", 0});
+  EXPECT_EQ(ids_of(up), std::vector<int32_t>(6, 1000));
+  EXPECT_FALSE(up.contains("logprobs") && !up["logprobs"].is_null());
+}
+
+TEST(LaunchRequestFields, BadLogprobsPenaltyAndBiasLinesFailAloneNamingLineAndField) {
+  REQUIRE_TOKENIZER();
+  std::string lines = request("ok", {{"max_tokens", 4}}).dump() + "\n";
+  for (const Json& bad :
+       {request("lp", {{"logprobs", 25}}), request("pen", {{"presence_penalty", 2.5}}),
+        request("bias", {{"logit_bias", {{"999999999", 1}}}})})
+    lines += bad.dump() + "\n";
+  const LaunchRun r = launch("bad-logprobs", lines, {"--tp", "1"});
+  EXPECT_EQ(r.rc, 1) << r.err;  // some request got an error result
+  ASSERT_EQ(r.results.size(), 4u) << r.err;
+  EXPECT_EQ(r.results.at({"ok", 0})["finish_reason"], "length");
+  const auto expect_error = [&r](const std::string& id, int line, const std::string& field,
+                                 const std::string& words) {
+    const Json& j = r.results.at({id, 0});
+    EXPECT_EQ(j["finish_reason"], "error") << id;
+    EXPECT_EQ(j["error"]["line"], line) << id;
+    EXPECT_EQ(j["error"]["field"], field) << id;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(words), std::string::npos)
+        << j["error"];
+  };
+  expect_error("lp", 2, "logprobs", "must be in [0, 20], got 25");
+  expect_error("pen", 3, "presence_penalty", "must be in [-2, 2], got 2.5");
+  expect_error("bias", 4, "logit_bias.999999999", "outside the vocabulary");
 }
 
 TEST(LaunchRequestFields, MinTokensHoldsBackAnEosTheModelSamples) {

@@ -17,7 +17,6 @@
 #include "engine/sampling_slots.h"
 #include "engine/step_builder.h"
 #include "rank/kv_cache_sizing.h"
-#include "rank/slot_sampling_state.h"
 #include "tests/layers/model_test_util.h"
 
 namespace nanovllm {
@@ -195,52 +194,6 @@ TEST(ModelRunner, WarmupChunkAfterALongCachedPrefixRunsOverTheOneBlockPlaceholde
       EXPECT_LT(token, m.config().vocab_size);
     }
   });
-}
-
-TEST(SlotSamplingState, MinTokensMasksReachTheArraysAndARefillMasksNothing) {
-  SlotSamplingState state(4, Device::kCpu);
-  SlotSamplingParams a{1, 0.5f, 20, 0.9f, 0.0f, 7};
-  a.min_tokens_position = 12;
-  a.min_tokens_masked_ids = {5, 9};
-  SlotSamplingParams b{3, 0.0f, -1, 1.0f, 0.0f, 8};
-  b.min_tokens_position = 30;
-  b.min_tokens_masked_ids = {2};
-  const SlotSamplingParams first[] = {a, b};
-  state.apply(first, nullptr);
-  const kernels::SamplingSlotParams p = state.params();
-  ASSERT_EQ(p.min_tokens_masked_ids.ndim, 2);
-  ASSERT_EQ(p.min_tokens_masked_ids.size(0), 4);
-  ASSERT_EQ(p.min_tokens_masked_ids.size(1), kMaxMinTokensMaskedIds);
-  const auto* position = p.min_tokens_position.ptr<int32_t>();
-  const auto row = [&](int slot) {
-    const int32_t* ids = p.min_tokens_masked_ids.ptr<int32_t>() + slot * kMaxMinTokensMaskedIds;
-    return std::vector<int32_t>(ids, ids + kMaxMinTokensMaskedIds);
-  };
-  auto padded = [](std::vector<int32_t> ids) {
-    ids.resize(kMaxMinTokensMaskedIds, -1);
-    return ids;
-  };
-  EXPECT_EQ(std::vector<int32_t>(position, position + 4), (std::vector<int32_t>{0, 12, 0, 30}));
-  EXPECT_EQ(row(1), padded({5, 9}));
-  EXPECT_EQ(row(3), padded({2}));
-  EXPECT_EQ(row(0), padded({}));
-  EXPECT_EQ(p.seeds.ptr<int64_t>()[1], 7);  // the other arrays stay where they were
-  EXPECT_EQ(p.temperatures.ptr<float>()[1], 0.5f);
-  // Refills: slot 1 masks nothing, slot 3 has a position but no ids (nothing either), slot 0
-  // the longest mask.
-  SlotSamplingParams c{0, 1.0f, -1, 1.0f, 0.0f, 9};
-  c.min_tokens_position = 4;
-  for (int i = 0; i < kMaxMinTokensMaskedIds; ++i) c.min_tokens_masked_ids.push_back(100 + i);
-  SlotSamplingParams d{3, 1.0f, -1, 1.0f, 0.0f, 10};
-  d.min_tokens_position = 40;
-  const SlotSamplingParams second[] = {SlotSamplingParams{1, 1.0f, -1, 1.0f, 0.0f, 11}, d, c};
-  state.apply(second, nullptr);
-  EXPECT_EQ(std::vector<int32_t>(position, position + 4), (std::vector<int32_t>{4, 0, 0, 0}));
-  EXPECT_EQ(row(0), c.min_tokens_masked_ids);
-  // One id too many is a bug on rank 0.
-  c.min_tokens_masked_ids.push_back(1);
-  const SlotSamplingParams too_many[] = {c};
-  EXPECT_THROW(state.apply(too_many, nullptr), CheckError);
 }
 
 }  // namespace
