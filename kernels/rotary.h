@@ -6,30 +6,40 @@
 
 namespace nanovllm::kernels {
 
+// The rotary embedding's frequencies: angle(p, i) = float(p) * inv_freq[i] (one f32 multiply,
+// as transformers computes it), then cos/sin of that f32 angle (accurate sincosf, not __sinf:
+// at 128k positions the angle is ~1e5 rad), both multiplied by attention_scaling (YaRN's
+// mscale; 1 for plain RoPE). The table comes from layers/rope_frequencies.h (plain theta
+// powers or YaRN's blend), so the kernels know nothing of the scaling scheme.
+struct RopeFrequencies {
+  TensorView inv_freq;  // [D / 2] f32, contiguous, on the op's device
+  float attention_scaling = 1.0f;
+};
+
 // In place on the q and k parts of the qkv projection:
 //   1. when q_norm_weight/k_norm_weight are non-null (Qwen3): per-head RMSNorm over D;
-//   2. rotary embedding, neox layout (pairs (i, i + D/2)), inv_freq[i] = theta^(-2i/D),
-//      angle = position * inv_freq[i], computed in f32.
+//   2. rotary embedding, neox layout: the pair (x[i], x[i + D/2]) rotated by angle(pos, i)
+//      of `rope` (above), cos and sin scaled by rope.attention_scaling.
 // q: [T, Hq, D] bf16, k: [T, Hkv, D] bf16 (views into qkv: token stride may exceed H*D)
 // positions: [T] i32; q_norm_weight, k_norm_weight: [D] bf16 or data == nullptr.
 namespace cpu {
 void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
                   const TensorView& k_norm_weight, const TensorView& positions, float eps,
-                  float rope_theta);
+                  const RopeFrequencies& rope);
 }
 namespace cuda {
 void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
                   const TensorView& k_norm_weight, const TensorView& positions, float eps,
-                  float rope_theta, cudaStream_t stream);
+                  const RopeFrequencies& rope, cudaStream_t stream);
 }
 
 inline void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
                          const TensorView& k_norm_weight, const TensorView& positions, float eps,
-                         float rope_theta, const ExecContext& ctx) {
+                         const RopeFrequencies& rope, const ExecContext& ctx) {
   if (q.on_cpu())
-    cpu::qk_norm_rope(q, k, q_norm_weight, k_norm_weight, positions, eps, rope_theta);
+    cpu::qk_norm_rope(q, k, q_norm_weight, k_norm_weight, positions, eps, rope);
   else
-    cuda::qk_norm_rope(q, k, q_norm_weight, k_norm_weight, positions, eps, rope_theta, ctx.stream);
+    cuda::qk_norm_rope(q, k, q_norm_weight, k_norm_weight, positions, eps, rope, ctx.stream);
 }
 
 // qk_norm_rope, then store_kvcache of the rotated k and of v (kernels/kv_cache.h): the
@@ -43,22 +53,22 @@ inline void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorV
 namespace cuda {
 void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& q_norm_weight, const TensorView& k_norm_weight,
-                        const TensorView& positions, float eps, float rope_theta,
+                        const TensorView& positions, float eps, const RopeFrequencies& rope,
                         const TensorView& k_cache, const TensorView& v_cache,
                         const TensorView& slot_mapping, cudaStream_t stream);
 }
 
 inline void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorView& v,
                                const TensorView& q_norm_weight, const TensorView& k_norm_weight,
-                               const TensorView& positions, float eps, float rope_theta,
+                               const TensorView& positions, float eps, const RopeFrequencies& rope,
                                const TensorView& k_cache, const TensorView& v_cache,
                                const TensorView& slot_mapping, const ExecContext& ctx) {
   if (q.on_cpu()) {
-    cpu::qk_norm_rope(q, k, q_norm_weight, k_norm_weight, positions, eps, rope_theta);
+    cpu::qk_norm_rope(q, k, q_norm_weight, k_norm_weight, positions, eps, rope);
     cpu::store_kvcache(k, v, k_cache, v_cache, slot_mapping);
   } else {
-    cuda::qk_norm_rope_store(q, k, v, q_norm_weight, k_norm_weight, positions, eps, rope_theta,
-                             k_cache, v_cache, slot_mapping, ctx.stream);
+    cuda::qk_norm_rope_store(q, k, v, q_norm_weight, k_norm_weight, positions, eps, rope, k_cache,
+                             v_cache, slot_mapping, ctx.stream);
   }
 }
 

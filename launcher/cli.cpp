@@ -74,6 +74,35 @@ void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus
                      "would destroy the input; choose another output file");
 }
 
+// --hf-overrides and --rope-scaling as one object of config.json fields (UsageError naming the
+// flag when either is not the JSON it must be).
+nlohmann::json config_overrides(const std::string& hf_overrides, const std::string& rope_scaling) {
+  const auto parse = [](const std::string& text, const char* flag) {
+    try {
+      return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(std::string(flag) + ": not JSON: " + e.what());
+    }
+  };
+  nlohmann::json out = nlohmann::json::object();
+  if (!hf_overrides.empty()) {
+    out = parse(hf_overrides, "--hf-overrides");
+    if (!out.is_object())
+      throw UsageError("--hf-overrides: expected a JSON object of config.json fields, got " +
+                       out.dump());
+  }
+  if (!rope_scaling.empty()) {
+    const nlohmann::json r = parse(rope_scaling, "--rope-scaling");
+    if (!r.is_object())
+      throw UsageError(
+          "--rope-scaling: expected a JSON object such as {\"rope_type\": "
+          "\"yarn\", \"factor\": 4.0, ...}, got " +
+          r.dump());
+    out["rope_scaling"] = r;
+  }
+  return out;
+}
+
 }  // namespace
 
 LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_gpus) {
@@ -127,6 +156,14 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
                  "GiB of KV cache on the CPU backend")
       ->capture_default_str();
   app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
+  std::string hf_overrides, rope_scaling;
+  app.add_option("--hf-overrides", hf_overrides,
+                 "JSON object whose fields replace config.json's (vLLM's flag), e.g. "
+                 "'{\"max_position_embeddings\": 40960}'");
+  app.add_option("--rope-scaling", rope_scaling,
+                 "JSON rope scaling, e.g. '{\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                 "\"original_max_position_embeddings\": 32768}' (YaRN: max_model_len up to "
+                 "factor x original)");
   app.add_option("--temperature", o.sampling.temperature, "default temperature (0 = greedy)")
       ->check(CLI::Range(0.0f, 1e6f));
   app.add_option("--top-p", o.sampling.top_p, "default top-p, in (0, 1]");
@@ -157,6 +194,7 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
         if (!output.empty()) o.output = output;
         if (ignore_eos) o.sampling.ignore_eos = true;
         o.log_level = spdlog::level::from_str(log_level);
+        o.hf_overrides = config_overrides(hf_overrides, rope_scaling);
         validate(o, device_flag, visible_gpus, result.notice);
       })) {
     result.exit_code = exit->exit_code;

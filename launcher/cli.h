@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -34,6 +35,9 @@ struct LaunchOptions {
   std::optional<int> num_gpu_blocks_override;  // also the block count of the CPU backend
   double cpu_kv_cache_space_gib = 4.0;  // CPU backend's KV cache (vLLM's VLLM_CPU_KVCACHE_SPACE)
   bool enforce_eager = false;           // no CUDA graphs
+  // vLLM's --hf-overrides: top-level config.json fields replaced before the model is read;
+  // --rope-scaling X is --hf-overrides '{"rope_scaling": X}'. An empty object: none.
+  nlohmann::json hf_overrides = nlohmann::json::object();
 
   // Default sampling for requests that do not set their own; unset = "not given", so the
   // model's generation_config.json (or the built-in default) applies.

@@ -41,7 +41,19 @@ EngineConfig engine_config(const LaunchOptions& o, const ModelConfig& model) {
   e.max_num_batched_tokens = o.max_num_batched_tokens;
   e.max_num_seqs = o.max_num_seqs;
   e.max_model_len = o.max_model_len.value_or(kDefaultMaxModelLen);
-  e.cap_max_model_len(static_cast<int>(model.max_position_embeddings));
+  // A default above the model's limit is lowered to it; a --max-model-len above it is an
+  // error (vLLM's rule): past it the model was never trained, and YaRN is how to go further.
+  const int64_t limit = model.max_context_len();
+  if (o.max_model_len && limit > 0 && *o.max_model_len > limit)
+    throw UsageError(
+        "--max-model-len " + std::to_string(*o.max_model_len) + " exceeds the model's " +
+        std::to_string(limit) +
+        (model.rope_scaling
+             ? " (rope_scaling: original_max_position_embeddings x factor)"
+             : " (max_position_embeddings in config.json; YaRN rope scaling raises it, e.g. "
+               "--rope-scaling '{\"rope_type\": \"yarn\", \"factor\": 4.0, "
+               "\"original_max_position_embeddings\": 32768}')"));
+  e.cap_max_model_len(static_cast<int>(limit));
   e.kvcache_block_size = o.block_size;
   e.eos_token_ids = model.eos_token_ids;
   e.enable_chunked_prefill = o.enable_chunked_prefill;
@@ -72,7 +84,7 @@ RunSettings make_run_settings(const LaunchOptions& o) {
   s.tp_size = o.tensor_parallel_size;
   s.device = o.device;
   s.cpu_threads = std::max(1, available_cpus() / s.tp_size);
-  s.model = load_model_config(s.model_dir);
+  s.model = load_model_config(s.model_dir, &o.hf_overrides);
   try {
     check_tensor_parallel_shape(s.model, s.tp_size);
   } catch (const std::invalid_argument& err) {

@@ -6,6 +6,7 @@
 #include "kernels/attention.h"
 #include "kernels/phase_timer.h"
 #include "kernels/rotary.h"
+#include "layers/rope_frequencies.h"
 
 namespace nanovllm {
 
@@ -19,11 +20,15 @@ Qwen3Attention::Qwen3Attention(const ModelConfig& c, const Checkpoint& ckpt, int
                                const ShardInfo& shard, Communicator& comm)
     : head_dim_(c.head_dim),
       eps_(c.rms_norm_eps),
-      rope_theta_(c.rope_theta),
       scale_(1.0f / std::sqrt(static_cast<float>(c.head_dim))),
       qkv_proj_(ckpt, layer_prefix(layer), c.num_attention_heads, c.num_key_value_heads, c.head_dim,
                 c.attention_bias, shard),
       o_proj_(ckpt, layer_prefix(layer) + ".o_proj", false, shard, comm) {
+  const RopeTable rope = rope_table(c);
+  rope_attention_scaling_ = rope.attention_scaling;
+  const size_t rope_bytes = rope.inv_freq.size() * sizeof(float);
+  rope_inv_freq_ = DeviceBuffer(rope_bytes, shard.device);
+  rope_inv_freq_.copy_from_host(rope.inv_freq.data(), rope_bytes);
   if (c.qk_norm) {
     q_norm_ = Parameter::load_full(
         checkpoint_tensor(ckpt, layer_prefix(layer) + ".q_norm.weight", 1), shard.device);
@@ -58,9 +63,11 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
     // Element-wise: the q/k norm + rotary and the KV store are one kernel on CUDA, so the
     // store is counted here rather than with attention.
     const PhaseScope phase(ctx, Phase::kElementwise);
+    const kernels::RopeFrequencies rope{rope_inv_freq_.view(DType::kF32, {d / 2}),
+                                        rope_attention_scaling_};
     kernels::qk_norm_rope_store(q, k, v, q_norm_ ? q_norm_->view() : TensorView(),
-                                k_norm_ ? k_norm_->view() : TensorView(), positions, eps_,
-                                rope_theta_, k_cache_, v_cache_, meta.slot_mapping, ctx);
+                                k_norm_ ? k_norm_->view() : TensorView(), positions, eps_, rope,
+                                k_cache_, v_cache_, meta.slot_mapping, ctx);
   }
   std::optional<PhaseScope> phase(std::in_place, ctx, Phase::kAttention);
   const kernels::PagedKV kv{k_cache_, v_cache_, meta.block_tables};

@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "kernels/device_buffer.h"
 #include "layers/attention_metadata.h"
 #include "layers/linear.h"
 #include "layers/model_config.h"
@@ -30,7 +31,11 @@ class Qwen3Attention {
 
  private:
   int64_t head_dim_;
-  float eps_, rope_theta_, scale_;
+  float eps_, scale_;
+  // The rotary frequencies (layers/rope_frequencies.h) on this layer's device: [D/2] f32.
+  // Each layer holds its own 256-byte copy; sharing one would only save bytes.
+  DeviceBuffer rope_inv_freq_;
+  float rope_attention_scaling_ = 1.0f;
   QKVParallelLinear qkv_proj_;
   RowParallelLinear o_proj_;
   std::optional<Parameter> q_norm_, k_norm_;  // [D] bf16 (Qwen3)

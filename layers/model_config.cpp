@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "layers/rope_scaling_config.h"
+
 namespace nanovllm {
 namespace {
 
@@ -89,20 +91,6 @@ DType parse_dtype(const Fields& f, const std::string& field, const std::string& 
   f.unsupported(field, "dtype '" + s + "' (bfloat16, float16 and float32 are)");
 }
 
-// rope_scaling (transformers 4) or rope_parameters (transformers 5): only plain RoPE.
-void check_rope_type(const Fields& f, const json& config, const std::string& field) {
-  if (!f.has(field)) return;
-  const json& r = config.at(field);
-  if (!r.is_object()) f.fail(field, "expected an object, got " + r.dump());
-  for (const char* key : {"rope_type", "type"}) {
-    if (!r.contains(key) || r.at(key).is_null()) continue;
-    if (!r.at(key).is_string() || r.at(key).get<std::string>() != "default")
-      f.unsupported(field + "." + key, r.at(key).dump() + " (only \"default\" RoPE)");
-  }
-  if (field == "rope_scaling" && !r.contains("rope_type") && !r.contains("type"))
-    f.unsupported(field, "rope scaling " + r.dump());
-}
-
 void check_unsupported(const Fields& f, const json& config) {
   for (const char* moe : {"num_experts", "num_local_experts", "n_routed_experts"}) {
     if (f.has(moe) && !(config.at(moe).is_number() && config.at(moe).get<double>() == 0))
@@ -113,8 +101,6 @@ void check_unsupported(const Fields& f, const json& config) {
     f.unsupported("use_sliding_window", "sliding-window attention");
   if (f.has("hidden_act") && f.string("hidden_act") != "silu")
     f.unsupported("hidden_act", "activation '" + f.string("hidden_act") + "' (only silu)");
-  check_rope_type(f, config, "rope_scaling");
-  check_rope_type(f, config, "rope_parameters");
 }
 
 // The model's own word on which tokens end generation: generation_config.json's
@@ -255,19 +241,27 @@ ModelConfig parse_model_config(const json& config, const std::string& config_nam
   const bool qwen2 = c.architecture == "Qwen2ForCausalLM";
   parse_shape(f, qwen2, c);
   parse_norm_and_rope(f, config, c);
+  c.rope_scaling = parse_rope_scaling(config, config_name, c.max_position_embeddings);
   parse_tensor_layout(f, qwen2, c);
   c.dtype = parse_weight_dtype(f, config_name);
   parse_special_tokens(f, config_name, generation, generation_name, c);
   return c;
 }
 
-ModelConfig load_model_config(const std::filesystem::path& model_dir) {
+ModelConfig load_model_config(const std::filesystem::path& model_dir, const json* overrides) {
   const auto config_path = model_dir / "config.json";
   const auto generation_path = model_dir / "generation_config.json";
-  const json config = read_json_file(config_path);
+  json config = read_json_file(config_path);
+  std::string config_name = config_path.string();
+  if (overrides != nullptr && !overrides->empty()) {
+    CHECK(overrides->is_object());
+    if (!config.is_object()) throw ModelFolderError(config_name + ": expected a JSON object");
+    for (const auto& [key, value] : overrides->items()) config[key] = value;  // vLLM's update
+    config_name += " (with --hf-overrides / --rope-scaling)";
+  }
   std::optional<json> generation;
   if (std::filesystem::exists(generation_path)) generation = read_json_file(generation_path);
-  return parse_model_config(config, config_path.string(), generation ? &*generation : nullptr,
+  return parse_model_config(config, config_name, generation ? &*generation : nullptr,
                             generation_path.string());
 }
 

@@ -13,6 +13,9 @@
 #   fields-hf  on the first preset's model (written by phase model, or here): logprobs,
 #            prompt_logprobs and repetition_penalty of nanovllm-launch against transformers
 #            (scripts/check_request_fields_vs_transformers.py)
+#   long-hf  on the first preset's model: 8k / 32k prompts with plain RoPE and 64k / 120k with
+#            YaRN (--rope-scaling) against transformers at sampled positions
+#            (scripts/check_long_context_vs_transformers.py; not in the default phases: ~2 min)
 #   tp       per preset (NANOVLLM_GPU_TP_PRESETS, default "qwen3-0.6b"), on >= 2 GPUs: greedy
 #            nanovllm-launch --tp 1 and --tp 2 on the examples (token ids compared per request,
 #            the first divergence reported), then nanovllm-bench --tp 1,2 (nano-vllm's
@@ -201,6 +204,20 @@ fields_hf_check() {
     "$(grep -h 'request fields vs transformers' "$logs/fields-hf_$preset.log" | tail -n 1)")"
 }
 
+# long_hf_check PRESET: scripts/check_long_context_vs_transformers.py on its model.
+long_hf_check() {
+  local preset=$1 dir="$work/$1" tok=()
+  [ -d "$bundle/tokenizer" ] && tok=(--tokenizer-dir "$bundle/tokenizer")
+  if [ ! -f "$dir/config.json" ]; then
+    step "mkmodel $preset" 240 "$bundle/bin/nanovllm-mkmodel" --preset "$preset" --seed 1 \
+      --threads "$(nproc)" "${tok[@]}" "$dir" || return
+  fi
+  step "long-hf $preset" 540 python3 \
+    scripts/check_long_context_vs_transformers.py "$bundle/bin/nanovllm-launch" "$dir" "$logs"
+  row "$(printf '%-34s        %s' "long context vs transformers $preset" \
+    "$(grep -h 'long context vs transformers' "$logs/long-hf_$preset.log" | tail -n 1)")"
+}
+
 launch_checks() {
   if [ ! -x "$bundle/bin/nanovllm-launch" ]; then row "$(printf '%-34s  MISSING (not bundled)' nanovllm-launch)"; return; fi
   if [ ! -d "$bundle/tokenizer" ]; then row "$(printf '%-34s  SKIPPED (no tokenizer)' nanovllm-launch)"; return; fi
@@ -246,6 +263,7 @@ if has_phase model; then
 fi
 if has_phase launch && [ $launched -eq 0 ]; then launch_checks; fi
 if has_phase fields-hf; then fields_hf_check "$(echo "$presets" | awk '{print $1}')"; fi
+if has_phase long-hf; then long_hf_check "$(echo "$presets" | awk '{print $1}')"; fi
 if has_phase tp; then
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
   if [ "${gpus:-0}" -lt 2 ]; then

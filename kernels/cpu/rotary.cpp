@@ -37,7 +37,7 @@ void apply_head(uint16_t* head, int64_t d, const uint16_t* norm_w, float eps, co
 
 void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
                   const TensorView& k_norm_weight, const TensorView& positions, float eps,
-                  float rope_theta) {
+                  const RopeFrequencies& rope) {
   check_heads(q);
   check_heads(k);
   const int64_t d = q.size(2);
@@ -46,10 +46,11 @@ void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_
   CHECK_EQ(q.size(0), k.size(0));
   CHECK_EQ(positions.size(0), q.size(0));
   const int64_t half = d / 2;
-  // inv_freq as transformers builds it: 1 / theta^(2i/D) in f32.
-  std::vector<float> inv_freq(static_cast<size_t>(half));  // [D/2]
-  for (int64_t i = 0; i < half; ++i)
-    inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / static_cast<float>(d));
+  const TensorView& freq = rope.inv_freq;
+  CHECK(freq.on_cpu() && freq.dtype == DType::kF32 && freq.is_contiguous());
+  CHECK_EQ(freq.numel(), half);
+  const float* inv_freq = freq.ptr<float>();  // [D/2]
+  const double scaling = rope.attention_scaling;
   std::vector<float> cos_sin(static_cast<size_t>(d));  // [D/2, 2]
   std::vector<float> scratch(static_cast<size_t>(d));  // [D]
   const auto* qw = static_cast<const uint16_t*>(q_norm_weight.data);
@@ -57,9 +58,11 @@ void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_
   for (int64_t t = 0; t < q.size(0); ++t) {
     const float pos = static_cast<float>(*elem<int32_t>(positions, t));
     for (int64_t i = 0; i < half; ++i) {
-      const float angle = pos * inv_freq[i];
-      cos_sin[2 * i] = std::cos(angle);
-      cos_sin[2 * i + 1] = std::sin(angle);
+      // The f32 angle, as the CUDA kernel and transformers form it; its cos/sin in double,
+      // scaled, then rounded once to f32 (correctly rounded bar double's own error).
+      const double angle = static_cast<double>(pos * inv_freq[i]);
+      cos_sin[2 * i] = static_cast<float>(std::cos(angle) * scaling);
+      cos_sin[2 * i + 1] = static_cast<float>(std::sin(angle) * scaling);
     }
     for (int64_t h = 0; h < q.size(1); ++h)
       apply_head(elem<uint16_t>(q, t, h), d, qw, eps, cos_sin.data(), scratch.data());

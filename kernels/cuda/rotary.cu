@@ -18,8 +18,9 @@ struct RopeArgs {
   const bf16* q_w;           // [D] or null (no norm)
   const bf16* k_w;           // [D] or null (no norm)
   const int32_t* positions;  // [T]
+  const float* inv_freq;     // [D/2]: a few hundred bytes, read by every warp (L1/L2 hits)
   int hq, hkv, tokens;
-  float eps, log2_theta;
+  float eps, attention_scaling;
   // STORE only:
   const bf16* v;  // [T, Hkv, D], strides v_tok, v_head
   int64_t v_tok, v_head;
@@ -85,10 +86,13 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
 #pragma unroll
   for (int j = 0; j < kPairs; ++j) {
     const int i = lane + 32 * j;
-    // inv_freq = theta^(-2i/D); sincosf (not the fast intrinsic): angles reach ~1e5 rad.
-    const float inv_freq = exp2f(-2.f * static_cast<float>(i) / D * a.log2_theta);
+    // One f32 multiply, as the CPU reference and transformers form the angle; sincosf (not
+    // the fast intrinsic, which is only accurate near 0): angles reach ~1e5 rad at 128k.
+    const float angle = pos * a.inv_freq[i];
     float s, c;
-    sincosf(pos * inv_freq, &s, &c);
+    sincosf(angle, &s, &c);
+    c *= a.attention_scaling;
+    s *= a.attention_scaling;
     const bf16 y_lo = to_bf16(lo[j] * c - hi[j] * s);
     const bf16 y_hi = to_bf16(hi[j] * c + lo[j] * s);
     x[i] = y_lo;
@@ -104,7 +108,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
 // Returns false when there is nothing to do (no tokens).
 bool rope_args(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
                const TensorView& k_norm_weight, const TensorView& positions, float eps,
-               float rope_theta, RopeArgs* a) {
+               const RopeFrequencies& rope, RopeArgs* a) {
   check_cuda_tensor(q, DType::kBf16, "qk_norm_rope q");
   check_cuda_tensor(k, DType::kBf16, "qk_norm_rope k");
   check_cuda_tensor(positions, DType::kI32, "qk_norm_rope positions");
@@ -122,6 +126,8 @@ bool rope_args(const TensorView& q, const TensorView& k, const TensorView& q_nor
     CHECK_EQ(q_norm_weight.numel(), dim);
     CHECK_EQ(k_norm_weight.numel(), dim);
   }
+  check_cuda_tensor(rope.inv_freq, DType::kF32, "qk_norm_rope inv_freq");
+  CHECK_EQ(rope.inv_freq.numel(), dim / 2);
   *a = RopeArgs{};
   a->q = q.ptr<bf16>();
   a->q_tok = q.stride[0];
@@ -136,7 +142,8 @@ bool rope_args(const TensorView& q, const TensorView& k, const TensorView& q_nor
   a->hkv = static_cast<int>(k.size(1));
   a->tokens = static_cast<int>(tokens);
   a->eps = eps;
-  a->log2_theta = log2f(rope_theta);
+  a->inv_freq = rope.inv_freq.ptr<float>();
+  a->attention_scaling = rope.attention_scaling;
   return tokens > 0;
 }
 
@@ -155,19 +162,19 @@ void launch(const RopeArgs& a, int64_t dim, cudaStream_t stream) {
 
 void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
                   const TensorView& k_norm_weight, const TensorView& positions, float eps,
-                  float rope_theta, cudaStream_t stream) {
+                  const RopeFrequencies& rope, cudaStream_t stream) {
   RopeArgs a;
-  if (!rope_args(q, k, q_norm_weight, k_norm_weight, positions, eps, rope_theta, &a)) return;
+  if (!rope_args(q, k, q_norm_weight, k_norm_weight, positions, eps, rope, &a)) return;
   launch<false>(a, q.size(2), stream);
 }
 
 void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& q_norm_weight, const TensorView& k_norm_weight,
-                        const TensorView& positions, float eps, float rope_theta,
+                        const TensorView& positions, float eps, const RopeFrequencies& rope,
                         const TensorView& k_cache, const TensorView& v_cache,
                         const TensorView& slot_mapping, cudaStream_t stream) {
   RopeArgs a;
-  const bool any = rope_args(q, k, q_norm_weight, k_norm_weight, positions, eps, rope_theta, &a);
+  const bool any = rope_args(q, k, q_norm_weight, k_norm_weight, positions, eps, rope, &a);
   check_cuda_tensor(v, DType::kBf16, "qk_norm_rope_store v");
   check_cuda_tensor(k_cache, DType::kBf16, "qk_norm_rope_store k_cache");
   check_cuda_tensor(v_cache, DType::kBf16, "qk_norm_rope_store v_cache");

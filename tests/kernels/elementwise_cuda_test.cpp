@@ -118,13 +118,21 @@ TEST(QkNormRopeCuda, MatchesCpuForHeadDims64And128WithAndWithoutNorm) {
       t.stride[0] = pitch;
       return t;
     };
+    // Plain RoPE's table, theta 1e6: [D/2] f32 on each side.
+    std::vector<float> inv_freq(c.d / 2);
+    for (int64_t i = 0; i < c.d / 2; ++i)
+      inv_freq[i] = static_cast<float>(std::pow(1e6, -2.0 * static_cast<double>(i) / c.d));
+    DevVec<float> dinv_freq(inv_freq);
+    const kernels::RopeFrequencies rope_cpu{host_view(inv_freq.data(), DType::kF32, {c.d / 2}),
+                                            1.0f};
+    const kernels::RopeFrequencies rope_cuda{dinv_freq.view(DType::kF32, {c.d / 2}), 1.0f};
     auto ref = qkv;
     const TensorView none;
     kernels::cpu::qk_norm_rope(make(ref.data(), Device::kCpu, true),
                                make(ref.data(), Device::kCpu, false),
                                c.norm ? host_view(qw.data(), DType::kBf16, {c.d}) : none,
                                c.norm ? host_view(kw.data(), DType::kBf16, {c.d}) : none,
-                               host_view(pos.data(), DType::kI32, {c.tokens}), 1e-6f, 1e6f);
+                               host_view(pos.data(), DType::kI32, {c.tokens}), 1e-6f, rope_cpu);
     DevVec<uint16_t> dqkv(qkv), dqw(qw), dkw(kw);
     DevVec<int32_t> dpos(pos);
     TensorView none_dev;
@@ -133,11 +141,11 @@ TEST(QkNormRopeCuda, MatchesCpuForHeadDims64And128WithAndWithoutNorm) {
                                 make(dqkv.mem.get(), Device::kCuda, false),
                                 c.norm ? dqw.view(DType::kBf16, {c.d}) : none_dev,
                                 c.norm ? dkw.view(DType::kBf16, {c.d}) : none_dev,
-                                dpos.view(DType::kI32, {c.tokens}), 1e-6f, 1e6f, nullptr);
+                                dpos.view(DType::kI32, {c.tokens}), 1e-6f, rope_cuda, nullptr);
     const auto got = dqkv.host();
     const ErrorStats e = compare_bf16(got, ref);
     EXPECT_TRUE(e.finite);
-    // Angles up to 4095 rad: f32 angle rounding (~2e-4 rad) plus one bf16 rounding.
+    // The same f32 table and angle on both sides: sincosf/norm ulps plus one bf16 rounding.
     EXPECT_LT(e.rel_l2, 1e-2) << "d " << c.d;
     EXPECT_LT(e.max_abs, 0.1) << "d " << c.d;
     // The v part of qkv is not touched.

@@ -322,8 +322,8 @@ TEST_F(LaunchBudget, WithoutChunkingABudgetBelowMaxModelLenIsAUsageError) {
                                   "--max-num-batched-tokens", "32768"});
   EXPECT_FALSE(s.job.engine.enable_chunked_prefill);
   EXPECT_EQ(s.job.engine.max_num_batched_tokens, 32768);
-  // Checked after the cap: 60000 becomes the model's 40960 positions, which 40960 holds.
-  EXPECT_EQ(settings({"--max-model-len", "60000", "--no-enable-chunked-prefill",
+  // The model's limit itself is fine without chunking when the budget holds it.
+  EXPECT_EQ(settings({"--max-model-len", "40960", "--no-enable-chunked-prefill",
                       "--max-num-batched-tokens", "40960"})
                 .job.engine.max_model_len,
             40960);
@@ -331,6 +331,41 @@ TEST_F(LaunchBudget, WithoutChunkingABudgetBelowMaxModelLenIsAUsageError) {
   refused(
       {"--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048", "--max-num-seqs", "64"},
       "(the default --max-model-len)");
+}
+
+TEST_F(LaunchBudget, MaxModelLenAboveTheModelsLimitIsAnErrorNamingBothNumbers) {
+  refused({"--max-model-len", "60000"}, "--max-model-len 60000 exceeds the model's 40960");
+  refused({"--max-model-len", "60000"}, "--rope-scaling");  // how to go further
+  // The default (4096) stays under any limit; a model below it lowers it quietly.
+  EXPECT_EQ(settings({}).job.engine.max_model_len, 4096);
+}
+
+TEST_F(LaunchBudget, YarnRopeScalingRaisesTheLimitToFactorTimesOriginal) {
+  const std::string yarn =
+      R"({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})";
+  const RunSettings s = settings({"--rope-scaling", yarn, "--max-model-len", "131072"});
+  EXPECT_EQ(s.job.engine.max_model_len, 131072);
+  ASSERT_TRUE(s.model.rope_scaling.has_value());
+  EXPECT_EQ(s.model.rope_scaling->factor, 4.0);
+  refused({"--rope-scaling", yarn, "--max-model-len", "131073"},
+          "--max-model-len 131073 exceeds the model's 131072 (rope_scaling");
+  // --hf-overrides says the same; its fields reach the model's config.
+  const RunSettings o =
+      settings({"--hf-overrides", std::string(R"({"rope_scaling": )") + yarn + "}",
+                "--max-model-len", "100000"});
+  EXPECT_EQ(o.job.engine.max_model_len, 100000);
+  EXPECT_TRUE(o.model.rope_scaling.has_value());
+}
+
+TEST_F(LaunchCli, RopeScalingAndHfOverridesMustBeJsonObjects) {
+  bad({model_, prompts_, "--rope-scaling", "yarn"}, "--rope-scaling: not JSON");
+  bad({model_, prompts_, "--rope-scaling", "[4]"}, "--rope-scaling: expected a JSON object");
+  bad({model_, prompts_, "--hf-overrides", "{\"a\": "}, "--hf-overrides: not JSON");
+  bad({model_, prompts_, "--hf-overrides", "3"}, "--hf-overrides: expected a JSON object");
+  const LaunchOptions o = ok({model_, prompts_, "--rope-scaling", R"({"rope_type": "yarn"})",
+                              "--hf-overrides", R"({"max_position_embeddings": 8})"});
+  EXPECT_EQ(o.hf_overrides["rope_scaling"]["rope_type"], "yarn");
+  EXPECT_EQ(o.hf_overrides["max_position_embeddings"], 8);
 }
 
 }  // namespace

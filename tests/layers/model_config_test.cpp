@@ -161,11 +161,11 @@ TEST(ModelConfig, UnknownArchitectureIsNotSupported) {
 
 TEST(ModelConfig, FeaturesWeDoNotImplementAreRefused) {
   json j = qwen3_config_json();
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  expect_error(j, {"'rope_scaling.rope_type'", "not supported"});
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};
+  expect_error(j, {"'rope_scaling.rope_type'", "not supported", "\"dynamic\""});
   j = qwen3_config_json();
   j["rope_parameters"] = {{"rope_type", "linear"}, {"rope_theta", 1e6}, {"factor", 2.0}};
-  expect_error(j, {"'rope_parameters.rope_type'", "not supported"});
+  expect_error(j, {"'rope_parameters.rope_type'", "not supported", "\"linear\""});
   j = qwen3_config_json();
   j["num_experts"] = 128;
   expect_error(j, {"'num_experts'", "not supported"});
@@ -204,6 +204,85 @@ TEST(ModelConfig, LoadsFolderAndReportsBadJsonWithPath) {
     EXPECT_NE(msg.find("generation_config.json"), std::string::npos) << msg;
     EXPECT_NE(msg.find("line"), std::string::npos) << msg;
   }
+}
+
+TEST(ModelConfig, YarnRopeScalingIsReadWithTheFactorAsGiven) {
+  // Qwen3's model card: YaRN factor 4 over 32768 original positions; max_position_embeddings
+  // stays 40960 (transformers 4 would have recomputed the factor from the two: 1.25).
+  json j = qwen3_config_json();
+  j["rope_scaling"] = {
+      {"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  const ModelConfig c = parse_model_config(j, "config.json", nullptr, "");
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->factor, 4.0);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 32768);
+  EXPECT_EQ(c.rope_scaling->beta_fast, 32.0);
+  EXPECT_EQ(c.rope_scaling->beta_slow, 1.0);
+  EXPECT_FALSE(c.rope_scaling->attention_factor.has_value());
+  EXPECT_EQ(c.max_context_len(), 131072);
+  // transformers 5's spelling, with the optional fields and theta in the same object.
+  j = qwen3_config_json();
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "yarn"},    {"rope_theta", 1e6}, {"factor", 2.0},
+                          {"beta_fast", 16},        {"beta_slow", 2},    {"truncate", false},
+                          {"attention_factor", 1.5}};
+  const ModelConfig t5 = parse_model_config(j, "config.json", nullptr, "");
+  ASSERT_TRUE(t5.rope_scaling.has_value());
+  EXPECT_FLOAT_EQ(t5.rope_theta, 1e6f);
+  EXPECT_EQ(t5.rope_scaling->original_max_position_embeddings, 40960);  // transformers' default
+  EXPECT_EQ(t5.rope_scaling->beta_fast, 16.0);
+  EXPECT_EQ(t5.rope_scaling->beta_slow, 2.0);
+  EXPECT_FALSE(t5.rope_scaling->truncate);
+  EXPECT_EQ(t5.rope_scaling->attention_factor, 1.5);
+  EXPECT_EQ(t5.max_context_len(), 81920);
+  // Plain RoPE either way: no scaling, the limit is max_position_embeddings.
+  j = qwen3_config_json();
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+  const ModelConfig plain = parse_model_config(j, "config.json", nullptr, "");
+  EXPECT_FALSE(plain.rope_scaling.has_value());
+  EXPECT_EQ(plain.max_context_len(), 40960);
+}
+
+TEST(ModelConfig, BadYarnFieldsNameTheFieldAndWhy) {
+  const auto with = [](json scaling) {
+    json j = qwen3_config_json();
+    j["rope_scaling"] = std::move(scaling);
+    return j;
+  };
+  expect_error(with({{"rope_type", "yarn"}}), {"'rope_scaling.factor'", "missing"});
+  expect_error(with({{"rope_type", "yarn"}, {"factor", 0.5}}), {"'rope_scaling.factor'", ">= 1"});
+  expect_error(with({{"rope_type", "yarn"}, {"factor", "4"}}),
+               {"'rope_scaling.factor'", "expected a number"});
+  expect_error(
+      with({{"rope_type", "yarn"}, {"factor", 4}, {"original_max_position_embeddings", -1}}),
+      {"'rope_scaling.original_max_position_embeddings'", "positive integer"});
+  expect_error(with({{"rope_type", "yarn"}, {"factor", 4}, {"mscale", 1.0}}),
+               {"'rope_scaling.mscale'", "not supported"});
+  expect_error(with({{"factor", 4}}), {"'rope_scaling.rope_type'", "missing"});
+  expect_error(with(json::array()), {"'rope_scaling'", "expected an object"});
+}
+
+TEST(ModelConfig, HfOverridesReplaceConfigFieldsBeforeParsing) {
+  TempDir dir;
+  write_json(dir.path() / "config.json", qwen3_config_json());
+  const json overrides = {
+      {"rope_scaling",
+       {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}}},
+      {"max_position_embeddings", 32768}};
+  const ModelConfig c = load_model_config(dir.path(), &overrides);
+  EXPECT_EQ(c.max_position_embeddings, 32768);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.max_context_len(), 131072);
+  // A bad override is named as such.
+  const json bad = {{"rope_scaling", {{"rope_type", "longrope"}}}};
+  try {
+    load_model_config(dir.path(), &bad);
+    FAIL() << "no error";
+  } catch (const ModelFolderError& e) {
+    EXPECT_NE(std::string(e.what()).find("--hf-overrides"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("longrope"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(load_model_config(dir.path()).rope_scaling.has_value());  // the file unchanged
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
+#include <numbers>
 #include <numeric>
 
 #include "layers/checkpoint.h"
@@ -105,6 +107,28 @@ class Reference {
     }
     return y;
   }
+  // The rotary frequency of pair e: theta^(-2e/D), with YaRN blended towards theta^(-2e/D) /
+  // factor by a linear ramp over the correction range [floor(c(beta_fast)),
+  // ceil(c(beta_slow))], c(r) = D ln(O / (2 pi r)) / (2 ln theta).
+  double inv_freq(int64_t e) const {
+    const double d = static_cast<double>(c_.head_dim), theta = c_.rope_theta;
+    const double plain = std::pow(theta, -2.0 * static_cast<double>(e) / d);
+    if (!c_.rope_scaling) return plain;
+    const RopeScaling& s = *c_.rope_scaling;
+    auto corr = [&](double r) {
+      return d *
+             std::log(static_cast<double>(s.original_max_position_embeddings) /
+                      (2 * std::numbers::pi * r)) /
+             (2 * std::log(theta));
+    };
+    const double low = std::floor(corr(s.beta_fast)), high = std::ceil(corr(s.beta_slow));
+    const double ramp = std::clamp((static_cast<double>(e) - low) / (high - low), 0.0, 1.0);
+    return plain * (1.0 - ramp) + plain / s.factor * ramp;
+  }
+  // YaRN's mscale on cos and sin (so on q and k): 0.1 ln(factor) + 1.
+  double rope_scale() const {
+    return c_.rope_scaling ? 0.1 * std::log(c_.rope_scaling->factor) + 1.0 : 1.0;
+  }
   // Position i = token index; neox pairs (e, e + D/2) rotated as one complex number.
   void rope(Mat& x, int64_t t, int64_t heads) const {
     const int64_t d = c_.head_dim;
@@ -112,8 +136,8 @@ class Reference {
       for (int64_t hh = 0; hh < heads; ++hh)
         for (int64_t e = 0; e < d / 2; ++e) {
           double* p = &x[(i * heads + hh) * d];
-          const double angle = i * std::pow(static_cast<double>(c_.rope_theta), -2.0 * e / d);
-          const auto z = std::complex<double>(p[e], p[e + d / 2]) * std::polar(1.0, angle);
+          const double angle = static_cast<double>(i) * inv_freq(e);
+          const auto z = std::complex<double>(p[e], p[e + d / 2]) * std::polar(rope_scale(), angle);
           p[e] = z.real();
           p[e + d / 2] = z.imag();
         }
@@ -126,9 +150,9 @@ class Reference {
 // Prefill of one sequence through the model, block_size 16; logits [rows, V] of the tokens
 // `rows` names (explicit logits_indices), or of every token in order when rows is null (a null
 // index view, the decode path's form).
-std::vector<float> model_logits(const test::TempModel& m, const std::vector<int32_t>& ids,
-                                const std::vector<int32_t>* rows) {
-  const ModelConfig& c = m.config();
+// c: m.config(), or a variant of it (its rope scaling) over the same weights.
+std::vector<float> model_logits(const test::TempModel& m, const ModelConfig& c,
+                                const std::vector<int32_t>& ids, const std::vector<int32_t>* rows) {
   const Checkpoint ckpt = Checkpoint::open(m.dir());
   SingleRankCommunicator comm;
   Qwen3ForCausalLM model(c, ckpt, ShardInfo{0, 1, Device::kCpu}, comm);
@@ -162,9 +186,10 @@ std::vector<float> model_logits(const test::TempModel& m, const std::vector<int3
   return logits;
 }
 
-std::vector<float> model_last_logits(const test::TempModel& m, const std::vector<int32_t>& ids) {
+std::vector<float> model_last_logits(const test::TempModel& m, const std::vector<int32_t>& ids,
+                                     const ModelConfig* config = nullptr) {
   const std::vector<int32_t> last{static_cast<int32_t>(ids.size()) - 1};
-  return model_logits(m, ids, &last);
+  return model_logits(m, config ? *config : m.config(), ids, &last);
 }
 
 void expect_close_logits(const std::vector<float>& got, const std::vector<double>& want) {
@@ -201,16 +226,40 @@ TEST(Qwen3Model, UntiedHeadDim128PrefillLogitsMatchDenseDoubleReference) {
   expect_close_logits(model_last_logits(m, ids), Reference(m.config(), ckpt).last_logits(ids));
 }
 
+// Qwen3's 128k YaRN (factor 4 over 32768, beta 32 / 1): the layers must rotate by the blended
+// table and scale q and k by the mscale. The plain model's logits miss this reference by more
+// than the tolerance, so the comparison can fail.
+TEST(Qwen3Model, YarnPrefillLogitsMatchDenseDoubleReference) {
+  test::TempModel m("tiny-128");
+  ModelConfig c = m.config();
+  RopeScaling s;
+  s.factor = 4.0;
+  s.original_max_position_embeddings = 32768;
+  c.rope_scaling = s;
+  const std::vector<int32_t> ids{1, 2, 3, 4, 5, 1000, 2000, 3000, 151935, 7, 3, 25, 17, 99, 5};
+  const Checkpoint ckpt = Checkpoint::open(m.dir());
+  const std::vector<double> want = Reference(c, ckpt).last_logits(ids);
+  expect_close_logits(model_last_logits(m, ids, &c), want);
+  const std::vector<float> plain = model_last_logits(m, ids);
+  double ss = 0.0, max_diff = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ss += want[i] * want[i];
+    max_diff = std::max(max_diff, std::abs(plain[i] - want[i]));
+  }
+  EXPECT_GT(max_diff, 0.1 * std::sqrt(ss / static_cast<double>(want.size())));
+}
+
 TEST(Qwen3Model, NullLogitsIndicesGiveEveryRowInOrderAsTheExplicitGatherDoes) {
   test::TempModel m("tiny");
   const std::vector<int32_t> ids{9707, 11, 1879, 0, 42, 100, 7, 3, 25, 17, 5, 6, 77, 8, 2, 1, 4};
   std::vector<int32_t> every(ids.size());
   for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int32_t>(i);
   const std::vector<int32_t> reversed(every.rbegin(), every.rend());
-  const std::vector<float> in_place = model_logits(m, ids, nullptr);
-  EXPECT_EQ(in_place, model_logits(m, ids, &every));  // same rows, same head: bit for bit
+  const std::vector<float> in_place = model_logits(m, m.config(), ids, nullptr);
+  EXPECT_EQ(in_place,
+            model_logits(m, m.config(), ids, &every));  // same rows, same head: bit for bit
   // A real gather differs (so the comparison above could fail): the reversed rows.
-  const std::vector<float> gathered = model_logits(m, ids, &reversed);
+  const std::vector<float> gathered = model_logits(m, m.config(), ids, &reversed);
   const size_t v = static_cast<size_t>(m.config().vocab_size);
   EXPECT_NE(in_place, gathered);
   EXPECT_TRUE(std::equal(gathered.end() - v, gathered.end(), in_place.begin()));
