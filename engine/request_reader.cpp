@@ -1,8 +1,10 @@
 #include "engine/request_reader.h"
 
 #include <fstream>
+#include <span>
 #include <stdexcept>
 #include <unordered_set>
+#include <vector>
 
 #include "engine/file_error.h"
 #include "engine/openai_batch_request.h"
@@ -16,31 +18,21 @@ namespace {
 constexpr std::string_view kSamplingFields[] = {
     "max_tokens", "temperature", "top_p",      "top_k",
     "min_p",      "seed",        "ignore_eos", "repetition_penalty"};
-constexpr std::string_view kNativeFields[] = {"id",
-                                              "prompt",
-                                              "prompt_token_ids",
-                                              "messages",
-                                              "enable_thinking",
-                                              "max_tokens",
-                                              "temperature",
-                                              "top_p",
-                                              "top_k",
-                                              "min_p",
-                                              "seed",
-                                              "ignore_eos",
-                                              "stop",
-                                              "stop_token_ids",
-                                              "include_stop_str_in_output",
-                                              "min_tokens",
-                                              "skip_special_tokens",
-                                              "spaces_between_special_tokens",
-                                              "n",
-                                              "repetition_penalty",
-                                              "presence_penalty",
-                                              "frequency_penalty",
-                                              "logit_bias",
-                                              "logprobs",
-                                              "prompt_logprobs"};
+constexpr std::string_view kPromptFields[] = {"id", "prompt", "prompt_token_ids", "messages",
+                                              "enable_thinking"};
+
+// Every field a native line may have: its prompt, the levelled sampling fields and the
+// request-only ones (request_only_fields.h keeps that list).
+std::span<const std::string_view> native_fields() {
+  static const std::vector<std::string_view> fields = [] {
+    std::vector<std::string_view> f(std::begin(kPromptFields), std::end(kPromptFields));
+    f.insert(f.end(), std::begin(kSamplingFields), std::end(kSamplingFields));
+    const std::span<const std::string_view> request_only = request_only_fields();
+    f.insert(f.end(), request_only.begin(), request_only.end());
+    return f;
+  }();
+  return fields;
+}
 
 bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r\n") == std::string_view::npos;
@@ -79,7 +71,7 @@ std::optional<FieldProblem> vocabulary_problem(const SamplingParams& p, int32_t 
 
 void parse_native_line(const nlohmann::json& object, Request& r) {
   auto fail = [&r](const FieldProblem& p) { r.fail(p.message, p.field); };
-  if (auto p = check_known_fields(object, kNativeFields, "", refused_request_fields()))
+  if (auto p = check_known_fields(object, native_fields(), "", refused_request_fields()))
     return fail(*p);
   if (auto p = check_refused_fields(object, "")) return fail(*p);
 

@@ -97,6 +97,10 @@ struct SamplingBatch {
   TensorView row_passes;
 };
 
+// Shapes (N slots, vocabulary V), dtypes and all-or-none groups of the per-slot parameters:
+// CHECK failures, the same on both backends (each adds its own device checks).
+void check_slot_params(const SamplingSlotParams& p, int64_t vocab);
+
 // Rule P's choice for row b of slot s, shared by both backends and every kernel that must agree
 // on which buffer holds the row.
 __host__ __device__ inline bool row_is_processed(bool penalized, int32_t bias_count,

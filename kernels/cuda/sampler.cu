@@ -282,14 +282,11 @@ void check_batch(const SamplingBatch& s) {
   CHECK_EQ(s.slots.size(0), s.logits.size(0));
   CHECK_EQ(s.positions.size(0), s.logits.size(0));
   CHECK_EQ(s.out_tokens.size(0), s.logits.size(0));
+  check_slot_params(s.params, s.logits.size(1));
   const int64_t n = s.params.temperatures.size(0);
-  CHECK(s.params.top_k.size(0) == n && s.params.top_p.size(0) == n && s.params.min_p.size(0) == n &&
-        s.params.seeds.size(0) == n);
   CHECK(!s.last_tokens.data || s.last_tokens.size(0) == n);
-  if (s.params.num_logprobs.data) {
+  if (s.params.num_logprobs.data)
     check_cuda_tensor(s.params.num_logprobs, DType::kI32, "sampler num_logprobs");
-    CHECK_EQ(s.params.num_logprobs.size(0), n);
-  }
   const SampledLogprobs& lp = s.logprobs;
   const bool logprobs = lp.logprob.data != nullptr;
   CHECK_MSG(logprobs == (lp.rank.data != nullptr) && logprobs == (lp.top_ids.data != nullptr) &&
@@ -312,7 +309,7 @@ void check_processed(const SamplingBatch& s, const ProcessParams& q) {
 void sample(const SamplingBatch& s, cudaStream_t stream) {
   check_batch(s);
   const int64_t batch = s.logits.size(0), vocab = s.logits.size(1);
-  const ProcessParams q = process_params(s.params, vocab);
+  const ProcessParams q = process_params(s.params);
   check_processed(s, q);
   if (batch == 0) return;
   CHECK_LT(batch, int64_t{65536});  // grid.y

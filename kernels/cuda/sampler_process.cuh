@@ -86,42 +86,25 @@ inline int process_blocks_per_row(int64_t rows) {
   return per_row > kMaxProcessBlocksPerRow ? kMaxProcessBlocksPerRow : static_cast<int>(per_row);
 }
 
-// Rule P's inputs checked and gathered (null pointers for the groups the batch leaves out).
-inline ProcessParams process_params(const SamplingSlotParams& p, int64_t vocab) {
-  const int64_t n = p.temperatures.size(0);
+// Rule P's inputs gathered (null pointers for the groups the batch leaves out); their shapes
+// and groups were checked by check_slot_params, their device here.
+inline ProcessParams process_params(const SamplingSlotParams& p) {
   ProcessParams q{};
-  const bool penalties = p.repetition_penalty.data != nullptr;
-  CHECK_MSG(penalties == (p.presence_penalty.data != nullptr) &&
-                penalties == (p.frequency_penalty.data != nullptr) &&
-                penalties == (p.token_state.data != nullptr),
-            "sampler penalties: all four or none");
-  if (penalties) {
+  if (p.repetition_penalty.data != nullptr) {
     check_cuda_tensor(p.repetition_penalty, DType::kF32, "sampler repetition_penalty");
     check_cuda_tensor(p.presence_penalty, DType::kF32, "sampler presence_penalty");
     check_cuda_tensor(p.frequency_penalty, DType::kF32, "sampler frequency_penalty");
     check_cuda_tensor(p.token_state, DType::kU16, "sampler token_state");
-    CHECK(p.repetition_penalty.size(0) == n && p.presence_penalty.size(0) == n &&
-          p.frequency_penalty.size(0) == n);
-    CHECK_EQ(p.token_state.ndim, 2);
-    CHECK(p.token_state.size(0) == n && p.token_state.size(1) == vocab);
     q.repetition = p.repetition_penalty.ptr<float>();
     q.presence = p.presence_penalty.ptr<float>();
     q.frequency = p.frequency_penalty.ptr<float>();
     q.token_state = p.token_state.ptr<uint16_t>();
     q.state_ld = p.token_state.stride[0];
   }
-  const bool bias = p.logit_bias_count.data != nullptr;
-  CHECK_MSG(
-      bias == (p.logit_bias_ids.data != nullptr) && bias == (p.logit_bias_values.data != nullptr),
-      "sampler logit_bias: all three or none");
-  if (bias) {
+  if (p.logit_bias_count.data != nullptr) {
     check_cuda_tensor(p.logit_bias_count, DType::kI32, "sampler logit_bias_count");
     check_cuda_tensor(p.logit_bias_ids, DType::kI32, "sampler logit_bias_ids");
     check_cuda_tensor(p.logit_bias_values, DType::kF32, "sampler logit_bias_values");
-    CHECK(p.logit_bias_ids.ndim == 2 && p.logit_bias_values.ndim == 2);
-    CHECK(p.logit_bias_count.size(0) == n && p.logit_bias_ids.size(0) == n &&
-          p.logit_bias_values.size(0) == n);
-    CHECK_EQ(p.logit_bias_values.size(1), p.logit_bias_ids.size(1));
     CHECK_LT(p.logit_bias_ids.size(1), int64_t{1} << 20);
     q.bias_count = p.logit_bias_count.ptr<int32_t>();
     q.bias_ids = p.logit_bias_ids.ptr<int32_t>();
@@ -131,13 +114,9 @@ inline ProcessParams process_params(const SamplingSlotParams& p, int64_t vocab) 
     q.bias_width = static_cast<int>(p.logit_bias_ids.size(1));
   }
   const TensorView &mp = p.min_tokens_position, &ids = p.min_tokens_masked_ids;
-  CHECK_MSG((mp.data == nullptr) == (ids.data == nullptr),
-            "sampler min_tokens_position and min_tokens_masked_ids: both or neither");
-  if (mp.data) {
+  if (mp.data != nullptr) {
     check_cuda_tensor(mp, DType::kI32, "sampler min_tokens_position");
     check_cuda_tensor(ids, DType::kI32, "sampler min_tokens_masked_ids");
-    CHECK_EQ(ids.ndim, 2);
-    CHECK(mp.size(0) == n && ids.size(0) == n);
     CHECK_LT(ids.size(1), int64_t{1} << 20);
     q.min_tokens_position = mp.ptr<int32_t>();
     q.masked_ids = ids.ptr<int32_t>();

@@ -3,22 +3,14 @@
 
 #include <gtest/gtest.h>
 
-#include <sstream>
-
-#include "engine/request_reader.h"
+#include "tests/engine/request_test_support.h"
 
 namespace nanovllm {
 namespace {
 
-RequestValidator byte_validator() {
-  RequestValidator v;
-  v.vocab_size = 256;
-  v.max_model_len = 128;
-  v.encode = [](std::string_view text) {
-    std::vector<int32_t> ids;
-    for (unsigned char c : text) ids.push_back(c);
-    return ids;
-  };
+// The reader tests' byte tokenizer, with a longer context and a template of contents only.
+RequestValidator openai_validator() {
+  RequestValidator v = testing::byte_validator(128);
   v.render_chat = [](const nlohmann::json& messages, bool) {
     std::string out;
     for (const auto& m : messages) out += m["content"].get<std::string>();
@@ -28,10 +20,7 @@ RequestValidator byte_validator() {
 }
 
 Request read_one(const std::string& line) {
-  std::istringstream in(line + "\n");
-  auto rs = read_requests(in, byte_validator(), {});
-  EXPECT_EQ(rs.size(), 1u);
-  return rs.at(0);
+  return testing::read_one(line, openai_validator());
 }
 
 std::string chat_line(const std::string& body_extra) {
@@ -45,12 +34,7 @@ std::string completion_line(const std::string& body_extra) {
 }
 
 void expect_error(const std::string& line, const std::string& field, const std::string& words) {
-  SCOPED_TRACE(line);
-  const Request r = read_one(line);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error->line, 1);
-  EXPECT_EQ(r.error->field, field);
-  EXPECT_NE(r.error->message.find(words), std::string::npos) << r.error->message;
+  testing::expect_error(line, field, words, openai_validator());
 }
 
 TEST(OpenAIBatchRequest, ChatLineBecomesAChatRequest) {
@@ -231,14 +215,7 @@ TEST(OpenAIBatchRequest, BodyWithoutTheNewFieldsGetsVllmDefaults) {
     SCOPED_TRACE(line);
     const Request r = read_one(line);
     ASSERT_TRUE(r.ok()) << r.error->message;
-    const SamplingParams& p = r.sampling_params;
-    EXPECT_TRUE(p.stop.empty());
-    EXPECT_TRUE(p.stop_token_ids.empty());
-    EXPECT_FALSE(p.include_stop_str_in_output);
-    EXPECT_EQ(p.min_tokens, 0);
-    EXPECT_TRUE(p.skip_special_tokens);
-    EXPECT_TRUE(p.spaces_between_special_tokens);
-    EXPECT_EQ(p.n, 1);
+    testing::expect_vllm_request_only_defaults(r.sampling_params);
   }
 }
 

@@ -18,12 +18,7 @@ namespace {
 template <typename T, typename Rng>
 std::vector<T> random_vector(Rng& rng, size_t n) {
   std::vector<T> v(n);
-  for (auto& x : v) {
-    if constexpr (std::is_floating_point_v<T>)
-      x = std::uniform_real_distribution<T>(-5, 5)(rng);
-    else
-      x = static_cast<T>(rng());
-  }
+  for (auto& x : v) x = static_cast<T>(rng());
   return v;
 }
 
