@@ -7,15 +7,25 @@
 //     counted; the calls rotate over copies of the cache (>= 512 MB in all) so each reads HBM, not
 //     L2. Targets: >= 0.85 at batch >= 64 (uniform and mixed), >= 0.6 at 16, batch 1 ctx 1024 in
 //     <= 6 us;
-//   causal prefill, 16 x 1024 tokens: TFLOP/s counting the causal half only (floor 120).
+//   prefill (issue 20; alone with --prefill): causal self-attention of L = 1k..32k tokens (16k
+//     queries per call: 16384 / L sequences below 8k) and one chunk of C = 2k, 4k, 8k queries over
+//     a 32k cached prefix (chunked prefill of a long prompt). Each shape is timed eagerly (median
+//     of 20, as the engine runs prefill outside graphs) with the mma kernel and, on sm_90, the
+//     Hopper one; TFLOP/s count the attended (causal) keys only. Ratio: TFLOP/s over issue 20's
+//     targets for the Hopper kernel, >= 550 for causal 8k-32k (shown against 550 below 8k too)
+//     and >= 450 for chunked; the Hopper row adds its speed-up over mma, and a check row the max
+//     |hopper - mma| of the two outputs, so a kernel that is fast but wrong shows in the same
+//     run. scripts/time_sdpa_prefill.py times PyTorch's flash attention on the same rows.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench/attention_bench_prefill.cuh"
 #include "bench/kernel_bench_util.cuh"
 #include "kernels/attention.h"
 
@@ -70,6 +80,7 @@ struct PagedSet {
 enum class Split { kFused, kMerge, kNone };
 Split g_split = Split::kFused;
 bool g_decode_only = false;   // --decode-only: skip the prefill rows
+bool g_prefill_only = false;  // --prefill: only the prefill rows
 bool g_long_context = false;  // --long-context: batches 1-8 at 32k-128k (issue 19's target)
 
 void bench_decode(const std::vector<int>& lens, const std::string& shape, double copy_gbps) {
@@ -123,29 +134,68 @@ void bench_decode_mixed(int64_t batch, double copy_gbps) {
   bench_decode(lens, "B=" + std::to_string(batch) + " ctx=100..2048 mixed", copy_gbps);
 }
 
-void bench_prefill(int64_t seqs, int64_t len) {
-  PagedSet set(std::vector<int>(seqs, static_cast<int>(len)), 1);
-  const int64_t tokens = seqs * len;
-  DeviceBuf q(tokens * kHq * kDim * 2), out(tokens * kHq * kDim * 2), cu(2 * (seqs + 1) * 4);
+// One row pair of the prefill table: the call timed eagerly (prefill is not captured in graphs)
+// with the mma kernel and, where the device and shape allow, the Hopper one, each into its own
+// output; the two outputs are then compared.
+void bench_prefill(const PrefillShape& s) {
+  using kernels::cuda::PrefillKernel;
+  PagedSet set(std::vector<int>(s.seqs, static_cast<int>(s.k_len())), 1);
+  const int64_t tokens = s.seqs * s.q_len;  // new queries of the whole batch
+  const int64_t q_bytes = tokens * kHq * kDim * 2;
+  DeviceBuf q(q_bytes);                             // [tokens, kHq, kDim] bf16
+  DeviceBuf out_mma(q_bytes), out_hopper(q_bytes);  // [tokens, kHq, kDim] bf16 each
+  DeviceBuf cu((s.seqs + 1) * 2 * 4);  // cu_seqlens_q then cu_seqlens_k, [B + 1] i32 each
   q.fill_random_bf16(4, 2.f);
-  std::vector<int32_t> c(seqs + 1);
-  for (int64_t i = 0; i <= seqs; ++i) c[i] = static_cast<int32_t>(i * len);
+  std::vector<int32_t> c((s.seqs + 1) * 2);
+  for (int64_t b = 0; b <= s.seqs; ++b) {
+    c[b] = static_cast<int32_t>(b * s.q_len);
+    c[s.seqs + 1 + b] = static_cast<int32_t>(b * s.k_len());
+  }
   CUDA_CHECK(cudaMemcpy(cu.ptr, c.data(), c.size() * 4, cudaMemcpyHostToDevice));
   kernels::PrefillAttentionParams p;
-  p.out = TensorView(out.ptr, DType::kBf16, {tokens, kHq, kDim}, Device::kCuda);
   p.q = TensorView(q.ptr, DType::kBf16, {tokens, kHq, kDim}, Device::kCuda);
   p.kv = set.view(0);
-  p.cu_seqlens_q = TensorView(cu.ptr, DType::kI32, {seqs + 1}, Device::kCuda);
-  p.cu_seqlens_k = p.cu_seqlens_q;
-  p.max_seqlen_q = p.max_seqlen_k = static_cast<int>(len);
+  p.cu_seqlens_q = TensorView(cu.as<int32_t>(), DType::kI32, {s.seqs + 1}, Device::kCuda);
+  p.cu_seqlens_k =
+      TensorView(cu.as<int32_t>() + s.seqs + 1, DType::kI32, {s.seqs + 1}, Device::kCuda);
+  p.max_seqlen_q = static_cast<int>(s.q_len);
+  p.max_seqlen_k = static_cast<int>(s.k_len());
   p.scale = 1.f / std::sqrt(static_cast<float>(kDim));
-  const double ms = time_ms([&](int) { kernels::cuda::prefill_attention(p, nullptr); });
-  const double flops = 4.0 * seqs * kHq * len * len * kDim / 2;  // causal half
-  const double bytes = static_cast<double>(tokens) * (kHq * 2 + kHkv * 2) * kDim * 2;
-  const std::string shape =
-      std::to_string(seqs) + "x" + std::to_string(len) + " causal 16q/8kv d128";
-  report("prefill_attention", shape, ms, flops, bytes, flops / (ms * 1e-3) / 1e12 / 120.0,
-         "tflops/120");
+  const auto time_kernel = [&](PrefillKernel kernel, const DeviceBuf& out) {
+    p.out = TensorView(out.ptr, DType::kBf16, {tokens, kHq, kDim}, Device::kCuda);
+    return time_ms([&](int) { kernels::cuda::prefill_attention(p, kernel, nullptr); });
+  };
+  const double flops = s.flops(kHq, kDim);
+  // The least traffic: Q read and O written once, each cached token's K and V read once.
+  const double bytes = static_cast<double>(q_bytes) * 2 +
+                       static_cast<double>(s.seqs) * static_cast<double>(s.k_len()) * kTokenBytes;
+  const auto of_target = [&](double ms) { return flops / (ms * 1e-3) / 1e12 / s.target_tflops; };
+  const std::string ratio_of = "tflops/" + std::to_string(static_cast<int>(s.target_tflops));
+  const double mma_ms = time_kernel(PrefillKernel::kMma, out_mma);
+  report("prefill_mma", s.name, mma_ms, flops, bytes, of_target(mma_ms), ratio_of.c_str());
+  if (!kernels::cuda::hopper_prefill_supports(kDim, kHq, kHkv, kBlock)) {
+    std::printf("%-22s %-44s hopper: unsupported on this device\n", "prefill_hopper",
+                s.name.c_str());
+    return;
+  }
+  double hopper_ms = 0;
+  try {
+    hopper_ms = time_kernel(PrefillKernel::kHopper, out_hopper);
+  } catch (const std::exception& e) {
+    // A host-side refusal (a check, not a sticky CUDA error) leaves the other rows measurable.
+    std::printf("%-22s %-44s hopper failed: %s\n", "prefill_hopper", s.name.c_str(), e.what());
+    return;
+  }
+  report("prefill_hopper", s.name, hopper_ms, flops, bytes, of_target(hopper_ms), ratio_of.c_str(),
+         {{"speedup_vs_mma", mma_ms / hopper_ms}});
+  // Both outputs hold their kernel's last timed call (same inputs, so the same result).
+  const float diff = max_abs_diff_bf16(out_hopper, &out_mma), mma_max = max_abs_diff_bf16(out_mma);
+  std::printf("%-22s %-44s max |hopper - mma| %.4g (max |mma| %.4g)\n", "prefill_check",
+              s.name.c_str(), diff, mma_max);
+  std::printf(
+      "JSON {\"bench\":\"prefill_check\",\"shape\":\"%s\",\"max_abs_diff\":%s,"
+      "\"max_abs_mma\":%s}\n",
+      s.name.c_str(), json_number(diff).c_str(), json_number(mma_max).c_str());
 }
 
 }  // namespace
@@ -163,42 +213,52 @@ int main(int argc, char** argv) {
       g_long_context = true;
     } else if (arg == "--decode-only") {
       g_decode_only = true;
+    } else if (arg == "--prefill") {
+      g_prefill_only = true;
     } else {
       std::fprintf(stderr,
-                   "usage: attention_bench [--split fused|merge|none] [--decode-only] "
+                   "usage: attention_bench [--split fused|merge|none] [--decode-only | --prefill] "
                    "[--long-context]\n");
       return 2;
     }
   }
+  CHECK_MSG(!(g_prefill_only && (g_decode_only || g_long_context)),
+            "--prefill runs the prefill rows only: not with --decode-only or --long-context");
   int dev = 0;
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  const double copy = copy_bandwidth_gbps();
-  std::printf("device %s, %d SMs; D2D copy %.0f GB/s (read + write)\n", prop.name,
-              prop.multiProcessorCount, copy);
-  std::printf("JSON {\"bench\":\"d2d_copy\",\"gbps\":%.1f}\n", copy);
-  print_header(
-      "attention (ratio: decode = KV GB/s / copy GB/s, targets >= 0.85 @B>=64, >= 0.6 @16, "
-      "B=1 ctx 1024 <= 6 us; prefill = TFLOP/s / 120)");
-  if (g_long_context) {
-    // Long context: a few sequences must still spread over every SM (split-KV over the
-    // context); target >= 0.8 of copy bandwidth.
-    for (const int ctx : {32768, 65536, 131072})
-      for (const int64_t b : {1, 2, 4, 8}) bench_decode_uniform(b, ctx, copy);
-    return 0;
+  std::printf("device %s, %d SMs, compute capability %d.%d\n", prop.name, prop.multiProcessorCount,
+              prop.major, prop.minor);
+  if (!g_prefill_only) {
+    // The copy bandwidth is the decode rows' ceiling only.
+    const double copy = copy_bandwidth_gbps();
+    std::printf("D2D copy %.0f GB/s (read + write)\n", copy);
+    std::printf("JSON {\"bench\":\"d2d_copy\",\"gbps\":%.1f}\n", copy);
+    print_header(
+        "decode attention (ratio: KV GB/s / copy GB/s, targets >= 0.85 @B>=64, >= 0.6 @16, "
+        "B=1 ctx 1024 <= 6 us)");
+    if (g_long_context) {
+      // Long context: a few sequences must still spread over every SM (split-KV over the
+      // context); target >= 0.8 of copy bandwidth.
+      for (const int ctx : {32768, 65536, 131072})
+        for (const int64_t b : {1, 2, 4, 8}) bench_decode_uniform(b, ctx, copy);
+      return 0;
+    }
+    for (int64_t b : {1, 4, 16, 64, 256}) bench_decode_uniform(b, 1024, copy);
+    bench_decode_uniform(1, 4096, copy);
+    bench_decode_uniform(1, 16384, copy);
+    bench_decode_uniform(16, 4096, copy);
+    // One token past a tile (the decode step's context 1025): ranges no longer align with the
+    // groups, so most groups are split across CTAs and merged.
+    bench_decode_uniform(256, 1025, copy);
+    bench_decode_mixed(64, copy);
+    bench_decode_mixed(256, copy);
+    if (g_decode_only) return 0;
   }
-  for (int64_t b : {1, 4, 16, 64, 256}) bench_decode_uniform(b, 1024, copy);
-  bench_decode_uniform(1, 4096, copy);
-  bench_decode_uniform(1, 16384, copy);
-  bench_decode_uniform(16, 4096, copy);
-  // One token past a tile (the decode step's context 1025): ranges no longer align with the
-  // groups, so most groups are split across CTAs and merged.
-  bench_decode_uniform(256, 1025, copy);
-  bench_decode_mixed(64, copy);
-  bench_decode_mixed(256, copy);
-  if (g_decode_only) return 0;
-  bench_prefill(16, 1024);
-  bench_prefill(4, 4096);
+  print_header(
+      "prefill attention, bf16 paged bs256, eager median of 20 (ratio: TFLOP/s / target; targets "
+      "for hopper: causal 8k-32k >= 550, chunked >= 450; causal part of the FLOPs only)");
+  for (const PrefillShape& shape : issue20_prefill_shapes("16q/8kv d128")) bench_prefill(shape);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/check.h"
@@ -126,16 +127,22 @@ inline void print_header(const char* title) {
               "GB/s", "ratio");
 }
 
-// One result: a table row, then the same as a JSON line (prefix "JSON ") for tools.
+// One result: a table row, then the same as a JSON line (prefix "JSON ") for tools. `extra`
+// figures (e.g. a speed-up over another kernel) follow the ratio as name=value in the row and
+// as fields of the JSON line.
 inline void report(const std::string& bench, const std::string& shape, double ms, double flops,
-                   double bytes, double ratio, const char* ratio_of) {
+                   double bytes, double ratio, const char* ratio_of,
+                   const std::vector<std::pair<std::string, double>>& extra = {}) {
   const double us = ms * 1e3, tflops = flops / (ms * 1e-3) / 1e12, gbps = bytes / (ms * 1e-3) / 1e9;
-  std::printf("%-22s %-44s %10.1f %10.1f %10.0f %8.2f\n", bench.c_str(), shape.c_str(), us, tflops,
+  std::printf("%-22s %-44s %10.1f %10.1f %10.0f %8.2f", bench.c_str(), shape.c_str(), us, tflops,
               gbps, ratio);
+  for (const auto& [name, value] : extra) std::printf("  %s=%.3f", name.c_str(), value);
   std::printf(
-      "JSON {\"bench\":\"%s\",\"shape\":\"%s\",\"us\":%.2f,\"tflops\":%.3f,\"gbps\":%.1f,"
-      "\"ratio\":%.4f,\"ratio_of\":\"%s\"}\n",
+      "\nJSON {\"bench\":\"%s\",\"shape\":\"%s\",\"us\":%.2f,\"tflops\":%.3f,\"gbps\":%.1f,"
+      "\"ratio\":%.4f,\"ratio_of\":\"%s\"",
       bench.c_str(), shape.c_str(), us, tflops, gbps, ratio, ratio_of);
+  for (const auto& [name, value] : extra) std::printf(",\"%s\":%.4f", name.c_str(), value);
+  std::printf("}\n");
 }
 
 }  // namespace nanovllm::bench

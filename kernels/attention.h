@@ -59,7 +59,21 @@ void prefill_attention(const PrefillAttentionParams& p);
 void decode_attention(const DecodeAttentionParams& p);
 }  // namespace cpu
 namespace cuda {
+// The CUDA prefill kernels: kMma (mma.sync, FlashAttention-2 style; any sm_80+ GPU, head dims
+// 64 and 128) and kHopper (sm_90a: TMA tile loads, wgmma, a warp-specialised producer /
+// consumer pipeline; head dim 128, Hq / Hkv a power of two <= 16, block_size a multiple of 16).
+enum class PrefillKernel { kMma, kHopper };
+const char* prefill_kernel_name(PrefillKernel kernel);
+// Whether the Hopper kernel serves this shape on the current device: the device is compute
+// capability 9.0 (read once per process) and the shape is one it supports.
+bool hopper_prefill_supports(int64_t head_dim, int64_t hq, int64_t hkv, int64_t block_size);
+// The kernel prefill_attention(p, stream) picks: kHopper where it supports the shape, else kMma.
+PrefillKernel prefill_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv,
+                                       int64_t block_size);
 void prefill_attention(const PrefillAttentionParams& p, cudaStream_t stream);
+// Runs the named kernel (tests and benchmarks compare them); kHopper on a shape or device it
+// does not support throws.
+void prefill_attention(const PrefillAttentionParams& p, PrefillKernel kernel, cudaStream_t stream);
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream);
 // split_out / split_lse cells with which the CUDA decode kernel uses every resident CTA slot of
 // the current device for this head shape (sizes its scratch independently of batch and lengths).

@@ -10,6 +10,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/prefill_attention_kernels.h"
 
 namespace nanovllm::kernels::cuda {
 namespace {
@@ -207,7 +208,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
 
 }  // namespace
 
-void prefill_attention(const PrefillAttentionParams& p, cudaStream_t stream) {
+void prefill_attention_mma(const PrefillAttentionParams& p, cudaStream_t stream) {
   check_cuda_tensor(p.out, DType::kBf16, "prefill out");
   check_cuda_tensor(p.q, DType::kBf16, "prefill q");
   check_cuda_tensor(p.kv.k_cache, DType::kBf16, "k_cache");

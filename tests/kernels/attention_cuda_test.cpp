@@ -9,115 +9,25 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <string>
 #include <vector>
 
 #include "kernels/attention.h"
 #include "tests/kernels/cuda_test_util.h"
+#include "tests/kernels/paged_attention_case.h"
 
 namespace nanovllm::test {
 namespace {
 
-struct Seq {
-  int q_len, k_len;  // decode: q_len == 1, k_len == context length
-};
-
-// A paged cache holding every sequence's keys in randomly chosen blocks.
-struct PagedCase {
-  int64_t d, hq, hkv, bs, num_blocks, max_blocks;
-  std::vector<uint16_t> k, v;   // [num_blocks, bs, hkv, d]
-  std::vector<int32_t> tables;  // [B, max_blocks], -1 padded
-  PagedCase(const std::vector<Seq>& seqs, int64_t head_dim, int64_t q_heads, int64_t kv_heads,
-            int64_t block_size, std::mt19937& rng)
-      : d(head_dim), hq(q_heads), hkv(kv_heads), bs(block_size) {
-    max_blocks = 1;
-    int64_t total = 0;
-    for (const Seq& s : seqs) {
-      const int64_t nb = (s.k_len + bs - 1) / bs;
-      max_blocks = std::max(max_blocks, nb);
-      total += nb;
-    }
-    num_blocks = total + 3;  // a few blocks nobody owns
-    deal(seqs, rng);
-    k = random_bf16(num_blocks * bs * hkv * d, rng);
-    v = random_bf16(num_blocks * bs * hkv * d, rng);
-  }
-  // Fresh tables for these sequences (each no longer than the case was built for): blocks
-  // drawn at random, without repeats, from the whole cache; rows of k_len 0 stay all -1.
-  void deal(const std::vector<Seq>& seqs, std::mt19937& rng) {
-    std::vector<int32_t> perm(num_blocks);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    tables.assign(seqs.size() * max_blocks, -1);
-    int64_t next = 0;
-    for (size_t b = 0; b < seqs.size(); ++b) {
-      const int64_t nb = (seqs[b].k_len + bs - 1) / bs;
-      CHECK_LE(nb, max_blocks);
-      for (int64_t i = 0; i < nb; ++i) tables[b * max_blocks + i] = perm[next++];
-    }
-    CHECK_LE(next, num_blocks);
-  }
-};
-
-struct DevicePaged {
-  DevVec<uint16_t> k, v;
-  DevVec<int32_t> tables;
-  explicit DevicePaged(const PagedCase& c) : k(c.k), v(c.v), tables(c.tables) {}
-  kernels::PagedKV view(const PagedCase& c, int64_t batch) const {
-    return {k.view(DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
-            v.view(DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
-            tables.view(DType::kI32, {batch, c.max_blocks})};
-  }
-};
-
-kernels::PagedKV host_paged(PagedCase& c, int64_t batch) {
-  return {host_view(c.k.data(), DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
-          host_view(c.v.data(), DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
-          host_view(c.tables.data(), DType::kI32, {batch, c.max_blocks})};
-}
-
 void check_prefill(const std::vector<Seq>& seqs, int64_t d, int64_t hq, int64_t hkv, int64_t bs,
                    uint32_t seed) {
-  std::mt19937 rng(seed);
-  PagedCase c(seqs, d, hq, hkv, bs, rng);
-  const int64_t batch = static_cast<int64_t>(seqs.size());
-  std::vector<int32_t> cu_q{0}, cu_k{0};
-  int max_q = 0, max_k = 0;
-  for (const Seq& s : seqs) {
-    cu_q.push_back(cu_q.back() + s.q_len);
-    cu_k.push_back(cu_k.back() + s.k_len);
-    max_q = std::max(max_q, s.q_len);
-    max_k = std::max(max_k, s.k_len);
-  }
-  const int64_t tq = cu_q.back();
-  const int64_t q_pitch = (hq + 2 * hkv) * d;  // q is a view into qkv rows
-  auto q = random_bf16(tq * q_pitch, rng, -2, 2);
-  std::vector<uint16_t> ref(tq * hq * d);
-  kernels::PrefillAttentionParams hp;
-  hp.out = host_view(ref.data(), DType::kBf16, {tq, hq, d});
-  hp.q = host_view(q.data(), DType::kBf16, {tq, hq, d});
-  hp.q.stride[0] = q_pitch;
-  hp.kv = host_paged(c, batch);
-  hp.cu_seqlens_q = host_view(cu_q.data(), DType::kI32, {batch + 1});
-  hp.cu_seqlens_k = host_view(cu_k.data(), DType::kI32, {batch + 1});
-  hp.max_seqlen_q = max_q;
-  hp.max_seqlen_k = max_k;
-  hp.scale = 1.f / std::sqrt(static_cast<float>(d));
-  kernels::cpu::prefill_attention(hp);
-
-  DevicePaged dev(c);
-  DevVec<uint16_t> dq(q), dout(tq * hq * d);
-  DevVec<int32_t> dcq(cu_q), dck(cu_k);
-  kernels::PrefillAttentionParams p = hp;
-  p.out = dout.view(DType::kBf16, {tq, hq, d});
-  p.q = dq.view(DType::kBf16, {tq, hq, d});
-  p.q.stride[0] = q_pitch;
-  p.kv = dev.view(c, batch);
-  p.cu_seqlens_q = dcq.view(DType::kI32, {batch + 1});
-  p.cu_seqlens_k = dck.view(DType::kI32, {batch + 1});
-  kernels::cuda::prefill_attention(p, nullptr);
-  const ErrorStats e = compare_bf16(dout.host(), ref);
+  PrefillCase c(seqs, d, hq, hkv, bs, seed);
+  const std::vector<uint16_t> ref = c.cpu_reference();
+  DevicePrefill dev(c);
+  const std::vector<uint16_t> out = dev.run([](const kernels::PrefillAttentionParams& p) {
+    kernels::cuda::prefill_attention(p, nullptr);
+  });
+  const ErrorStats e = compare_bf16(out, ref);
   EXPECT_TRUE(e.finite) << "unwritten or NaN output";
   EXPECT_LT(e.rel_l2, 1e-2);
   EXPECT_LT(e.max_abs, 2e-2);

@@ -1,0 +1,78 @@
+// Which prefill attention kernel runs: the Hopper kernel on a compute-capability-9.0 device for
+// the shapes it serves (decided from the device once per process), the mma.sync kernel
+// everywhere else. NANOVLLM_PREFILL_ATTENTION=mma keeps the mma.sync kernel everywhere (whole-
+// model comparisons of the two, and a way around the new kernel should a shape misbehave).
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/check.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/prefill_attention_kernels.h"
+
+namespace nanovllm::kernels::cuda {
+namespace {
+
+bool device_is_hopper() {
+  static const bool hopper = [] {
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      cudaGetLastError();  // no usable device: nothing to dispatch to, not an error here
+      return false;
+    }
+    return major == 9 && minor == 0;  // sm_90a code runs on exactly 9.0
+  }();
+  return hopper;
+}
+
+bool mma_forced() {
+  static const bool forced = [] {
+    const char* v = std::getenv("NANOVLLM_PREFILL_ATTENTION");
+    CHECK_MSG(v == nullptr || std::strcmp(v, "mma") == 0 || std::strcmp(v, "auto") == 0,
+              "NANOVLLM_PREFILL_ATTENTION must be mma or auto, not '" << v << "'");
+    return v != nullptr && std::strcmp(v, "mma") == 0;
+  }();
+  return forced;
+}
+
+}  // namespace
+
+const char* prefill_kernel_name(PrefillKernel kernel) {
+  return kernel == PrefillKernel::kHopper ? "hopper" : "mma";
+}
+
+bool hopper_prefill_supports(int64_t head_dim, int64_t hq, int64_t hkv, int64_t block_size) {
+  return hopper_prefill_built() && hopper_prefill_shape_ok(head_dim, hq, hkv, block_size) &&
+         device_is_hopper();
+}
+
+PrefillKernel prefill_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv,
+                                       int64_t block_size) {
+  return !mma_forced() && hopper_prefill_supports(head_dim, hq, hkv, block_size)
+             ? PrefillKernel::kHopper
+             : PrefillKernel::kMma;
+}
+
+void prefill_attention(const PrefillAttentionParams& p, PrefillKernel kernel, cudaStream_t stream) {
+  if (kernel == PrefillKernel::kHopper) {
+    CHECK_MSG(device_is_hopper(), "the Hopper prefill kernel needs a compute capability 9.0 GPU");
+    prefill_attention_hopper(p, stream);
+  } else {
+    prefill_attention_mma(p, stream);
+  }
+}
+
+void prefill_attention(const PrefillAttentionParams& p, cudaStream_t stream) {
+  // The Hopper kernel's TMA wants 16-byte aligned q rows; anything else takes the mma kernel.
+  const bool aligned =
+      aligned16(p.q.data) && p.q.stride[0] % 8 == 0 && p.q.stride[1] % 8 == 0 && p.q.stride[2] == 1;
+  const PrefillKernel kernel =
+      aligned ? prefill_attention_kernel(p.q.size(2), p.q.size(1), p.kv.k_cache.size(2),
+                                         p.kv.k_cache.size(1))
+              : PrefillKernel::kMma;
+  prefill_attention(p, kernel, stream);
+}
+
+}  // namespace nanovllm::kernels::cuda

@@ -1,0 +1,150 @@
+// Random paged-attention inputs shared by the CUDA attention tests (attention_cuda_test.cpp,
+// prefill_attention_hopper_cuda_test.cpp): a paged cache whose blocks are dealt to the
+// sequences in shuffled order (so a kernel that ignores the block table reads wrong keys), and
+// a prefill batch over it with its CPU reference and device copies.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "tests/kernels/cuda_test_util.h"
+
+namespace nanovllm::test {
+
+struct Seq {
+  int q_len, k_len;  // decode: q_len == 1, k_len == context length
+};
+
+// A paged cache holding every sequence's keys in randomly chosen blocks.
+struct PagedCase {
+  int64_t d, hq, hkv, bs, num_blocks, max_blocks;
+  std::vector<uint16_t> k, v;   // [num_blocks, bs, hkv, d]
+  std::vector<int32_t> tables;  // [B, max_blocks], -1 padded
+  PagedCase(const std::vector<Seq>& seqs, int64_t head_dim, int64_t q_heads, int64_t kv_heads,
+            int64_t block_size, std::mt19937& rng)
+      : d(head_dim), hq(q_heads), hkv(kv_heads), bs(block_size) {
+    max_blocks = 1;
+    int64_t total = 0;
+    for (const Seq& s : seqs) {
+      const int64_t nb = (s.k_len + bs - 1) / bs;
+      max_blocks = std::max(max_blocks, nb);
+      total += nb;
+    }
+    num_blocks = total + 3;  // a few blocks nobody owns
+    deal(seqs, rng);
+    k = random_bf16(num_blocks * bs * hkv * d, rng);
+    v = random_bf16(num_blocks * bs * hkv * d, rng);
+  }
+  // Fresh tables for these sequences (each no longer than the case was built for): blocks
+  // drawn at random, without repeats, from the whole cache; rows of k_len 0 stay all -1.
+  void deal(const std::vector<Seq>& seqs, std::mt19937& rng) {
+    std::vector<int32_t> perm(num_blocks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    tables.assign(seqs.size() * max_blocks, -1);
+    int64_t next = 0;
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      const int64_t nb = (seqs[b].k_len + bs - 1) / bs;
+      CHECK_LE(nb, max_blocks);
+      for (int64_t i = 0; i < nb; ++i) tables[b * max_blocks + i] = perm[next++];
+    }
+    CHECK_LE(next, num_blocks);
+  }
+};
+
+struct DevicePaged {
+  DevVec<uint16_t> k, v;
+  DevVec<int32_t> tables;
+  explicit DevicePaged(const PagedCase& c) : k(c.k), v(c.v), tables(c.tables) {}
+  kernels::PagedKV view(const PagedCase& c, int64_t batch) const {
+    return {k.view(DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
+            v.view(DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
+            tables.view(DType::kI32, {batch, c.max_blocks})};
+  }
+};
+
+inline kernels::PagedKV host_paged(PagedCase& c, int64_t batch) {
+  return {host_view(c.k.data(), DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
+          host_view(c.v.data(), DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
+          host_view(c.tables.data(), DType::kI32, {batch, c.max_blocks})};
+}
+
+// A prefill batch (every sequence's keys already in the cache) with q in [-2, 2] read as the
+// q slice of fused qkv rows, so its token stride is (hq + 2 hkv) * d, wider than hq * d.
+struct PrefillCase {
+  std::mt19937 rng;  // first: the cache and then q are drawn from it
+  PagedCase cache;
+  int64_t d, hq, batch, q_pitch, tq = 0;
+  std::vector<int32_t> cu_q{0}, cu_k{0};  // [B + 1]
+  int max_q = 0, max_k = 0;
+  std::vector<uint16_t> q;  // [tq, q_pitch]
+  PrefillCase(const std::vector<Seq>& seqs, int64_t head_dim, int64_t q_heads, int64_t kv_heads,
+              int64_t block_size, uint32_t seed)
+      : rng(seed),
+        cache(seqs, head_dim, q_heads, kv_heads, block_size, rng),
+        d(head_dim),
+        hq(q_heads),
+        batch(static_cast<int64_t>(seqs.size())),
+        q_pitch((q_heads + 2 * kv_heads) * head_dim) {
+    for (const Seq& s : seqs) {
+      cu_q.push_back(cu_q.back() + s.q_len);
+      cu_k.push_back(cu_k.back() + s.k_len);
+      max_q = std::max(max_q, s.q_len);
+      max_k = std::max(max_k, s.k_len);
+    }
+    tq = cu_q.back();
+    q = random_bf16(tq * q_pitch, rng, -2, 2);
+  }
+  float scale() const { return 1.f / std::sqrt(static_cast<float>(d)); }
+  // The CPU reference output, [tq, hq, d].
+  std::vector<uint16_t> cpu_reference() {
+    std::vector<uint16_t> ref(tq * hq * d);
+    kernels::PrefillAttentionParams p;
+    p.out = host_view(ref.data(), DType::kBf16, {tq, hq, d});
+    p.q = host_view(q.data(), DType::kBf16, {tq, hq, d});
+    p.q.stride[0] = q_pitch;
+    p.kv = host_paged(cache, batch);
+    p.cu_seqlens_q = host_view(cu_q.data(), DType::kI32, {batch + 1});
+    p.cu_seqlens_k = host_view(cu_k.data(), DType::kI32, {batch + 1});
+    p.max_seqlen_q = max_q;
+    p.max_seqlen_k = max_k;
+    p.scale = scale();
+    kernels::cpu::prefill_attention(p);
+    return ref;
+  }
+};
+
+// Device copies of a PrefillCase and the params that read them (callers may redirect a view).
+struct DevicePrefill {
+  DevicePaged kv;
+  DevVec<uint16_t> q, out;     // q: [tq, q_pitch]; out: [tq, hq, d]
+  DevVec<int32_t> cu_q, cu_k;  // [B + 1]
+  kernels::PrefillAttentionParams params;
+  explicit DevicePrefill(const PrefillCase& c)
+      : kv(c.cache), q(c.q), out(c.tq * c.hq * c.d), cu_q(c.cu_q), cu_k(c.cu_k) {
+    params.out = out.view(DType::kBf16, {c.tq, c.hq, c.d});
+    params.q = q.view(DType::kBf16, {c.tq, c.hq, c.d});
+    params.q.stride[0] = c.q_pitch;
+    params.kv = kv.view(c.cache, c.batch);
+    params.cu_seqlens_q = cu_q.view(DType::kI32, {c.batch + 1});
+    params.cu_seqlens_k = cu_k.view(DType::kI32, {c.batch + 1});
+    params.max_seqlen_q = c.max_q;
+    params.max_seqlen_k = c.max_k;
+    params.scale = c.scale();
+  }
+  // Poisons out (0xFF bytes: bf16 NaN, so a row the kernel never writes fails the finiteness
+  // check), calls launch(params) on the default stream, returns out [tq, hq, d].
+  template <typename Launch>
+  std::vector<uint16_t> run(Launch&& launch) {
+    CUDA_CHECK(cudaMemset(out.mem.get(), 0xFF, out.mem.bytes()));
+    launch(params);
+    return out.host();
+  }
+};
+
+}  // namespace nanovllm::test
