@@ -91,6 +91,16 @@ run_cases() {
     "$(( $(date +%s) - start ))" "$passed" "$failed" "$hung" "$skipped")"
 }
 
+# ensure_model PRESET: $work/PRESET holds the preset's random-weight model (seed 1); written by
+# nanovllm-mkmodel unless an earlier phase (model) already did.
+ensure_model() {
+  local preset=$1 tok=()
+  [ -f "$work/$preset/config.json" ] && return 0
+  [ -d "$bundle/tokenizer" ] && tok=(--tokenizer-dir "$bundle/tokenizer")
+  step "mkmodel $preset" 240 "$bundle/bin/nanovllm-mkmodel" --preset "$preset" --seed 1 \
+    --threads "$(nproc)" "${tok[@]}" "$work/$preset"
+}
+
 model_checks() {
   local preset=$1 dir="$work/$1" ref="$logs/reference_$1.json" tok=()
   [ -d "$bundle/tokenizer" ] && tok=(--tokenizer-dir "$bundle/tokenizer")
@@ -128,10 +138,8 @@ EOF
 
 # tp_checks PRESET: --tp 1 vs --tp 2 on the examples, greedy, then the benchmark's scaling.
 tp_checks() {
-  local preset=$1 dir="$work/$1" tok=()
-  [ -d "$bundle/tokenizer" ] && tok=(--tokenizer-dir "$bundle/tokenizer")
-  [ -f "$dir/config.json" ] || step "mkmodel $preset" 240 "$bundle/bin/nanovllm-mkmodel" \
-    --preset "$preset" --seed 1 --threads "$(nproc)" "${tok[@]}" "$dir" || return
+  local preset=$1 dir="$work/$1"
+  ensure_model "$preset" || return
   local tp
   for tp in 1 2; do
     step "tp$tp launch $preset" 200 "$bundle/bin/nanovllm-launch" "$dir" examples/prompts.jsonl \
@@ -192,12 +200,8 @@ EOF3
 
 # fields_hf_check PRESET: scripts/check_request_fields_vs_transformers.py on its model.
 fields_hf_check() {
-  local preset=$1 dir="$work/$1" tok=()
-  [ -d "$bundle/tokenizer" ] && tok=(--tokenizer-dir "$bundle/tokenizer")
-  if [ ! -f "$dir/config.json" ]; then
-    step "mkmodel $preset" 240 "$bundle/bin/nanovllm-mkmodel" --preset "$preset" --seed 1 \
-      --threads "$(nproc)" "${tok[@]}" "$dir" || return
-  fi
+  local preset=$1 dir="$work/$1"
+  ensure_model "$preset" || return
   step "fields-hf $preset" 300 python3 scripts/check_request_fields_vs_transformers.py \
     "$bundle/bin/nanovllm-launch" "$dir" "$logs"
   row "$(printf '%-34s        %s' "fields vs transformers $preset" \
@@ -206,12 +210,8 @@ fields_hf_check() {
 
 # long_hf_check PRESET: scripts/check_long_context_vs_transformers.py on its model.
 long_hf_check() {
-  local preset=$1 dir="$work/$1" tok=()
-  [ -d "$bundle/tokenizer" ] && tok=(--tokenizer-dir "$bundle/tokenizer")
-  if [ ! -f "$dir/config.json" ]; then
-    step "mkmodel $preset" 240 "$bundle/bin/nanovllm-mkmodel" --preset "$preset" --seed 1 \
-      --threads "$(nproc)" "${tok[@]}" "$dir" || return
-  fi
+  local preset=$1 dir="$work/$1"
+  ensure_model "$preset" || return
   step "long-hf $preset" 540 python3 \
     scripts/check_long_context_vs_transformers.py "$bundle/bin/nanovllm-launch" "$dir" "$logs"
   row "$(printf '%-34s        %s' "long context vs transformers $preset" \

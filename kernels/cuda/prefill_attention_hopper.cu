@@ -185,8 +185,13 @@ void prefill_attention_hopper(const PrefillAttentionParams& p, cudaStream_t stre
                                                   a.rows_per_load, "v_cache");
   const dim3 grid(ceil_div(p.max_seqlen_q, positions), static_cast<unsigned>(hkv),
                   static_cast<unsigned>(batch));
-  CUDA_CHECK(cudaFuncSetAttribute(hopper_prefill_kernel,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  // Once per process (one device per rank): not on every layer of every prefill step.
+  static const bool smem_raised = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(hopper_prefill_kernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    return true;
+  }();
+  (void)smem_raised;
   hopper_prefill_kernel<<<grid, kThreads, kSmemBytes, stream>>>(tm_q, tm_k, tm_v, a);
   CUDA_CHECK_LAUNCH();
 }

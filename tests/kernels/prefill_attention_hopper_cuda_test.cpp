@@ -255,6 +255,10 @@ TEST(HopperPrefillAttentionCuda, DefaultPrefillRunsThePickedKernel) {
     DevicePrefill dev(c);
     const PrefillKernel picked = kernels::cuda::prefill_attention_kernel(d, h.hq, h.hkv, h.bs);
     const std::vector<uint16_t> named = run_kernel(dev, picked);
+    if (picked == PrefillKernel::kHopper) {  // else the bit comparison below could not tell
+      ASSERT_FALSE(run_kernel(dev, PrefillKernel::kMma) == named)
+          << "the two kernels agree to the bit here: pick a case where their roundings differ";
+    }
     const std::vector<uint16_t> dflt = dev.run([](const kernels::PrefillAttentionParams& p) {
       kernels::cuda::prefill_attention(p, nullptr);
     });

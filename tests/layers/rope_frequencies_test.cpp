@@ -18,16 +18,21 @@ ModelConfig config(float theta, int64_t head_dim) {
   return c;
 }
 
-// Qwen3's 128k setting: theta 1e6, D 128, YaRN factor 4 over 32768 positions, beta 32 / 1.
-ModelConfig qwen3_yarn() {
-  ModelConfig c = config(1e6f, 128);
+// c with YaRN scaling: `factor` over `original` positions, beta_fast / beta_slow.
+ModelConfig with_yarn(ModelConfig c, double factor, int64_t original, double beta_fast,
+                      double beta_slow) {
   RopeScaling s;
-  s.factor = 4.0;
-  s.original_max_position_embeddings = 32768;
-  s.beta_fast = 32.0;
-  s.beta_slow = 1.0;
+  s.factor = factor;
+  s.original_max_position_embeddings = original;
+  s.beta_fast = beta_fast;
+  s.beta_slow = beta_slow;
   c.rope_scaling = s;
   return c;
+}
+
+// Qwen3's 128k setting: theta 1e6, D 128, YaRN factor 4 over 32768 positions, beta 32 / 1.
+ModelConfig qwen3_yarn() {
+  return with_yarn(config(1e6f, 128), 4.0, 32768, 32.0, 1.0);
 }
 
 double ulp(float x) {
@@ -115,14 +120,7 @@ TEST(RopeFrequencies, YarnQwen3CorrectionRangeIsPairs23To40) {
 TEST(RopeFrequencies, YarnExtrapolatesHighFrequenciesInterpolatesLowOnesBlendsBetween) {
   expect_yarn_shape(qwen3_yarn());
   // Other numbers move the range with the formula: theta 1e4, D 64, factor 8, beta 16 / 2.
-  ModelConfig c = config(1e4f, 64);
-  RopeScaling s;
-  s.factor = 8.0;
-  s.original_max_position_embeddings = 4096;
-  s.beta_fast = 16.0;
-  s.beta_slow = 2.0;
-  c.rope_scaling = s;
-  expect_yarn_shape(c);
+  expect_yarn_shape(with_yarn(config(1e4f, 64), 8.0, 4096, 16.0, 2.0));
 }
 
 TEST(RopeFrequencies, YarnWithoutTruncateUsesTheFractionalRange) {
