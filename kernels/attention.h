@@ -31,7 +31,10 @@ struct PrefillAttentionParams {
 
 // One new query per sequence, attending to its first context_lens[b] cached tokens
 // (the current token's K/V included, already stored). context_lens[b] <= 0 (padding rows of a
-// CUDA graph, block-table row all -1) gives zeros.
+// CUDA graph, block-table row all -1) gives zeros. CUDA launches it early (programmatic
+// dependent launch) and the split kernel reads context_lens, the block tables and every cache
+// row but each sequence's last before waiting for the kernel before it: that kernel may write
+// q and the last rows (the new token), nothing else the call reads.
 struct DecodeAttentionParams {
   TensorView out;  // [B, Hq, D] bf16
   TensorView q;    // [B, Hq, D] bf16 (token stride may exceed Hq*D)

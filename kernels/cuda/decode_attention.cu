@@ -30,6 +30,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_attention_args.cuh"
 #include "kernels/cuda/decode_attention_attend.cuh"
 #include "kernels/cuda/decode_attention_merge.cuh"
 #include "kernels/cuda/decode_attention_plan.cuh"
@@ -54,7 +55,9 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
   __shared__ float4 smem[Layout<D>::kSmemBytes / 16];
   const int hk = blockIdx.x, b = blockIdx.y;
   const int ctx = a.context_lens[b];
-  decode::attend_tiles<D, G>(a, smem, b, hk, ctx, 0, context_tiles<D>(ctx), -1);  // ctx 0: zeros
+  bool waited = true;
+  decode::attend_tiles<D, G>(a, smem, b, hk, ctx, 0, context_tiles<D>(ctx), -1,
+                             waited);  // ctx 0: zeros
 }
 
 // Release / acquire at GPU scope, lighter than __threadfence's sequentially consistent fence.
@@ -103,7 +106,10 @@ template <int D, int G, bool kFused>
 __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
     decode_split_kernel(const DecodeArgs a) {
   using L = Layout<D>;
-  decode::wait_then_allow_next();
+  // The plan and the first piece's cache tiles go before the wait for the previous kernel
+  // (attend_tiles): context_lens, block tables and all but the last cache row of a sequence
+  // were written before that kernel started.
+  bool waited = false;
   __shared__ float4 smem[L::kSmemBytes / 16];
   // The plan's few words sit at the end of the ring, past the lane-group merge buffers of
   // attend_tiles and merge_group's stage; the ring's tiles overwrite them only after the plan
@@ -132,10 +138,10 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
       const int first_tile = static_cast<int>(u - group_begin);
       const int ntiles = static_cast<int>(piece_end - u);
       if (group_begin >= begin && group_end <= end) {
-        decode::attend_tiles<D, G>(a, smem, b, hk, ctx, first_tile, ntiles, -1);
+        decode::attend_tiles<D, G>(a, smem, b, hk, ctx, first_tile, ntiles, -1, waited);
       } else {
         decode::attend_tiles<D, G>(a, smem, b, hk, ctx, first_tile, ntiles,
-                                   decode::partial_cell(deal, j, u));
+                                   decode::partial_cell(deal, j, u), waited);
         if constexpr (kFused) merge_if_last<D, G>(a, smem, ps, b, hk, group_begin, group_end, deal);
       }
       __syncthreads();  // smem is free for the next piece
@@ -148,6 +154,7 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
       }
     }
   }
+  decode::wait_once(waited);  // a CTA without tiles still writes padding rows
   zero_padding_rows<D>(a);
 }
 
@@ -258,6 +265,14 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   }
 }
 
+void dispatch(const DecodeAttentionParams& p, const DecodeArgs& a, cudaStream_t stream) {
+  const int64_t batch = p.q.size(0), hq = p.q.size(1), dim = p.q.size(2);
+  const int64_t hkv = p.kv.k_cache.size(2);
+  DISPATCH_HEAD_DIM(dim, D, {
+    dispatch_group(hq / hkv, [&]<int G>() { launch<D, G>(p, a, batch, hkv, stream); });
+  });
+}
+
 }  // namespace
 
 int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim) {
@@ -273,53 +288,8 @@ int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim) 
 }
 
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
-  check_cuda_tensor(p.out, DType::kBf16, "decode out");
-  check_cuda_tensor(p.q, DType::kBf16, "decode q");
-  check_cuda_tensor(p.kv.k_cache, DType::kBf16, "k_cache");
-  check_cuda_tensor(p.kv.v_cache, DType::kBf16, "v_cache");
-  check_cuda_tensor(p.kv.block_tables, DType::kI32, "block_tables");
-  check_cuda_tensor(p.context_lens, DType::kI32, "context_lens");
-  CHECK(p.kv.k_cache.is_contiguous() && p.kv.v_cache.is_contiguous());
-  const int64_t batch = p.q.size(0), hq = p.q.size(1), dim = p.q.size(2);
-  const int64_t hkv = p.kv.k_cache.size(2);
-  CHECK_EQ(p.kv.k_cache.size(3), dim);
-  CHECK_EQ(p.out.size(0), batch);
-  CHECK_EQ(p.out.size(1), hq);
-  CHECK_EQ(p.q.stride[2], 1);
-  CHECK_EQ(hq % hkv, 0);
-  CHECK_EQ(p.context_lens.numel(), batch);
-  CHECK_EQ(p.kv.block_tables.size(0), batch);
-  CHECK(p.q.stride[1] % 8 == 0 && p.q.stride[0] % 8 == 0 && aligned16(p.q.data));
-  // cp.async moves 16-byte pieces of cache rows.
-  CHECK(aligned16(p.kv.k_cache.data) && aligned16(p.kv.v_cache.data));
-  if (batch == 0) return;
-  CHECK_LE(batch, INT_MAX);
-  DecodeArgs a{};
-  a.out = p.out.ptr<bf16>();
-  a.out_tok = p.out.stride[0];
-  a.out_head = p.out.stride[1];
-  a.q = p.q.ptr<bf16>();
-  a.q_tok = p.q.stride[0];
-  a.q_head = p.q.stride[1];
-  a.k_cache = p.kv.k_cache.ptr<bf16>();
-  a.v_cache = p.kv.v_cache.ptr<bf16>();
-  a.block_tables = p.kv.block_tables.ptr<int32_t>();
-  a.bt_stride = p.kv.block_tables.stride[0];
-  a.context_lens = p.context_lens.ptr<int32_t>();
-  a.batch = static_cast<int>(batch);
-  a.block_size = static_cast<int>(p.kv.k_cache.size(1));
-  CHECK_GT(a.block_size, 0);
-  a.block_shift = -1;
-  if ((a.block_size & (a.block_size - 1)) == 0) {
-    a.block_shift = 0;
-    while ((1 << a.block_shift) < a.block_size) ++a.block_shift;
-  }
-  a.hq = static_cast<int>(hq);
-  a.hkv = static_cast<int>(hkv);
-  a.scale_log2 = p.scale * kLog2e;
-  DISPATCH_HEAD_DIM(dim, D, {
-    dispatch_group(hq / hkv, [&]<int G>() { launch<D, G>(p, a, batch, hkv, stream); });
-  });
+  const DecodeArgs a = decode::make_args(p);
+  if (p.q.size(0) > 0) dispatch(p, a, stream);
 }
 
 }  // namespace nanovllm::kernels::cuda

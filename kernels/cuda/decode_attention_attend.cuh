@@ -17,9 +17,14 @@ namespace nanovllm::kernels::cuda::decode {
 // ntiles) of its context (ctx tokens). cell < 0: writes the bf16 output (the run is the whole
 // context); else the normalised partial and its log2-sum-exp into scratch cell `cell`. Uses
 // all of smem ([kSmemBytes] bytes); the caller syncs before reusing it.
+//
+// waited (CTA-uniform): whether this CTA has waited for the previous kernel yet. If not, the
+// tiles that kernel cannot have written (all but the sequence's last, which holds the new
+// token's k and v) are put in flight first and the wait comes only before the last tile or the
+// query (the previous kernel's output): the cache reads overlap that kernel's tail.
 template <int D, int G>
 __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, int ctx,
-                             int first_tile, int ntiles, int64_t cell) {
+                             int first_tile, int ntiles, int64_t cell, bool& waited) {
   using L = Layout<D>;
   // The K ring [kStages][kTokens, D] then the V ring, bf16; reused for the final merge.
   bf16* const k_ring = reinterpret_cast<bf16*>(smem);
@@ -30,13 +35,16 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
 
   // Prologue: fill kStages - 1 slots of the ring. Every thread commits one group per slot,
   // empty or not, so the group count (and cp_async_wait's meaning) is the same everywhere.
+  const int last_tile = context_tiles<D>(ctx) - 1;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
+    if (s < ntiles && first_tile + s == last_tile) wait_once(waited);
     if (s < ntiles)
       load_tile<D>(a, bt, hk, (first_tile + s) * L::kTokens, ctx, k_ring + s * L::kTileElems,
                    v_ring + s * L::kTileElems);
     cp_async_commit();
   }
+  wait_once(waited);  // the query is the previous kernel's output
 
   float q[G][8];  // this lane's 8 dims of each query head, pre-scaled to the log2 domain
 #pragma unroll

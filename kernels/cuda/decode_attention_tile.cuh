@@ -38,6 +38,16 @@ __device__ __forceinline__ void wait_then_allow_next() {
   allow_next_grid();
 }
 
+// The same, once per CTA (waited is CTA-uniform), for the split kernel, which may read what
+// the previous kernel cannot have written before it waits. Why that is safe: the previous
+// kernel (the q / k / v producer) lets us launch only after its own wait, so every kernel
+// before it has completed when we start; it writes q and the new token's cache row only.
+__device__ __forceinline__ void wait_once(bool& waited) {
+  if (waited) return;
+  wait_then_allow_next();
+  waited = true;
+}
+
 struct DecodeArgs {
   bf16* out;  // [B, Hq, D], strides out_tok, out_head
   int64_t out_tok, out_head;

@@ -1,0 +1,225 @@
+// cuBLASLt's algorithms on the decode GEMMs of Qwen3-0.6B and Qwen3-8B: for each shape and M,
+// cublasGemmEx's default (what kernels::cuda::linear runs) against every algorithm
+// cublasLtMatmulAlgoGetHeuristic offers (up to 32, 32 MiB workspace), each timed inside a CUDA
+// graph of >= 20 calls that rotate through >= 256 MB of weight copies (every call reads HBM), as
+// gemm_bench times its rows. It answers issue 15's "cuBLASLt with an algorithm chosen per shape
+// at start-up": whether any algorithm beats the default by enough to pay for a timing pass.
+//
+// Per shape and M: the default, Lt's first pick, the fastest Lt algorithm with its config
+// (algo id, tile id, split-K count, reduction scheme, stages id, cluster shape id) and the
+// limit max(bytes / copy bandwidth, FLOPs / bf16 peak); then, per model, the sum over one
+// decode step (layers x the four projections) for the default and for the fastest per shape.
+//
+// Usage: cublaslt_bench [--model 0.6b|8b] [--launches N]
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/kernel_bench_util.cuh"
+#include "kernels/check.h"
+
+namespace nanovllm::bench {
+namespace {
+
+constexpr int kMinCalls = 20;
+constexpr size_t kRotateBytes = size_t{256} << 20;
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr int64_t kTokens[] = {16, 32, 64, 128, 256};
+
+struct Gemm {
+  const char* model;
+  const char* name;
+  int64_t n, k;
+  int layers;
+};
+constexpr Gemm kGemms[] = {
+    {"0.6b", "qkv_proj", 4096, 1024, 28},     {"0.6b", "o_proj", 1024, 2048, 28},
+    {"0.6b", "gate_up_proj", 6144, 1024, 28}, {"0.6b", "down_proj", 1024, 3072, 28},
+    {"8b", "qkv_proj", 6144, 4096, 36},       {"8b", "o_proj", 4096, 4096, 36},
+    {"8b", "gate_up_proj", 24576, 4096, 36},  {"8b", "down_proj", 4096, 12288, 36},
+};
+
+#define LT_CHECK(call) CHECK_EQ(static_cast<int>(call), static_cast<int>(CUBLAS_STATUS_SUCCESS))
+
+struct Handles {
+  cublasHandle_t blas;
+  cublasLtHandle_t lt;
+  void* workspace;
+};
+
+struct Result {
+  double default_us = 0, first_lt_us = 0, best_lt_us = 0, limit_us = 0;
+  std::string best_config;
+};
+
+int algo_attr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  uint32_t v = 0;  // every attribute read here fits 32 bits (a few are 16 in the API)
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
+      CUBLAS_STATUS_SUCCESS)
+    return -1;
+  return static_cast<int>(v);
+}
+
+std::string describe(const cublasLtMatmulAlgo_t& algo) {
+  char s[160];
+  std::snprintf(s, sizeof(s), "id%d tile%d splitk%d red%d stages%d cluster%d",
+                algo_attr(algo, CUBLASLT_ALGO_CONFIG_ID),
+                algo_attr(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                algo_attr(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                algo_attr(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                algo_attr(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                algo_attr(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+  return s;
+}
+
+// Row-major y[M, N] = x[M, K] w[N, K]^T is column-major y^T[N, M] = op(w)^T x^T: A = w
+// (K x N, ld K, transposed), B = x (K x M, ld K), C = D = y (N x M, ld N).
+Result run(const Gemm& g, int64_t m, const Handles& h, double copy_gbps, double peak_tflops,
+           int launches) {
+  const size_t w_bytes = g.n * g.k * 2;
+  const int copies = static_cast<int>(std::max<size_t>(1, kRotateBytes / w_bytes + 1));
+  std::vector<std::unique_ptr<DeviceBuf>> ws;  // copies x [N, K] bf16
+  for (int c = 0; c < copies; ++c) {
+    ws.push_back(std::make_unique<DeviceBuf>(w_bytes));
+    ws.back()->fill_random_bf16(100 + c, 0.05f);
+  }
+  DeviceBuf x(m * g.k * 2), y(m * g.n * 2);  // [M, K], [M, N] bf16
+  x.fill_random_bf16(7);
+  const int calls = std::max(kMinCalls, copies);
+  const float alpha = 1.f, beta = 0.f;
+  const int n = static_cast<int>(g.n), k = static_cast<int>(g.k), mm = static_cast<int>(m);
+
+  Result r;
+  r.default_us = time_graph_us(
+      [&](int i, cudaStream_t s) {
+        CUBLAS_CHECK(cublasSetStream(h.blas, s));
+        CUBLAS_CHECK(cublasGemmEx(h.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, mm, k, &alpha,
+                                  ws[i % copies]->ptr, CUDA_R_16BF, k, x.ptr, CUDA_R_16BF, k, &beta,
+                                  y.ptr, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      },
+      calls, launches);
+
+  cublasLtMatmulDesc_t op;
+  LT_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  cublasLtMatrixLayout_t a_l, b_l, c_l;
+  LT_CHECK(cublasLtMatrixLayoutCreate(&a_l, CUDA_R_16BF, k, n, k));
+  LT_CHECK(cublasLtMatrixLayoutCreate(&b_l, CUDA_R_16BF, k, mm, k));
+  LT_CHECK(cublasLtMatrixLayoutCreate(&c_l, CUDA_R_16BF, n, mm, n));
+  cublasLtMatmulPreference_t pref;
+  LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t wsb = kWorkspaceBytes;
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                &wsb, sizeof(wsb)));
+  cublasLtMatmulHeuristicResult_t found[32];
+  int count = 0;
+  LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h.lt, op, a_l, b_l, c_l, c_l, pref, 32, found, &count));
+  r.best_lt_us = 1e30;
+  for (int i = 0; i < count; ++i) {
+    if (found[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    const double us = time_graph_us(
+        [&](int j, cudaStream_t s) {
+          LT_CHECK(cublasLtMatmul(h.lt, op, &alpha, ws[j % copies]->ptr, a_l, x.ptr, b_l, &beta,
+                                  y.ptr, c_l, y.ptr, c_l, &found[i].algo, h.workspace,
+                                  kWorkspaceBytes, s));
+        },
+        calls, launches);
+    if (i == 0) r.first_lt_us = us;
+    if (us < r.best_lt_us) {
+      r.best_lt_us = us;
+      r.best_config = describe(found[i].algo) + " (#" + std::to_string(i) + ")";
+    }
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(a_l);
+  cublasLtMatrixLayoutDestroy(b_l);
+  cublasLtMatrixLayoutDestroy(c_l);
+  cublasLtMatmulDescDestroy(op);
+
+  const double flops = 2.0 * m * g.n * g.k;
+  const double bytes = static_cast<double>(m * g.k * 2 + w_bytes + m * g.n * 2);
+  r.limit_us = std::max(bytes / (copy_gbps * 1e9), flops / (peak_tflops * 1e12)) * 1e6;
+  std::printf("%-5s %-13s M=%-4lld %9.2f %9.2f %9.2f %7.2f %7.2f  %s [%d algos]\n", g.model, g.name,
+              static_cast<long long>(m), r.default_us, r.first_lt_us, r.best_lt_us,
+              r.limit_us / r.default_us, r.limit_us / r.best_lt_us, r.best_config.c_str(), count);
+  std::fflush(stdout);
+  return r;
+}
+
+// bf16 TFLOP/s of cublasGemmEx on an 8192^3 product of random data: the compute ceiling.
+double peak_tflops(cublasHandle_t h) {
+  constexpr int kN = 8192;
+  DeviceBuf a(size_t{kN} * kN * 2), b(size_t{kN} * kN * 2), c(size_t{kN} * kN * 2);
+  a.fill_random_bf16(1);
+  b.fill_random_bf16(2);
+  const float alpha = 1.f, beta = 0.f;
+  CUBLAS_CHECK(cublasSetStream(h, nullptr));
+  const double ms = time_ms([&](int) {
+    CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, kN, kN, kN, &alpha, a.ptr, CUDA_R_16BF,
+                              kN, b.ptr, CUDA_R_16BF, kN, &beta, c.ptr, CUDA_R_16BF, kN,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  });
+  return 2.0 * kN * kN * kN / (ms * 1e-3) / 1e12;
+}
+
+}  // namespace
+}  // namespace nanovllm::bench
+
+int main(int argc, char** argv) {
+  using namespace nanovllm::bench;
+  const char* model = nullptr;
+  int launches = 10;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--model") && i + 1 < argc) {
+      model = argv[++i];
+    } else if (!std::strcmp(argv[i], "--launches") && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
+      launches = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--model 0.6b|8b] [--launches N]\n", argv[0]);
+      return 2;
+    }
+  }
+  Handles h;
+  CUBLAS_CHECK(cublasCreate(&h.blas));
+  LT_CHECK(cublasLtCreate(&h.lt));
+  DeviceBuf workspace(kWorkspaceBytes);  // shared by both paths: nothing allocates in a capture
+  h.workspace = workspace.ptr;
+  CUBLAS_CHECK(cublasSetWorkspace(h.blas, workspace.ptr, kWorkspaceBytes));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double copy_gbps = copy_bandwidth_gbps(), peak = peak_tflops(h.blas);
+  std::printf("device %s, %d SMs; D2D copy %.0f GB/s (read + write); cuBLAS bf16 %.0f TFLOP/s\n",
+              prop.name, prop.multiProcessorCount, copy_gbps, peak);
+  std::printf("%-5s %-13s %-6s %9s %9s %9s %7s %7s  %s\n", "model", "gemm", "M", "default",
+              "lt_first", "lt_best", "lim/def", "lim/lt", "fastest Lt config");
+  for (const char* mdl : {"0.6b", "8b"}) {
+    if (model != nullptr && std::strcmp(model, mdl) != 0) continue;
+    for (int64_t m : kTokens) {
+      double step_default = 0, step_best = 0, step_limit = 0;
+      for (const Gemm& g : kGemms) {
+        if (std::strcmp(g.model, mdl) != 0) continue;
+        const Result r = run(g, m, h, copy_gbps, peak, launches);
+        step_default += g.layers * r.default_us;
+        step_best += g.layers * std::min(r.default_us, r.best_lt_us);
+        step_limit += g.layers * r.limit_us;
+      }
+      std::printf(
+          "%-5s step M=%-4lld default %.0f us (%.0f %% of limit), fastest per shape %.0f us "
+          "(%.0f %%)\n",
+          mdl, static_cast<long long>(m), step_default, 100 * step_limit / step_default, step_best,
+          100 * step_limit / step_best);
+    }
+  }
+  cublasLtDestroy(h.lt);
+  cublasDestroy(h.blas);
+  return 0;
+}

@@ -1,0 +1,62 @@
+// The host side of the decode attention's launch: the checked kernel arguments of a call
+// (decode_attention_args.cuh).
+#include <climits>
+
+#include "kernels/cuda/decode_attention_args.cuh"
+
+namespace nanovllm::kernels::cuda::decode {
+
+void check_params(const DecodeAttentionParams& p) {
+  check_cuda_tensor(p.out, DType::kBf16, "decode out");
+  check_cuda_tensor(p.q, DType::kBf16, "decode q");
+  check_cuda_tensor(p.kv.k_cache, DType::kBf16, "k_cache");
+  check_cuda_tensor(p.kv.v_cache, DType::kBf16, "v_cache");
+  check_cuda_tensor(p.kv.block_tables, DType::kI32, "block_tables");
+  check_cuda_tensor(p.context_lens, DType::kI32, "context_lens");
+  CHECK(p.kv.k_cache.is_contiguous() && p.kv.v_cache.is_contiguous());
+  const int64_t batch = p.q.size(0), hq = p.q.size(1), dim = p.q.size(2);
+  const int64_t hkv = p.kv.k_cache.size(2);
+  CHECK_EQ(p.kv.k_cache.size(3), dim);
+  CHECK_EQ(p.out.size(0), batch);
+  CHECK_EQ(p.out.size(1), hq);
+  CHECK_EQ(p.q.stride[2], 1);
+  CHECK_EQ(hq % hkv, 0);
+  CHECK_EQ(p.context_lens.numel(), batch);
+  CHECK_EQ(p.kv.block_tables.size(0), batch);
+  CHECK(p.q.stride[1] % 8 == 0 && p.q.stride[0] % 8 == 0 && aligned16(p.q.data));
+  // cp.async moves 16-byte pieces of cache rows.
+  CHECK(aligned16(p.kv.k_cache.data) && aligned16(p.kv.v_cache.data));
+}
+
+DecodeArgs make_args(const DecodeAttentionParams& p) {
+  check_params(p);
+  const int64_t batch = p.q.size(0), hq = p.q.size(1);
+  const int64_t hkv = p.kv.k_cache.size(2);
+  CHECK_LE(batch, INT_MAX);
+  DecodeArgs a{};
+  a.out = p.out.ptr<bf16>();
+  a.out_tok = p.out.stride[0];
+  a.out_head = p.out.stride[1];
+  a.q = p.q.ptr<bf16>();
+  a.q_tok = p.q.stride[0];
+  a.q_head = p.q.stride[1];
+  a.k_cache = p.kv.k_cache.ptr<bf16>();
+  a.v_cache = p.kv.v_cache.ptr<bf16>();
+  a.block_tables = p.kv.block_tables.ptr<int32_t>();
+  a.bt_stride = p.kv.block_tables.stride[0];
+  a.context_lens = p.context_lens.ptr<int32_t>();
+  a.batch = static_cast<int>(batch);
+  a.block_size = static_cast<int>(p.kv.k_cache.size(1));
+  CHECK_GT(a.block_size, 0);
+  a.block_shift = -1;
+  if ((a.block_size & (a.block_size - 1)) == 0) {
+    a.block_shift = 0;
+    while ((1 << a.block_shift) < a.block_size) ++a.block_shift;
+  }
+  a.hq = static_cast<int>(hq);
+  a.hkv = static_cast<int>(hkv);
+  a.scale_log2 = p.scale * kLog2e;
+  return a;
+}
+
+}  // namespace nanovllm::kernels::cuda::decode
