@@ -1,6 +1,5 @@
 // Decode-size GEMMs of Qwen3-0.6B and Qwen3-8B: cuBLAS (kernels::cuda::linear) against every
-// config of kernels::cuda::skinny_gemm and of kernels::cuda::hopper_gemm (sm_90 only; not for
-// the fused silu input) that supports the size, side by side.
+// config of kernels::cuda::skinny_gemm that supports the size, side by side.
 //
 // Each figure is one CUDA graph of `calls` GEMMs launched several times (time_graph_us: the
 // median launch over the calls in it), as the decode graphs run them, so host launch gaps are
@@ -30,7 +29,6 @@
 
 #include "bench/kernel_bench_util.cuh"
 #include "kernels/activation.h"
-#include "kernels/hopper_gemm.h"
 #include "kernels/linear.h"
 #include "kernels/skinny_gemm.h"
 
@@ -136,18 +134,6 @@ void run(const Gemm& g, int64_t m, const ExecContext& base_ctx, const Machine& m
                             kernels::cuda::skinny_gemm(yv, xv, weights(i), none, cfg, s);
                         },
                         calls, mc.launches)});
-  std::vector<kernels::HopperGemmConfig> hopper_configs;
-  if (!g.silu_mul) hopper_configs = kernels::hopper_gemm_configs(m, g.n, g.k);
-  for (size_t i = 0, n = hopper_configs.size(); i < n; ++i) {  // each also launched with PDL
-    hopper_configs.push_back(hopper_configs[i]);
-    hopper_configs.back().pdl = true;
-  }
-  for (const kernels::HopperGemmConfig& cfg : hopper_configs) {
-    const auto call = [&](int i, cudaStream_t s) {
-      kernels::cuda::hopper_gemm(yv, xv, weights(i), none, cfg, s);
-    };
-    rows.push_back({"hopper " + cfg.name(), time_graph_us(call, calls, mc.launches)});
-  }
 
   const double flops = 2.0 * m * g.n * g.k;
   const double bytes = static_cast<double>(m * x_width * 2 + w_bytes + m * g.n * dtype_size(g.out));
@@ -172,15 +158,12 @@ void run(const Gemm& g, int64_t m, const ExecContext& base_ctx, const Machine& m
         shape, r.variant.c_str(), r.us, tflops, gbps, gbps / mc.copy_gbps, limit_us,
         limit_us / r.us, i == best ? "true" : "false");
   }
-  for (const char* family : {"skinny ", "hopper "}) {  // rows[0] is cuBLAS
-    size_t best_of = 0;
-    for (size_t i = 1; i < rows.size(); ++i)
-      if (rows[i].variant.rfind(family, 0) == 0 && (best_of == 0 || rows[i].us < rows[best_of].us))
-        best_of = i;
-    if (best_of != 0)
-      std::printf("%-40s best %s: %.2fx cuBLAS's speed\n", shape, rows[best_of].variant.c_str(),
-                  rows[0].us / rows[best_of].us);
-  }
+  size_t best_skinny = 0;  // rows[0] is cuBLAS
+  for (size_t i = 1; i < rows.size(); ++i)
+    if (best_skinny == 0 || rows[i].us < rows[best_skinny].us) best_skinny = i;
+  if (best_skinny != 0)
+    std::printf("%-40s best skinny %s: %.2fx cuBLAS's speed\n", shape,
+                rows[best_skinny].variant.c_str(), rows[0].us / rows[best_skinny].us);
   std::fflush(stdout);
 }
 

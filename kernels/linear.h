@@ -14,10 +14,8 @@ void linear(const TensorView& y, const TensorView& x, const TensorView& w, const
             int threads);
 }
 namespace cuda {
-// Decode sizes run our skinny GEMM (kernels/skinny_gemm.h) or the Hopper decode GEMM
-// (kernels/hopper_gemm.h) where one beats cuBLAS (the rules in linear.cu, measured with
-// bench/gemm_bench and bench/decode_gemm_bench), else cuBLAS. NANOVLLM_DECODE_GEMM=hopper or
-// =cublas overrides the Hopper rule (for comparisons).
+// Decode sizes (M <= 64) run our skinny GEMM (kernels/skinny_gemm.h) where it beats cuBLAS
+// (the rule in linear.cu, measured with bench/decode_gemm_bench), else cuBLAS.
 void linear(const TensorView& y, const TensorView& x, const TensorView& w, const TensorView& bias,
             const ExecContext& ctx);
 // y = silu_and_mul(gate_up) @ w^T (+ bias): on the skinny path one kernel (the activation

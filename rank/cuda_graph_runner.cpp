@@ -118,8 +118,7 @@ void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream) {
   // Eager runs before the first capture do the lazy initialisation outside any capture
   // (cuBLAS's per-shape set-up, module loading, our kernels' function attributes and
   // occupancy queries): one at the largest size, whose GEMMs go to cuBLAS, and one at every
-  // size up to kSkinnyGemmMaxM, whose GEMMs may each pick another skinny-GEMM variant (the
-  // Hopper GEMM sets all its attributes on its first call). Sizes
+  // size up to kSkinnyGemmMaxM, whose GEMMs may each pick another skinny-GEMM variant. Sizes
   // between take cuBLAS kernels the largest run set up; a capture-unsafe call on a path no
   // eager run took would fail its capture loudly (cudaErrorStreamCaptureUnsupported), not
   // record a wrong graph. Harmless padding everywhere: no KV store, no keys read.

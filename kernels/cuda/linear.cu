@@ -1,15 +1,12 @@
-// y = x @ w^T (+ bias): decode sizes through our skinny GEMM or the Hopper decode GEMM where
-// one is the faster path, everything else through cuBLAS: bf16 operands, f32 accumulation
-// (CUBLAS_COMPUTE_32F), bf16 or f32 output. On the cuBLAS path a bias is broadcast into y first and
-// the GEMM adds onto it (beta = 1), so y is rounded once.
+// y = x @ w^T (+ bias): decode sizes through our skinny GEMM where it is the faster path,
+// everything else through cuBLAS: bf16 operands, f32 accumulation (CUBLAS_COMPUTE_32F), bf16
+// or f32 output. On the cuBLAS path a bias is broadcast into y first and the GEMM adds onto it
+// (beta = 1), so y is rounded once.
 #include <cublas_v2.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/hopper_gemm.h"
 #include "kernels/linear.h"
 #include "kernels/skinny_gemm.h"
 
@@ -42,48 +39,6 @@ std::optional<SkinnyGemmConfig> skinny_choice(int64_t m, int64_t n, int64_t k, b
   std::vector<SkinnyGemmConfig> configs = skinny_gemm_configs(m, n, k, silu_mul);
   if (configs.empty()) return {};
   configs.front().pdl = n * k <= (int64_t{8} << 20);
-  return configs.front();
-}
-
-// NANOVLLM_DECODE_GEMM: "hopper" runs the Hopper decode GEMM wherever it supports the size,
-// "cublas" never, unset or "auto" where hopper_wins (the comparisons of bench/ use the first
-// two).
-enum class DecodeGemm { kAuto, kHopper, kCublas };
-DecodeGemm decode_gemm_setting() {
-  static const DecodeGemm v = [] {
-    const char* e = std::getenv("NANOVLLM_DECODE_GEMM");
-    if (e == nullptr || *e == 0 || std::strcmp(e, "auto") == 0) return DecodeGemm::kAuto;
-    if (std::strcmp(e, "hopper") == 0) return DecodeGemm::kHopper;
-    CHECK_MSG(std::strcmp(e, "cublas") == 0,
-              "NANOVLLM_DECODE_GEMM must be auto, hopper or cublas, not '" << e << "'");
-    return DecodeGemm::kCublas;
-  }();
-  return v;
-}
-
-// Where the Hopper decode GEMM is the faster path (H200, 0.6B shapes): 8 < M <= 32 on weights
-// of at most 8M elements. In bench/gemm_bench (graphs, weights from HBM) it runs the short-N,
-// long-K projections (o_proj, down_proj) 1.36-1.75x faster than cuBLAS and ahead of the skinny
-// GEMM at M = 16, with its cluster split-K filling the GPU; qkv and gate_up are 0.83-1.02x
-// there, but in the decode step its programmatic launch overlaps the norm before it, which
-// cuBLAS cannot. From M = 64 on cuBLAS is 1.3-4x faster (the kernel re-reads x per block);
-// larger weights were not measured.
-bool hopper_wins(int64_t m, int64_t n, int64_t k) {
-  return m > 8 && m <= 32 && n * k <= (int64_t{8} << 20);
-}
-
-// The Hopper decode GEMM's config for this size, or none. Launched with programmatic dependent
-// launch: its first weights stream in while the kernel before it ends, which is most of what it
-// gains over cuBLAS at these sizes.
-std::optional<HopperGemmConfig> hopper_choice(int64_t m, int64_t n, int64_t k,
-                                              const ExecContext& ctx) {
-  const DecodeGemm setting = decode_gemm_setting();
-  if (ctx.cublas_only || setting == DecodeGemm::kCublas ||
-      (setting == DecodeGemm::kAuto && !hopper_wins(m, n, k)) || !hopper_gemm_supports(m, n, k))
-    return {};
-  std::vector<HopperGemmConfig> configs = hopper_gemm_configs(m, n, k);
-  if (configs.empty()) return {};
-  configs.front().pdl = true;
   return configs.front();
 }
 
@@ -139,10 +94,6 @@ void linear(const TensorView& y, const TensorView& x, const TensorView& w, const
   check_linear(y, x, w, x.size(1));
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   if (m == 0 || n == 0) return;
-  if (const std::optional<HopperGemmConfig> cfg = hopper_choice(m, n, k, ctx)) {
-    hopper_gemm(y, x, w, bias, *cfg, ctx.stream);
-    return;
-  }
   if (const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, false, ctx)) {
     skinny_gemm(y, x, w, bias, *cfg, ctx.stream);
     return;
@@ -160,17 +111,11 @@ void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const Tenso
   check_linear(y, act, w, k);
   CHECK_EQ(act.size(0), m);
   if (m == 0 || n == 0) return;
-  const std::optional<HopperGemmConfig> hopper = hopper_choice(m, n, k, ctx);
-  if (const std::optional<SkinnyGemmConfig> cfg =
-          hopper ? std::nullopt : skinny_choice(m, n, k, true, ctx)) {
+  if (const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, true, ctx)) {
     skinny_gemm_silu_mul(y, gate_up, w, bias, *cfg, ctx.stream);
     return;
   }
   silu_and_mul(act, gate_up, ctx.stream);
-  if (hopper) {
-    hopper_gemm(y, act, w, bias, *hopper, ctx.stream);
-    return;
-  }
   CHECK_MSG(ctx.cublas != nullptr, "linear needs a cuBLAS handle in the ExecContext");
   cublas_linear(y, act, w, bias, ctx);
 }
