@@ -7,7 +7,8 @@
 //
 // Per shape and M: the default, Lt's first pick, the fastest Lt algorithm with its config
 // (algo id, tile id, split-K count, reduction scheme, stages id, cluster shape id) and the
-// limit max(bytes / copy bandwidth, FLOPs / bf16 peak); then, per model, the sum over one
+// limit max(bytes / copy bandwidth, FLOPs / bf16 peak), both ceilings measured at start
+// (bench/machine_limits.h); then, per model, the sum over one
 // decode step (layers x the four projections) for the default and for the fastest per shape.
 //
 // Usage: cublaslt_bench [--model 0.6b|8b] [--launches N]
@@ -17,11 +18,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench/kernel_bench_util.cuh"
+#include "bench/machine_limits.h"
 #include "kernels/check.h"
 
 namespace nanovllm::bench {
@@ -81,18 +82,12 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
 
 // Row-major y[M, N] = x[M, K] w[N, K]^T is column-major y^T[N, M] = op(w)^T x^T: A = w
 // (K x N, ld K, transposed), B = x (K x M, ld K), C = D = y (N x M, ld N).
-Result run(const Gemm& g, int64_t m, const Handles& h, double copy_gbps, double peak_tflops,
-           int launches) {
+Result run(const Gemm& g, int64_t m, const Handles& h, const MachineLimits& lim, int launches) {
   const size_t w_bytes = g.n * g.k * 2;
-  const int copies = static_cast<int>(std::max<size_t>(1, kRotateBytes / w_bytes + 1));
-  std::vector<std::unique_ptr<DeviceBuf>> ws;  // copies x [N, K] bf16
-  for (int c = 0; c < copies; ++c) {
-    ws.push_back(std::make_unique<DeviceBuf>(w_bytes));
-    ws.back()->fill_random_bf16(100 + c, 0.05f);
-  }
+  const WeightCopies ws(g.n, g.k, kRotateBytes);
   DeviceBuf x(m * g.k * 2), y(m * g.n * 2);  // [M, K], [M, N] bf16
   x.fill_random_bf16(7);
-  const int calls = std::max(kMinCalls, copies);
+  const int calls = std::max(kMinCalls, ws.count());
   const float alpha = 1.f, beta = 0.f;
   const int n = static_cast<int>(g.n), k = static_cast<int>(g.k), mm = static_cast<int>(m);
 
@@ -100,9 +95,9 @@ Result run(const Gemm& g, int64_t m, const Handles& h, double copy_gbps, double 
   r.default_us = time_graph_us(
       [&](int i, cudaStream_t s) {
         CUBLAS_CHECK(cublasSetStream(h.blas, s));
-        CUBLAS_CHECK(cublasGemmEx(h.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, mm, k, &alpha,
-                                  ws[i % copies]->ptr, CUDA_R_16BF, k, x.ptr, CUDA_R_16BF, k, &beta,
-                                  y.ptr, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        CUBLAS_CHECK(cublasGemmEx(h.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, mm, k, &alpha, ws[i],
+                                  CUDA_R_16BF, k, x.ptr, CUDA_R_16BF, k, &beta, y.ptr, CUDA_R_16BF,
+                                  n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       },
       calls, launches);
 
@@ -128,9 +123,8 @@ Result run(const Gemm& g, int64_t m, const Handles& h, double copy_gbps, double 
     if (found[i].state != CUBLAS_STATUS_SUCCESS) continue;
     const double us = time_graph_us(
         [&](int j, cudaStream_t s) {
-          LT_CHECK(cublasLtMatmul(h.lt, op, &alpha, ws[j % copies]->ptr, a_l, x.ptr, b_l, &beta,
-                                  y.ptr, c_l, y.ptr, c_l, &found[i].algo, h.workspace,
-                                  kWorkspaceBytes, s));
+          LT_CHECK(cublasLtMatmul(h.lt, op, &alpha, ws[j], a_l, x.ptr, b_l, &beta, y.ptr, c_l,
+                                  y.ptr, c_l, &found[i].algo, h.workspace, kWorkspaceBytes, s));
         },
         calls, launches);
     if (i == 0) r.first_lt_us = us;
@@ -147,28 +141,12 @@ Result run(const Gemm& g, int64_t m, const Handles& h, double copy_gbps, double 
 
   const double flops = 2.0 * m * g.n * g.k;
   const double bytes = static_cast<double>(m * g.k * 2 + w_bytes + m * g.n * 2);
-  r.limit_us = std::max(bytes / (copy_gbps * 1e9), flops / (peak_tflops * 1e12)) * 1e6;
+  r.limit_us = std::max(bytes / lim.copy_bytes_per_s, flops / lim.bf16_flop_per_s) * 1e6;
   std::printf("%-5s %-13s M=%-4lld %9.2f %9.2f %9.2f %7.2f %7.2f  %s [%d algos]\n", g.model, g.name,
               static_cast<long long>(m), r.default_us, r.first_lt_us, r.best_lt_us,
               r.limit_us / r.default_us, r.limit_us / r.best_lt_us, r.best_config.c_str(), count);
   std::fflush(stdout);
   return r;
-}
-
-// bf16 TFLOP/s of cublasGemmEx on an 8192^3 product of random data: the compute ceiling.
-double peak_tflops(cublasHandle_t h) {
-  constexpr int kN = 8192;
-  DeviceBuf a(size_t{kN} * kN * 2), b(size_t{kN} * kN * 2), c(size_t{kN} * kN * 2);
-  a.fill_random_bf16(1);
-  b.fill_random_bf16(2);
-  const float alpha = 1.f, beta = 0.f;
-  CUBLAS_CHECK(cublasSetStream(h, nullptr));
-  const double ms = time_ms([&](int) {
-    CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, kN, kN, kN, &alpha, a.ptr, CUDA_R_16BF,
-                              kN, b.ptr, CUDA_R_16BF, kN, &beta, c.ptr, CUDA_R_16BF, kN,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  });
-  return 2.0 * kN * kN * kN / (ms * 1e-3) / 1e12;
 }
 
 }  // namespace
@@ -194,11 +172,10 @@ int main(int argc, char** argv) {
   DeviceBuf workspace(kWorkspaceBytes);  // shared by both paths: nothing allocates in a capture
   h.workspace = workspace.ptr;
   CUBLAS_CHECK(cublasSetWorkspace(h.blas, workspace.ptr, kWorkspaceBytes));
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const double copy_gbps = copy_bandwidth_gbps(), peak = peak_tflops(h.blas);
+  const MachineLimits lim = measure_machine_limits();
   std::printf("device %s, %d SMs; D2D copy %.0f GB/s (read + write); cuBLAS bf16 %.0f TFLOP/s\n",
-              prop.name, prop.multiProcessorCount, copy_gbps, peak);
+              lim.device.c_str(), lim.sm_count, lim.copy_bytes_per_s / 1e9,
+              lim.bf16_flop_per_s / 1e12);
   std::printf("%-5s %-13s %-6s %9s %9s %9s %7s %7s  %s\n", "model", "gemm", "M", "default",
               "lt_first", "lt_best", "lim/def", "lim/lt", "fastest Lt config");
   for (const char* mdl : {"0.6b", "8b"}) {
@@ -207,7 +184,7 @@ int main(int argc, char** argv) {
       double step_default = 0, step_best = 0, step_limit = 0;
       for (const Gemm& g : kGemms) {
         if (std::strcmp(g.model, mdl) != 0) continue;
-        const Result r = run(g, m, h, copy_gbps, peak, launches);
+        const Result r = run(g, m, h, lim, launches);
         step_default += g.layers * r.default_us;
         step_best += g.layers * std::min(r.default_us, r.best_lt_us);
         step_limit += g.layers * r.limit_us;

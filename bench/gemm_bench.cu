@@ -23,7 +23,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,12 +81,7 @@ TensorView cuda_view(void* p, DType t, std::initializer_list<int64_t> dims) {
 // Times every variant of one GEMM at one M and prints their rows.
 void run(const Gemm& g, int64_t m, const ExecContext& base_ctx, const Machine& mc) {
   const size_t w_bytes = g.n * g.k * 2;
-  const int copies = static_cast<int>(std::max<size_t>(1, kRotateBytes / w_bytes + 1));
-  std::vector<std::unique_ptr<DeviceBuf>> ws;  // copies x [N, K] bf16
-  for (int c = 0; c < copies; ++c) {
-    ws.push_back(std::make_unique<DeviceBuf>(w_bytes));
-    ws.back()->fill_random_bf16(100 + c, 0.05f);
-  }
+  const WeightCopies ws(g.n, g.k, kRotateBytes);
   const int64_t x_width = g.silu_mul ? 2 * g.k : g.k;
   DeviceBuf x(m * x_width * 2);              // [M, K] or gate_up [M, 2K] bf16
   DeviceBuf act(m * g.k * 2);                // [M, K] bf16: silu_and_mul(gate_up), cuBLAS path
@@ -98,10 +92,8 @@ void run(const Gemm& g, int64_t m, const ExecContext& base_ctx, const Machine& m
   const TensorView yv = cuda_view(y.ptr, g.out, {m, g.n});
   TensorView none;
   none.device = Device::kCuda;
-  const auto weights = [&](int i) {
-    return cuda_view(ws[i % copies]->ptr, DType::kBf16, {g.n, g.k});
-  };
-  const int calls = std::max(kMinCalls, copies);
+  const auto weights = [&](int i) { return cuda_view(ws[i], DType::kBf16, {g.n, g.k}); };
+  const int calls = std::max(kMinCalls, ws.count());
 
   std::vector<Row> rows;
   rows.push_back({g.silu_mul ? "silu+cublas" : "cublas",
@@ -162,8 +154,8 @@ void run(const Gemm& g, int64_t m, const ExecContext& base_ctx, const Machine& m
   for (size_t i = 1; i < rows.size(); ++i)
     if (best_skinny == 0 || rows[i].us < rows[best_skinny].us) best_skinny = i;
   if (best_skinny != 0)
-    std::printf("%-40s best skinny %s: %.2fx cuBLAS's speed\n", shape,
-                rows[best_skinny].variant.c_str(), rows[0].us / rows[best_skinny].us);
+    std::printf("%-40s best %s: %.2fx cuBLAS's speed\n", shape, rows[best_skinny].variant.c_str(),
+                rows[0].us / rows[best_skinny].us);
   std::fflush(stdout);
 }
 

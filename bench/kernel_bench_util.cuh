@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,23 @@ struct DeviceBuf {
   }
   void* ptr = nullptr;
   size_t bytes = 0;
+};
+
+// Copies of one [N, K] bf16 weight, filled with different random data, `total_bytes` or more
+// in all (beyond any L2): calls that take copy i % count() in turn each read their weight from
+// HBM, as a decode step's layers do.
+struct WeightCopies {
+  WeightCopies(int64_t n, int64_t k, size_t total_bytes) {
+    const size_t bytes = static_cast<size_t>(n * k) * 2;
+    const size_t count = std::max<size_t>(1, total_bytes / bytes + 1);
+    for (size_t c = 0; c < count; ++c) {
+      copies.push_back(std::make_unique<DeviceBuf>(bytes));
+      copies.back()->fill_random_bf16(100 + static_cast<uint32_t>(c), 0.05f);
+    }
+  }
+  int count() const { return static_cast<int>(copies.size()); }
+  void* operator[](int i) const { return copies[i % count()]->ptr; }
+  std::vector<std::unique_ptr<DeviceBuf>> copies;
 };
 
 // Median milliseconds of `reps` timed calls of fn(rep) after `warmup` untimed ones.

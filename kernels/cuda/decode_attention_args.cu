@@ -5,6 +5,7 @@
 #include "kernels/cuda/decode_attention_args.cuh"
 
 namespace nanovllm::kernels::cuda::decode {
+namespace {
 
 void check_params(const DecodeAttentionParams& p) {
   check_cuda_tensor(p.out, DType::kBf16, "decode out");
@@ -27,6 +28,8 @@ void check_params(const DecodeAttentionParams& p) {
   // cp.async moves 16-byte pieces of cache rows.
   CHECK(aligned16(p.kv.k_cache.data) && aligned16(p.kv.v_cache.data));
 }
+
+}  // namespace
 
 DecodeArgs make_args(const DecodeAttentionParams& p) {
   check_params(p);

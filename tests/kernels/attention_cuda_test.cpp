@@ -67,7 +67,7 @@ class DecodeRig {
         batch_(static_cast<int64_t>(capacity.size())),
         q_pitch_((shape.hq + 2 * shape.hkv) * shape.d),  // q is a view into qkv rows
         rng_(seed),
-        cache_(seqs_of(capacity), shape.d, shape.hq, shape.hkv, shape.bs, rng_),
+        cache_(decode_seqs(capacity), shape.d, shape.hq, shape.hkv, shape.bs, rng_),
         dev_(cache_),
         q_(random_bf16(batch_ * q_pitch_, rng_, -2, 2)),
         dq_(q_),
@@ -87,7 +87,7 @@ class DecodeRig {
   void set_lens(const std::vector<int>& lens) {
     CHECK_EQ(static_cast<int64_t>(lens.size()), batch_);
     lens_.assign(lens.begin(), lens.end());
-    cache_.deal(seqs_of(lens), rng_);
+    cache_.deal(decode_seqs(lens), rng_);
     dlens_.mem.upload(lens_);
     dev_.tables.mem.upload(cache_.tables);
     CUDA_CHECK(cudaMemset(dout_.mem.get(), 0xFF, dout_.mem.bytes()));
@@ -118,11 +118,6 @@ class DecodeRig {
   }
 
  private:
-  static std::vector<Seq> seqs_of(const std::vector<int>& lens) {
-    std::vector<Seq> seqs;
-    for (int l : lens) seqs.push_back({1, l});
-    return seqs;
-  }
   float scale() const { return 1.f / std::sqrt(static_cast<float>(s_.d)); }
 
   kernels::DecodeAttentionParams device_params() const {

@@ -20,6 +20,13 @@ struct Seq {
   int q_len, k_len;  // decode: q_len == 1, k_len == context length
 };
 
+// A decode batch of these context lengths (one query each).
+inline std::vector<Seq> decode_seqs(const std::vector<int>& lens) {
+  std::vector<Seq> seqs;
+  for (int l : lens) seqs.push_back({1, l});
+  return seqs;
+}
+
 // A paged cache holding every sequence's keys in randomly chosen blocks.
 struct PagedCase {
   int64_t d, hq, hkv, bs, num_blocks, max_blocks;
