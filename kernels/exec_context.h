@@ -17,10 +17,6 @@ struct ExecContext {
   // CUDA linear layers: cuBLAS for every shape instead of our decode-size kernels where
   // kernels/cuda/linear.cu picks them (a benchmark's baseline).
   bool cublas_only = false;
-  // CUDA decode-size steps on one rank (kernels::cuda::linear_folds): the decoder runs its
-  // RMSNorms inside the projections after them and its residual adds inside the projections
-  // before them. Off: separate norm kernels (the fold's reference in tests and benchmarks).
-  bool fold_norms = true;
   int cpu_threads = 1;  // CPU reference: threads for the heavy loops (linear, attention)
   // Set only for an eager profiling run (never while a CUDA graph is captured): the
   // layers' PhaseScopes time their phases into it. Null: the scopes do nothing.

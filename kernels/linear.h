@@ -23,21 +23,6 @@ void linear(const TensorView& y, const TensorView& x, const TensorView& w, const
 // gate_up: [M, 2K] bf16; act: [M, K] bf16 scratch (untouched on the fused path).
 void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& act,
                      const TensorView& w, const TensorView& bias, const ExecContext& ctx);
-
-// The folded forms of kernels/skinny_gemm.h, one kernel each: whether a projection of this
-// shape (N outputs, K inputs) takes them at m tokens (m <= kSkinnyGemmMaxFoldM, the skinny path
-// chosen, ctx.fold_norms). The three calls below CHECK it.
-bool linear_folds(int64_t m, int64_t n, int64_t k, const ExecContext& ctx);
-// y = rms_norm(residual, norm_weight, eps) @ w^T (+ bias). residual: [M, K]; norm_weight: [K].
-void linear_rms_norm(const TensorView& y, const TensorView& residual, const TensorView& norm_weight,
-                     float eps, const TensorView& w, const TensorView& bias,
-                     const ExecContext& ctx);
-// residual = bf16(residual + bf16(x @ w^T (+ bias))). residual: [M, N].
-void linear_add(const TensorView& residual, const TensorView& x, const TensorView& w,
-                const TensorView& bias, const ExecContext& ctx);
-// The same on x = silu_and_mul(gate_up). gate_up: [M, 2K].
-void linear_silu_mul_add(const TensorView& residual, const TensorView& gate_up, const TensorView& w,
-                         const TensorView& bias, const ExecContext& ctx);
 }  // namespace cuda
 
 inline void linear(const TensorView& y, const TensorView& x, const TensorView& w,

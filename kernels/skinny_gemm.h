@@ -46,7 +46,6 @@ struct SkinnyGemmConfig {
 };
 
 constexpr int64_t kSkinnyGemmMaxM = 64;
-constexpr int64_t kSkinnyGemmMaxFoldM = 8;  // tokens of the folded forms (one MMA n-tile)
 
 // Whether skinny_gemm handles this problem size (M tokens, N weight rows, K inputs).
 bool skinny_gemm_supports(int64_t m, int64_t n, int64_t k);
@@ -72,29 +71,6 @@ void skinny_gemm(const TensorView& y, const TensorView& x, const TensorView& w,
 // of its K range, so this pays off only for few tokens (time it against silu_and_mul + GEMM).
 void skinny_gemm_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& w,
                           const TensorView& bias, const SkinnyGemmConfig& cfg, cudaStream_t stream);
-
-// Folded forms for decode steps of at most kSkinnyGemmMaxFoldM tokens, bf16 y only. A decoder
-// layer then runs its norms inside the projections after them and its residual adds inside
-// the projections before them: [norm -> qkv] [attention] [o_proj -> += residual] [norm ->
-// gate_up] [down -> += residual], two kernels fewer a layer.
-//
-// y = rms_norm(x, norm_weight, eps) @ w^T (+ bias), x [M, K] the residual stream. The row's
-// scale 1 / rms(x) is taken out of the sum: y = (sum_k bf16(x_k norm_weight_k) w_nk) / rms(x)
-// (+ bias), the squares summed from the x values the GEMM loads anyway, so the norm adds no
-// pass and no wait. The input is rounded to bf16 before the scale rather than after it (as
-// kernels::rms_norm rounds it), so y differs from rms_norm then skinny_gemm by rounding only.
-// norm_weight: [K] bf16, 16-byte aligned.
-void skinny_gemm_rms_norm(const TensorView& y, const TensorView& x, const TensorView& norm_weight,
-                          float eps, const TensorView& w, const TensorView& bias,
-                          const SkinnyGemmConfig& cfg, cudaStream_t stream);
-// residual = bf16(residual + bf16(x @ w^T (+ bias))) in place, bit for bit skinny_gemm then
-// fused_add_rms_norm's sum. residual: [M, N] bf16.
-void skinny_gemm_add(const TensorView& residual, const TensorView& x, const TensorView& w,
-                     const TensorView& bias, const SkinnyGemmConfig& cfg, cudaStream_t stream);
-// The same on x = silu_and_mul(gate_up), as skinny_gemm_silu_mul reads it.
-void skinny_gemm_silu_mul_add(const TensorView& residual, const TensorView& gate_up,
-                              const TensorView& w, const TensorView& bias,
-                              const SkinnyGemmConfig& cfg, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace nanovllm::kernels

@@ -1,6 +1,7 @@
 #include "layers/attention_layer.h"
 
 #include <cmath>
+#include <optional>
 
 #include "kernels/attention.h"
 #include "kernels/phase_timer.h"
@@ -47,25 +48,9 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
                              const TensorView& positions, const AttentionMetadata& meta,
                              const TensorView& qkv, const TensorView& attn,
                              const ExecContext& ctx) const {
-  qkv_proj_.forward(qkv, x, ctx);
-  attend(qkv, positions, meta, attn, ctx);
-  o_proj_.forward(out, attn, ctx);
-}
-
-void Qwen3Attention::forward_folded(const TensorView& residual, const RMSNorm& norm,
-                                    const TensorView& positions, const AttentionMetadata& meta,
-                                    const TensorView& qkv, const TensorView& attn,
-                                    const ExecContext& ctx) const {
-  qkv_proj_.forward_rms_norm(qkv, residual, norm.weight(), norm.eps(), ctx);
-  attend(qkv, positions, meta, attn, ctx);
-  o_proj_.forward_add(residual, attn, ctx);
-}
-
-void Qwen3Attention::attend(const TensorView& qkv, const TensorView& positions,
-                            const AttentionMetadata& meta, const TensorView& attn,
-                            const ExecContext& ctx) const {
   CHECK_MSG(k_cache_.data != nullptr, "KV cache not bound");
-  const int64_t t = qkv.size(0), hq = qkv_proj_.num_heads(), hkv = num_kv_heads(), d = head_dim_;
+  const int64_t t = x.size(0), hq = qkv_proj_.num_heads(), hkv = num_kv_heads(), d = head_dim_;
+  qkv_proj_.forward(qkv, x, ctx);
   // q, k, v: views into qkv [T, (Hq + 2 Hkv) * D], token stride qkv_width().
   auto heads = [&](int64_t first_col, int64_t num) {
     TensorView v(static_cast<uint16_t*>(qkv.data) + first_col, DType::kBf16, {t, num, d},
@@ -84,7 +69,7 @@ void Qwen3Attention::attend(const TensorView& qkv, const TensorView& positions,
                                 k_norm_ ? k_norm_->view() : TensorView(), positions, eps_, rope,
                                 k_cache_, v_cache_, meta.slot_mapping, ctx);
   }
-  const PhaseScope phase(ctx, Phase::kAttention);
+  std::optional<PhaseScope> phase(std::in_place, ctx, Phase::kAttention);
   const kernels::PagedKV kv{k_cache_, v_cache_, meta.block_tables};
   const TensorView o = attn.reshape({t, hq, d});
   if (meta.is_prefill) {
@@ -111,6 +96,8 @@ void Qwen3Attention::attend(const TensorView& qkv, const TensorView& positions,
     p.split_counters = meta.split_counters;
     kernels::decode_attention(p, ctx);
   }
+  phase.reset();
+  o_proj_.forward(out, attn, ctx);
 }
 
 }  // namespace nanovllm

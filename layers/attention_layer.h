@@ -8,7 +8,6 @@
 #include "layers/attention_metadata.h"
 #include "layers/linear.h"
 #include "layers/model_config.h"
-#include "layers/rms_norm_layer.h"
 
 namespace nanovllm {
 
@@ -25,24 +24,12 @@ class Qwen3Attention {
   void forward(const TensorView& out, const TensorView& x, const TensorView& positions,
                const AttentionMetadata& meta, const TensorView& qkv, const TensorView& attn,
                const ExecContext& ctx) const;
-  // The folded decode form (Qwen3DecoderLayer::folds): qkv from norm(residual) in one kernel,
-  // and o_proj's output added into residual [T, H] in one kernel.
-  bool folds(int64_t tokens, const ExecContext& ctx) const {
-    return qkv_proj_.folds(tokens, ctx) && o_proj_.folds_residual_add(tokens, ctx);
-  }
-  void forward_folded(const TensorView& residual, const RMSNorm& norm, const TensorView& positions,
-                      const AttentionMetadata& meta, const TensorView& qkv, const TensorView& attn,
-                      const ExecContext& ctx) const;
 
   int64_t q_width() const { return qkv_proj_.num_heads() * head_dim_; }
   int64_t qkv_width() const { return qkv_proj_.out_features(); }
   int64_t num_kv_heads() const { return qkv_proj_.num_kv_heads(); }
 
  private:
-  // q/k norm + rotary + KV store, then attention: qkv [T, qkv_width()] -> attn [T, q_width()].
-  void attend(const TensorView& qkv, const TensorView& positions, const AttentionMetadata& meta,
-              const TensorView& attn, const ExecContext& ctx) const;
-
   int64_t head_dim_;
   float eps_, scale_;
   // The rotary frequencies (layers/rope_frequencies.h) on this layer's device: [D/2] f32.

@@ -16,19 +16,6 @@ void LinearBase::forward(const TensorView& y, const TensorView& x, const ExecCon
   kernels::linear(y, x, weight_.view(), bias_.empty() ? TensorView() : bias_.view(), ctx);
 }
 
-bool LinearBase::folds(int64_t tokens, const ExecContext& ctx) const {
-  return weight_.view().device == Device::kCuda &&
-         kernels::cuda::linear_folds(tokens, out_features(), in_features(), ctx);
-}
-
-void LinearBase::forward_rms_norm(const TensorView& y, const TensorView& residual,
-                                  const TensorView& norm_weight, float eps,
-                                  const ExecContext& ctx) const {
-  const PhaseScope phase(ctx, Phase::kGemm);  // the norm is part of the GEMM's input loads
-  kernels::cuda::linear_rms_norm(y, residual, norm_weight, eps, weight_.view(),
-                                 bias_.empty() ? TensorView() : bias_.view(), ctx);
-}
-
 ColumnParallelLinear::ColumnParallelLinear(const Checkpoint& ckpt, const std::string& prefix,
                                            bool bias, const ShardInfo& s) {
   const CheckpointTensor& w = checkpoint_tensor(ckpt, prefix + ".weight", 2);
@@ -119,26 +106,6 @@ void RowParallelLinear::forward_silu_mul(const TensorView& y, const TensorView& 
                              bias_.empty() ? TensorView() : bias_.view(), ctx);
   }
   all_reduce(y, ctx);
-}
-
-bool RowParallelLinear::folds_residual_add(int64_t tokens, const ExecContext& ctx) const {
-  return comm_->world_size() == 1 && folds(tokens, ctx);
-}
-
-void RowParallelLinear::forward_add(const TensorView& residual, const TensorView& x,
-                                    const ExecContext& ctx) const {
-  CHECK_EQ(comm_->world_size(), 1);
-  const PhaseScope phase(ctx, Phase::kGemm);
-  kernels::cuda::linear_add(residual, x, weight_.view(),
-                            bias_.empty() ? TensorView() : bias_.view(), ctx);
-}
-
-void RowParallelLinear::forward_silu_mul_add(const TensorView& residual, const TensorView& gate_up,
-                                             const ExecContext& ctx) const {
-  CHECK_EQ(comm_->world_size(), 1);
-  const PhaseScope phase(ctx, Phase::kGemm);
-  kernels::cuda::linear_silu_mul_add(residual, gate_up, weight_.view(),
-                                     bias_.empty() ? TensorView() : bias_.view(), ctx);
 }
 
 void RowParallelLinear::all_reduce(const TensorView& y, const ExecContext& ctx) const {

@@ -24,12 +24,6 @@ struct ShardInfo {
 class LinearBase {
  public:
   void forward(const TensorView& y, const TensorView& x, const ExecContext& ctx) const;
-  // Decode-size steps on CUDA (kernels::cuda::linear_folds): whether this projection takes the
-  // folded forms at `tokens` tokens, and y = rms_norm(residual, norm_weight) @ w_shard^T in one
-  // kernel. residual: [T, in_local] bf16; norm_weight: [in_local] bf16.
-  bool folds(int64_t tokens, const ExecContext& ctx) const;
-  void forward_rms_norm(const TensorView& y, const TensorView& residual,
-                        const TensorView& norm_weight, float eps, const ExecContext& ctx) const;
   const TensorView& weight() const { return weight_.view(); }  // [out_local, in_local]
   int64_t out_features() const { return weight_.view().size(0); }
   int64_t in_features() const { return weight_.view().size(1); }
@@ -75,13 +69,6 @@ class RowParallelLinear : public LinearBase {
   // gate_up: [T, 2 in_local] bf16; act: [T, in_local] bf16 scratch.
   void forward_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& act,
                         const ExecContext& ctx) const;
-  // The folded forms with the residual add (folds() on one rank only: over several ranks the
-  // all-reduce must come before the add): residual [T, out] += x @ w^T, one kernel.
-  bool folds_residual_add(int64_t tokens, const ExecContext& ctx) const;
-  void forward_add(const TensorView& residual, const TensorView& x, const ExecContext& ctx) const;
-  // residual += silu_and_mul(gate_up) @ w^T, one kernel. gate_up: [T, 2 in].
-  void forward_silu_mul_add(const TensorView& residual, const TensorView& gate_up,
-                            const ExecContext& ctx) const;
 
  private:
   void all_reduce(const TensorView& y, const ExecContext& ctx) const;

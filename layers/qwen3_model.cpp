@@ -28,12 +28,6 @@ void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorV
   down_proj_.forward_silu_mul(out, gate_up, act, ctx);
 }
 
-void Qwen3MLP::forward_folded(const TensorView& residual, const RMSNorm& norm,
-                              const TensorView& gate_up, const ExecContext& ctx) const {
-  gate_up_proj_.forward_rms_norm(gate_up, residual, norm.weight(), norm.eps(), ctx);
-  down_proj_.forward_silu_mul_add(residual, gate_up, ctx);
-}
-
 Qwen3DecoderLayer::Qwen3DecoderLayer(const ModelConfig& c, const Checkpoint& ckpt, int layer,
                                      const ShardInfo& shard, Communicator& comm)
     : input_layernorm_(ckpt, layer_name(layer, "input_layernorm.weight"), c.rms_norm_eps,
@@ -101,18 +95,8 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
       m.split_counters = workspace_.get(kSplitCounters, DType::kI32, {cells / 2});
   }
 
-  // The residual stream starts as the embedding; each norm adds the previous block's output,
-  // or in the folded form each block adds its own (every layer has the same shapes).
+  // The residual stream starts as the embedding; each norm adds the previous block's output.
   embed_tokens_.forward(residual, input_ids, ctx);
-  if (folds(t, ctx)) {
-    for (const auto& layer : layers_) {
-      layer->self_attn().forward_folded(residual, layer->input_layernorm(), positions, m, qkv, attn,
-                                        ctx);
-      layer->mlp().forward_folded(residual, layer->post_attention_layernorm(), gate_up, ctx);
-    }
-    norm_.forward(hidden, residual, ctx);
-    return hidden;
-  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Qwen3DecoderLayer& layer = *layers_[i];
     if (i == 0)

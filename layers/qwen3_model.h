@@ -19,13 +19,6 @@ class Qwen3MLP {
   // out, x: [T, H] bf16 (may alias); gate_up: [T, 2 * I_local], act: [T, I_local] scratch.
   void forward(const TensorView& out, const TensorView& x, const TensorView& gate_up,
                const TensorView& act, const ExecContext& ctx) const;
-  // The folded decode form: gate_up from norm(residual), down's output added into residual
-  // [T, H], one kernel each.
-  bool folds(int64_t tokens, const ExecContext& ctx) const {
-    return gate_up_proj_.folds(tokens, ctx) && down_proj_.folds_residual_add(tokens, ctx);
-  }
-  void forward_folded(const TensorView& residual, const RMSNorm& norm, const TensorView& gate_up,
-                      const ExecContext& ctx) const;
   int64_t inter_local() const { return down_proj_.in_features(); }
 
  private:
@@ -42,12 +35,6 @@ class Qwen3DecoderLayer {
   const Qwen3MLP& mlp() const { return mlp_; }
   const RMSNorm& input_layernorm() const { return input_layernorm_; }
   const RMSNorm& post_attention_layernorm() const { return post_attention_layernorm_; }
-  // Steps of few tokens on one GPU run each norm inside the projection after it and each
-  // residual add inside the projection before it (kernels::cuda::linear_folds): 4 kernels a
-  // layer instead of 6 around attention; the norms round differently (kernels/skinny_gemm.h).
-  bool folds(int64_t tokens, const ExecContext& ctx) const {
-    return self_attn_.folds(tokens, ctx) && mlp_.folds(tokens, ctx);
-  }
 
  private:
   RMSNorm input_layernorm_;
@@ -69,10 +56,6 @@ class Qwen3ForCausalLM {
   // hidden states [T, H] bf16, a workspace view valid until the next call.
   TensorView forward(const TensorView& input_ids, const TensorView& positions,
                      const AttentionMetadata& meta, const ExecContext& ctx);
-  // Whether forward over this many tokens runs the folded form (Qwen3DecoderLayer::folds).
-  bool folds(int64_t tokens, const ExecContext& ctx) const {
-    return layers_.front()->folds(tokens, ctx);
-  }
 
   // logits (rank 0; ignored elsewhere): [S, V] f32 for rows logits_indices [S] i32 of hidden;
   // logits_indices.data == nullptr: every row of hidden in order (S = T, no gather).

@@ -120,44 +120,4 @@ void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const Tenso
   cublas_linear(y, act, w, bias, ctx);
 }
 
-bool linear_folds(int64_t m, int64_t n, int64_t k, const ExecContext& ctx) {
-  return ctx.fold_norms && m >= 1 && m <= kSkinnyGemmMaxFoldM &&
-         skinny_choice(m, n, k, false, ctx).has_value();
-}
-
-namespace {
-// The skinny config of a folded call (silu_mul: the down projection's guess).
-SkinnyGemmConfig fold_config(int64_t m, int64_t n, int64_t k, bool silu_mul,
-                             const ExecContext& ctx) {
-  CHECK_MSG(linear_folds(m, n, k, ctx),
-            "linear: no folded form for M=" << m << " N=" << n << " K=" << k);
-  return *skinny_choice(m, n, k, silu_mul, ctx);
-}
-}  // namespace
-
-void linear_rms_norm(const TensorView& y, const TensorView& residual, const TensorView& norm_weight,
-                     float eps, const TensorView& w, const TensorView& bias,
-                     const ExecContext& ctx) {
-  check_linear(y, residual, w, residual.size(1));
-  const SkinnyGemmConfig cfg = fold_config(residual.size(0), w.size(0), w.size(1), false, ctx);
-  skinny_gemm_rms_norm(y, residual, norm_weight, eps, w, bias, cfg, ctx.stream);
-}
-
-void linear_add(const TensorView& residual, const TensorView& x, const TensorView& w,
-                const TensorView& bias, const ExecContext& ctx) {
-  check_linear(residual, x, w, x.size(1));
-  const SkinnyGemmConfig cfg = fold_config(x.size(0), w.size(0), w.size(1), false, ctx);
-  skinny_gemm_add(residual, x, w, bias, cfg, ctx.stream);
-}
-
-void linear_silu_mul_add(const TensorView& residual, const TensorView& gate_up, const TensorView& w,
-                         const TensorView& bias, const ExecContext& ctx) {
-  check_cuda_tensor(gate_up, DType::kBf16, "linear_silu_mul_add gate_up");
-  CHECK_EQ(gate_up.ndim, 2);
-  const int64_t m = gate_up.size(0), k = w.size(1);
-  CHECK_EQ(gate_up.size(1), 2 * k);
-  const SkinnyGemmConfig cfg = fold_config(m, w.size(0), k, true, ctx);
-  skinny_gemm_silu_mul_add(residual, gate_up, w, bias, cfg, ctx.stream);
-}
-
 }  // namespace nanovllm::kernels::cuda

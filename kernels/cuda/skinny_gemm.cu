@@ -88,12 +88,11 @@ std::vector<SkinnyGemmConfig> skinny_gemm_configs(int64_t m, int64_t n, int64_t 
 namespace cuda {
 namespace {
 
-using skinny::Input;
 using skinny::Params;
 
-template <int kRowTiles, int kNt, typename OutT, Input kIn, bool kAddY>
+template <int kRowTiles, int kNt, typename OutT, bool kSiluMul>
 void launch(const Params& p, int warps, bool pdl, cudaStream_t stream) {
-  const auto kernel = skinny::skinny_gemm_kernel<kRowTiles, kNt, OutT, kIn, kAddY>;
+  const auto kernel = skinny::skinny_gemm_kernel<kRowTiles, kNt, OutT, kSiluMul>;
   constexpr size_t kMaxBytes = skinny::smem_bytes(kRowTiles, kNt, skinny::kMaxThreads / 32);
   if constexpr (kMaxBytes > 48 * 1024) {
     // Once per kernel variant, on the first (eager) call: see the header on graph capture.
@@ -130,57 +129,43 @@ void launch(const Params& p, int warps, bool pdl, cudaStream_t stream) {
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
 }
 
-template <int kRowTiles, Input kIn, bool kAddY>
+template <int kRowTiles, bool kSiluMul>
 void dispatch_tokens(const Params& p, bool f32_out, int warps, bool pdl, cudaStream_t stream) {
-  if constexpr (kIn == Input::kRmsNorm || kAddY) {
-    // The folded forms exist for one n-tile (<= 8 tokens) and bf16 y only: run() checks.
-    launch<kRowTiles, 1, bf16, kIn, kAddY>(p, warps, pdl, stream);
-  } else {
-    const auto go = [&](auto nt) {
-      if (f32_out)
-        launch<kRowTiles, decltype(nt)::value, float, kIn, false>(p, warps, pdl, stream);
-      else
-        launch<kRowTiles, decltype(nt)::value, bf16, kIn, false>(p, warps, pdl, stream);
-    };
-    switch (n_tiles(p.m)) {
-      case 1:
-        return go(std::integral_constant<int, 1>{});
-      case 2:
-        return go(std::integral_constant<int, 2>{});
-      case 4:
-        return go(std::integral_constant<int, 4>{});
-      default:
-        return go(std::integral_constant<int, 8>{});
-    }
+  const auto go = [&](auto nt) {
+    if (f32_out)
+      launch<kRowTiles, decltype(nt)::value, float, kSiluMul>(p, warps, pdl, stream);
+    else
+      launch<kRowTiles, decltype(nt)::value, bf16, kSiluMul>(p, warps, pdl, stream);
+  };
+  switch (n_tiles(p.m)) {
+    case 1:
+      return go(std::integral_constant<int, 1>{});
+    case 2:
+      return go(std::integral_constant<int, 2>{});
+    case 4:
+      return go(std::integral_constant<int, 4>{});
+    default:
+      return go(std::integral_constant<int, 8>{});
   }
 }
 
-template <Input kIn, bool kAddY>
+template <bool kSiluMul>
 void dispatch(const Params& p, const SkinnyGemmConfig& cfg, bool f32_out, cudaStream_t stream) {
   switch (cfg.rows) {
     case 16:
-      return dispatch_tokens<1, kIn, kAddY>(p, f32_out, cfg.warps, cfg.pdl, stream);
+      return dispatch_tokens<1, kSiluMul>(p, f32_out, cfg.warps, cfg.pdl, stream);
     case 32:
-      return dispatch_tokens<2, kIn, kAddY>(p, f32_out, cfg.warps, cfg.pdl, stream);
+      return dispatch_tokens<2, kSiluMul>(p, f32_out, cfg.warps, cfg.pdl, stream);
     case 64:
-      return dispatch_tokens<4, kIn, kAddY>(p, f32_out, cfg.warps, cfg.pdl, stream);
+      return dispatch_tokens<4, kSiluMul>(p, f32_out, cfg.warps, cfg.pdl, stream);
     default:
       CHECK_MSG(false, "skinny_gemm: rows " << cfg.rows << " (supported: 16, 32, 64)");
   }
 }
 
-// The input and output forms of one call; norm: the RMSNorm weight [K] for Input::kRmsNorm.
-struct Form {
-  Input in = Input::kPlain;
-  bool add_y = false;
-  TensorView norm_weight;
-  float eps = 0.f;
-};
-
-// Checks shared by every entry point; x_width: K, or 2K for the fused gate_up input.
+// Checks shared by both entry points; x_width: K, or 2K for the fused gate_up input.
 void run(const TensorView& y, const TensorView& x, int64_t x_width, const TensorView& w,
-         const TensorView& bias, const SkinnyGemmConfig& cfg, const Form& form,
-         cudaStream_t stream) {
+         const TensorView& bias, const SkinnyGemmConfig& cfg, bool silu_mul, cudaStream_t stream) {
   check_cuda_tensor(x, DType::kBf16, "skinny_gemm x");
   check_cuda_tensor(w, DType::kBf16, "skinny_gemm w");
   CHECK_MSG(y.dtype == DType::kBf16 || y.dtype == DType::kF32, "skinny_gemm y must be bf16 or f32");
@@ -204,17 +189,6 @@ void run(const TensorView& y, const TensorView& x, int64_t x_width, const Tensor
     check_cuda_tensor(bias, DType::kBf16, "skinny_gemm bias");
     CHECK_EQ(bias.numel(), n);
   }
-  const bool folded = form.in == Input::kRmsNorm || form.add_y;
-  if (folded) {
-    CHECK_MSG(m <= kSkinnyGemmMaxFoldM, "skinny_gemm: the folded forms take at most "
-                                            << kSkinnyGemmMaxFoldM << " tokens, not " << m);
-    CHECK_MSG(y.dtype == DType::kBf16, "skinny_gemm: the folded forms write bf16");
-  }
-  if (form.in == Input::kRmsNorm) {
-    check_cuda_tensor(form.norm_weight, DType::kBf16, "skinny_gemm norm weight");
-    CHECK_EQ(form.norm_weight.numel(), k);
-    CHECK_MSG(aligned16(form.norm_weight.data), "skinny_gemm norm weight must be 16-byte aligned");
-  }
   Params p{};
   p.x = x.ptr<bf16>();
   p.ldx = x.stride[0];
@@ -228,50 +202,24 @@ void run(const TensorView& y, const TensorView& x, int64_t x_width, const Tensor
   p.k = static_cast<int>(k);
   p.cluster = cfg.cluster;
   p.chunks_per_rank = static_cast<int>(chunks_per_rank(k, cfg.cluster));
-  p.norm_w = form.in == Input::kRmsNorm ? form.norm_weight.ptr<bf16>() : nullptr;
-  p.eps = form.eps;
   const bool f32_out = y.dtype == DType::kF32;
-  switch (form.in) {
-    case Input::kPlain:
-      return form.add_y ? dispatch<Input::kPlain, true>(p, cfg, f32_out, stream)
-                        : dispatch<Input::kPlain, false>(p, cfg, f32_out, stream);
-    case Input::kSiluMul:
-      return form.add_y ? dispatch<Input::kSiluMul, true>(p, cfg, f32_out, stream)
-                        : dispatch<Input::kSiluMul, false>(p, cfg, f32_out, stream);
-    case Input::kRmsNorm:
-      CHECK_MSG(!form.add_y, "skinny_gemm: no form both normalises x and adds into y");
-      return dispatch<Input::kRmsNorm, false>(p, cfg, f32_out, stream);
-  }
+  if (silu_mul)
+    dispatch<true>(p, cfg, f32_out, stream);
+  else
+    dispatch<false>(p, cfg, f32_out, stream);
 }
 
 }  // namespace
 
 void skinny_gemm(const TensorView& y, const TensorView& x, const TensorView& w,
                  const TensorView& bias, const SkinnyGemmConfig& cfg, cudaStream_t stream) {
-  run(y, x, w.size(1), w, bias, cfg, Form{}, stream);
+  run(y, x, w.size(1), w, bias, cfg, false, stream);
 }
 
 void skinny_gemm_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& w,
                           const TensorView& bias, const SkinnyGemmConfig& cfg,
                           cudaStream_t stream) {
-  run(y, gate_up, 2 * w.size(1), w, bias, cfg, Form{Input::kSiluMul}, stream);
-}
-
-void skinny_gemm_rms_norm(const TensorView& y, const TensorView& x, const TensorView& norm_weight,
-                          float eps, const TensorView& w, const TensorView& bias,
-                          const SkinnyGemmConfig& cfg, cudaStream_t stream) {
-  run(y, x, w.size(1), w, bias, cfg, Form{Input::kRmsNorm, false, norm_weight, eps}, stream);
-}
-
-void skinny_gemm_add(const TensorView& residual, const TensorView& x, const TensorView& w,
-                     const TensorView& bias, const SkinnyGemmConfig& cfg, cudaStream_t stream) {
-  run(residual, x, w.size(1), w, bias, cfg, Form{Input::kPlain, true}, stream);
-}
-
-void skinny_gemm_silu_mul_add(const TensorView& residual, const TensorView& gate_up,
-                              const TensorView& w, const TensorView& bias,
-                              const SkinnyGemmConfig& cfg, cudaStream_t stream) {
-  run(residual, gate_up, 2 * w.size(1), w, bias, cfg, Form{Input::kSiluMul, true}, stream);
+  run(y, gate_up, 2 * w.size(1), w, bias, cfg, true, stream);
 }
 
 }  // namespace cuda

@@ -16,20 +16,11 @@
 // warps read neighbouring lines together). Warps are summed through shared memory in warp
 // order, then the blocks of a cluster through distributed shared memory in rank order: the
 // same sum order every run.
-//
-// Folded forms (decode steps of <= 8 tokens, see kernels/skinny_gemm.h). The input may be the
-// residual stream under an RMSNorm: the scale 1 / rms(x) is the same for a whole token row, so
-// it moves out of the dot product, y = (sum_k bf16(x_k w_norm_k) w_nk) / rms(x), and the sum
-// of squares comes from the very x values the loop loads anyway, summed over lanes, warps and
-// cluster ranks alongside the products: no extra pass, nothing before the first MMA. The
-// output may be added into y in place (y is the residual stream; each element is read and
-// written by one thread).
 #pragma once
 
 #include <cooperative_groups.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mma.cuh"
@@ -41,15 +32,8 @@ namespace cg = cooperative_groups;
 constexpr int kChunkK = 64;       // k per warp step: 4 lanes x 16 k = one 128-byte line a row
 constexpr int kMaxThreads = 256;  // 8 warps
 
-// What the kernel reads as its input row of K values.
-enum class Input {
-  kPlain,    // x
-  kSiluMul,  // silu(gate) * up of x = [gate | up]
-  kRmsNorm,  // rms_norm(x) * norm_w, the 1 / rms(x) applied to the sum
-};
-
 struct Params {
-  const bf16* x;  // [M, K] (row stride ldx), or [M, 2K] = [gate | up] for Input::kSiluMul
+  const bf16* x;  // [M, K] (row stride ldx), or [M, 2K] = [gate | up] when fused
   int64_t ldx;
   const bf16* w;  // [N, K] (row stride ldw)
   int64_t ldw;
@@ -59,8 +43,6 @@ struct Params {
   int m, n, k;
   int cluster;          // blocks per cluster (K ranges)
   int chunks_per_rank;  // K chunks of one cluster rank's range (the last may hold fewer)
-  const bf16* norm_w;   // Input::kRmsNorm: [K] the norm's weight
-  float eps;            // Input::kRmsNorm: the norm's epsilon
 };
 
 // Shared memory of a block: [warps][kNt * 8 tokens][16R rows + 4] f32 partial sums. The row
@@ -104,30 +86,16 @@ __device__ __forceinline__ uint4 load_x16(const bf16* p) {
   return v;
 }
 
-// bf16(x * w) of two packed pairs; x's squares summed into sq.
-__device__ __forceinline__ uint32_t norm_weighted2(uint32_t x, uint32_t w, float& sq) {
-  const float2 xf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x));
-  const float2 wf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
-  sq = fmaf(xf.x, xf.x, sq);
-  sq = fmaf(xf.y, xf.y, sq);
-  return pack_bf16x2(xf.x * wf.x, xf.y * wf.y);
-}
-
-// 8 input values of one token at p: kSiluMul: up k_up elements further on; kRmsNorm: times
-// the norm weight at norm_w (constant, so the read-only path), their squares summed into sq.
-template <Input kIn>
-__device__ __forceinline__ uint4 load_x(const bf16* p, int k_up, const bf16* norm_w, float& sq) {
+// 8 input values of one token at p (fused: silu(gate) * up, up k_up elements further on).
+template <bool kSiluMul>
+__device__ __forceinline__ uint4 load_x(const bf16* p, int k_up) {
   const uint4 a = load_x16(p);
-  if constexpr (kIn == Input::kPlain) {
+  if constexpr (!kSiluMul) {
     return a;
-  } else if constexpr (kIn == Input::kSiluMul) {
+  } else {
     const uint4 b = load_x16(p + k_up);
     return make_uint4(silu_mul2(a.x, b.x), silu_mul2(a.y, b.y), silu_mul2(a.z, b.z),
                       silu_mul2(a.w, b.w));
-  } else {
-    const uint4 w = __ldg(reinterpret_cast<const uint4*>(norm_w));
-    return make_uint4(norm_weighted2(a.x, w.x, sq), norm_weighted2(a.y, w.y, sq),
-                      norm_weighted2(a.z, w.z, sq), norm_weighted2(a.w, w.w, sq));
   }
 }
 
@@ -137,27 +105,16 @@ __device__ __forceinline__ void store_out(float* y, float v) {
 __device__ __forceinline__ void store_out(bf16* y, float v) {
   *y = to_bf16(v);
 }
-// The residual add: y = bf16(y + bf16(v)), the projection rounded as store_out rounds it, then
-// summed as fused_add_rms_norm sums (kernels/rms_norm.h).
-__device__ __forceinline__ void add_out(bf16* y, float v) {
-  *y = to_bf16(to_f32(*y) + to_f32(to_bf16(v)));
-}
 
 // Blocks of kMaxThreads an SM should hold: 4 (<= 64 registers a thread, which these fit
-// without spilling) for one n-tile of tokens, whose latency-bound loads want every warp; 3 for
-// the folded norm, which would spill at 64 (3 still hold 0.6B's gate_up in one wave).
-template <int kRowTiles, int kNt, Input kIn>
-constexpr int kMinBlocks = kNt != 1 || kRowTiles > 2 || kIn == Input::kSiluMul ? 1
-                           : kIn == Input::kRmsNorm                            ? 3
-                                                                               : 4;
+// without spilling) for one n-tile of tokens, whose latency-bound loads want every warp.
+template <int kRowTiles, int kNt, bool kSiluMul>
+constexpr int kMinBlocks = kNt == 1 && kRowTiles <= 2 && !kSiluMul ? 4 : 1;
 
-// kRowTiles: 16-row weight tiles per block (R); kNt: 8-token n-tiles (M <= 8 kNt); kAddY: the
-// result is added into y (bf16) rather than stored.
-template <int kRowTiles, int kNt, typename OutT, Input kIn, bool kAddY>
-__global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kIn>))
+// kRowTiles: 16-row weight tiles per block (R); kNt: 8-token n-tiles (M <= 8 kNt).
+template <int kRowTiles, int kNt, typename OutT, bool kSiluMul>
+__global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kSiluMul>))
     skinny_gemm_kernel(const Params p) {
-  static_assert(kIn != Input::kRmsNorm || kNt == 1, "the folded norm serves up to 8 tokens");
-  static_assert(!kAddY || std::is_same_v<OutT, bf16>, "the residual stream is bf16");
   constexpr int kRows = 16 * kRowTiles, kCols = 8 * kNt, kPitch = kRows + 4;
   // Chunks per loop step: 2 for one row tile, so every lane has >= 8 16-byte weight loads in
   // flight before its MMAs.
@@ -194,11 +151,6 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kIn>)
     x_row[j] = p.x + (x_ok[j] ? token : 0) * p.ldx + 16 * t;
   }
 
-  // Input::kRmsNorm (kNt == 1): this lane's sum of its token's squares; then each warp's, the
-  // block's (cluster rank's) and each token's 1 / rms.
-  float sq = 0.f;
-  __shared__ float sq_of_warp[kMaxThreads / 32][8], sq_of_block[8], inv_rms_of[8];
-
   float acc[kRowTiles][kNt][4] = {};
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // kUnroll chunks c, c + warps, ...: weights into wv, predicated off past the range.
@@ -230,9 +182,7 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kIn>)
 #pragma unroll
         for (int v = 0; v < 2; ++v) {
           const bool ok = chunk < chunk_end && x_ok[j] && kk + 8 * v < p.k;
-          xv[j][v] =
-              ok ? load_x<kIn>(x_row[j] + chunk * kChunkK + 8 * v, p.k, p.norm_w + kk + 8 * v, sq)
-                 : zero;
+          xv[j][v] = ok ? load_x<kSiluMul>(x_row[j] + chunk * kChunkK + 8 * v, p.k) : zero;
         }
         // Consecutive MMAs update different accumulators, so none waits on the one before.
 #pragma unroll
@@ -266,11 +216,6 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kIn>)
     mma_chunks(c);
   }
   if (!waited) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  if constexpr (kIn == Input::kRmsNorm) {  // the 4 lanes t of token g, then lane t = 0 keeps it
-    sq += __shfl_xor_sync(0xffffffffu, sq, 1);
-    sq += __shfl_xor_sync(0xffffffffu, sq, 2);
-    if (t == 0) sq_of_warp[warp][g] = sq;
-  }
 
   // Accumulator (r, j): c0, c1 = (row 16r + g, tokens 8j + 2t, +1), c2, c3 = row + 8.
   float* mine = partial + warp * kCols * kPitch;
@@ -283,19 +228,6 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kIn>)
         mine[(8 * j + 2 * t + (i & 1)) * kPitch + 16 * r + g + 8 * (i >> 1)] = acc[r][j][i];
   __syncthreads();
 
-  // Input::kRmsNorm: the block's sum of squares per token (warp order), and with one rank its
-  // 1 / rms; a cluster adds its ranks' sums below.
-  const auto inv_rms = [&](float sum) { return rsqrtf(sum / static_cast<float>(p.k) + p.eps); };
-  if constexpr (kIn == Input::kRmsNorm) {
-    if (threadIdx.x < static_cast<unsigned>(p.m)) {
-      float sum = 0.f;
-      for (int w = 0; w < warps; ++w) sum += sq_of_warp[w][threadIdx.x];
-      sq_of_block[threadIdx.x] = sum;
-      if (p.cluster == 1) inv_rms_of[threadIdx.x] = inv_rms(sum);
-    }
-    __syncthreads();
-  }
-
   // Element e = (token e / kRows, row e % kRows): consecutive threads, consecutive rows of y.
   const int elems = kRows * p.m;
   const auto sum_warps = [&](int e) {
@@ -307,13 +239,8 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kIn>)
   const auto write = [&](int e, float s) {
     const int row = n0 + e % kRows, token = e / kRows;
     if (row >= p.n) return;
-    if constexpr (kIn == Input::kRmsNorm) s *= inv_rms_of[token];
     if (p.bias != nullptr) s += to_f32(p.bias[row]);
-    OutT* y = static_cast<OutT*>(p.y) + token * p.ldy + row;
-    if constexpr (kAddY)
-      add_out(y, s);
-    else
-      store_out(y, s);
+    store_out(static_cast<OutT*>(p.y) + token * p.ldy + row, s);
   };
   if (p.cluster == 1) {
     for (int e = static_cast<int>(threadIdx.x); e < elems; e += static_cast<int>(blockDim.x))
@@ -325,16 +252,7 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kIn>)
   for (int e = static_cast<int>(threadIdx.x); e < elems; e += static_cast<int>(blockDim.x))
     partial[(e / kRows) * kPitch + e % kRows] = sum_warps(e);
   const cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();                          // every rank's block sum is visible
-  if constexpr (kIn == Input::kRmsNorm) {  // the token's squares over every rank, rank order
-    if (threadIdx.x < static_cast<unsigned>(p.m)) {
-      float sum = 0.f;
-      for (int q = 0; q < p.cluster; ++q)
-        sum += cluster.map_shared_rank(sq_of_block, q)[threadIdx.x];
-      inv_rms_of[threadIdx.x] = inv_rms(sum);
-    }
-    __syncthreads();
-  }
+  cluster.sync();  // every rank's block sum is visible
   const int share = (elems + p.cluster - 1) / p.cluster;
   const int e_end = min(elems, (rank + 1) * share);
   for (int e = rank * share + static_cast<int>(threadIdx.x); e < e_end;
