@@ -12,6 +12,7 @@ namespace {
 
 using testing::byte_validator;
 using testing::expect_error;
+using testing::expect_line_error;
 using testing::read;
 using testing::read_one;
 
@@ -147,9 +148,7 @@ TEST(RequestReader, BadLogprobsLineFailsAloneBesideGoodOnes) {
       "{\"prompt\": \"c\", \"logit_bias\": {\"1\": 5}}\n");
   ASSERT_EQ(rs.size(), 3u);
   EXPECT_TRUE(rs[0].ok());
-  ASSERT_FALSE(rs[1].ok());
-  EXPECT_EQ(rs[1].error->line, 2);
-  EXPECT_EQ(rs[1].error->field, "logprobs");
+  expect_line_error(rs[1], 2, "logprobs");
   EXPECT_TRUE(rs[2].ok());
 }
 
@@ -217,12 +216,8 @@ TEST(RequestReader, RequestOnlyFieldErrorsNameTheirOwnLine) {
       "{\"prompt\": \"c\", \"stop_token_ids\": [300]}\n");
   ASSERT_EQ(rs.size(), 3u);
   EXPECT_TRUE(rs[0].ok());
-  ASSERT_FALSE(rs[1].ok());
-  EXPECT_EQ(rs[1].error->line, 3);
-  EXPECT_EQ(rs[1].error->field, "stop[1]");
-  ASSERT_FALSE(rs[2].ok());
-  EXPECT_EQ(rs[2].error->line, 4);
-  EXPECT_EQ(rs[2].error->field, "stop_token_ids[0]");
+  expect_line_error(rs[1], 3, "stop[1]");
+  expect_line_error(rs[2], 4, "stop_token_ids[0]");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ namespace {
 
 using testing::byte_validator;
 using testing::expect_error;
+using testing::expect_line_error;
 using testing::read;
 using testing::read_one;
 
@@ -244,9 +245,7 @@ TEST(RequestReader, DuplicateIdFailsTheLaterLine) {
   const auto rs = read("{\"id\": \"a\", \"prompt\": \"x\"}\n{\"id\": \"a\", \"prompt\": \"y\"}\n");
   ASSERT_EQ(rs.size(), 2u);
   EXPECT_TRUE(rs[0].ok());
-  ASSERT_FALSE(rs[1].ok());
-  EXPECT_EQ(rs[1].error->line, 2);
-  EXPECT_EQ(rs[1].error->field, "id");
+  ASSERT_NO_FATAL_FAILURE(expect_line_error(rs[1], 2, "id"));
   EXPECT_NE(rs[1].error->message.find("duplicate id 'a'"), std::string::npos);
   // A given id that looks like a line number is only a given id: no line's default.
   const auto rs2 = read("{\"prompt\": \"x\"}\n{\"id\": \"1\", \"prompt\": \"y\"}\n");

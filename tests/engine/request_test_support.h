@@ -59,6 +59,13 @@ inline void expect_error(const std::string& line, const std::string& field,
 }
 
 // vLLM's defaults of the request-only fields (stop, min_tokens, detokenization, n).
+// r failed with an error naming this line (1-based) and field.
+inline void expect_line_error(const Request& r, int line, const std::string& field) {
+  ASSERT_FALSE(r.ok()) << "line " << line << " was accepted";
+  EXPECT_EQ(r.error->line, line);
+  EXPECT_EQ(r.error->field, field);
+}
+
 inline void expect_vllm_request_only_defaults(const SamplingParams& p) {
   EXPECT_TRUE(p.stop.empty());
   EXPECT_TRUE(p.stop_token_ids.empty());
