@@ -81,6 +81,10 @@ inline int ceil_div(int64_t a, int64_t b) {
 // wait_for_previous_grid() before it touches memory (it returns once the previous kernel has
 // completed and its writes are visible, so what follows is ordered as a plain launch would
 // order it), then allow_next_grid() so the kernel after it may be launched early in turn.
+// A kernel may allow before its wait where the kernel after it reads only constants before
+// its own wait (RMSNorm, followed by a projection that streams its weights early): the wait
+// is still transitive, since no kernel completes before its own wait has returned. The
+// decode attention relies on the other order in the kernel before it (decode_attention_tile.cuh).
 // What the previous kernel wrote must not be read through the non-coherent path (__ldg,
 // ld.global.nc): that kernel may have been running on the same SM after ours started, and the
 // gpu_generation preemption check caught exactly that (see skinny_gemm_kernel.cuh's load_x16).

@@ -15,8 +15,11 @@ template <bool VEC, bool FUSED>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* residual,
                     int64_t r_stride, const bf16* __restrict__ weight, int hidden, float eps) {
-  wait_for_previous_grid();  // launched early (launch_dependent): x is the previous kernel's
+  // The next kernel (a projection, which only streams its weights before its own wait) may
+  // launch now, so its weights are in flight while this one waits for x; allowing it only
+  // after the wait put that stream on the critical path of every qkv and gate_up.
   allow_next_grid();
+  wait_for_previous_grid();  // launched early (launch_dependent): x is the previous kernel's
   const int64_t t = blockIdx.x;
   bf16* xr = x + t * x_stride;
   bf16* rr = FUSED ? residual + t * r_stride : nullptr;
