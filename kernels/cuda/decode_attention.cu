@@ -42,7 +42,6 @@ namespace {
 
 using decode::context_tiles;
 using decode::DecodeArgs;
-using decode::kLog2e;
 using decode::kThreads;
 using decode::Layout;
 using decode::PlanSmem;

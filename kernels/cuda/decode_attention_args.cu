@@ -33,32 +33,17 @@ void check_params(const DecodeAttentionParams& p) {
 
 DecodeArgs make_args(const DecodeAttentionParams& p) {
   check_params(p);
-  const int64_t batch = p.q.size(0), hq = p.q.size(1);
-  const int64_t hkv = p.kv.k_cache.size(2);
+  const int64_t batch = p.q.size(0);
   CHECK_LE(batch, INT_MAX);
-  DecodeArgs a{};
-  a.out = p.out.ptr<bf16>();
-  a.out_tok = p.out.stride[0];
-  a.out_head = p.out.stride[1];
-  a.q = p.q.ptr<bf16>();
-  a.q_tok = p.q.stride[0];
-  a.q_head = p.q.stride[1];
-  a.k_cache = p.kv.k_cache.ptr<bf16>();
-  a.v_cache = p.kv.v_cache.ptr<bf16>();
-  a.block_tables = p.kv.block_tables.ptr<int32_t>();
-  a.bt_stride = p.kv.block_tables.stride[0];
+  DecodeArgs a{paged_attention_args(p.out, p.q, p.kv, p.scale)};
   a.context_lens = p.context_lens.ptr<int32_t>();
   a.batch = static_cast<int>(batch);
-  a.block_size = static_cast<int>(p.kv.k_cache.size(1));
   CHECK_GT(a.block_size, 0);
   a.block_shift = -1;
   if ((a.block_size & (a.block_size - 1)) == 0) {
     a.block_shift = 0;
     while ((1 << a.block_shift) < a.block_size) ++a.block_shift;
   }
-  a.hq = static_cast<int>(hq);
-  a.hkv = static_cast<int>(hkv);
-  a.scale_log2 = p.scale * kLog2e;
   return a;
 }
 

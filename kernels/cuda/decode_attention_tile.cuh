@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/paged_attention_args.cuh"
 
 namespace nanovllm::kernels::cuda::decode {
 
@@ -15,7 +16,6 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kSteps = 4;   // tokens per lane group per tile
 constexpr int kStages = 3;  // tiles resident in the shared-memory ring
-constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D>
 struct Layout {
@@ -48,22 +48,14 @@ __device__ __forceinline__ void wait_once(bool& waited) {
   waited = true;
 }
 
-struct DecodeArgs {
-  bf16* out;  // [B, Hq, D], strides out_tok, out_head
-  int64_t out_tok, out_head;
-  const bf16* q;  // [B, Hq, D], strides q_tok, q_head
-  int64_t q_tok, q_head;
-  const bf16* k_cache;          // [num_blocks, block_size, Hkv, D] contiguous
-  const bf16* v_cache;          // same
-  const int32_t* block_tables;  // [B, bt_stride]
-  int64_t bt_stride;
+// The paged operands (rows = B: one query per sequence), then the decode's own.
+struct DecodeArgs : PagedAttentionArgs {
   const int32_t* context_lens;  // [B]
   float* split_out;             // [cells, G, D] contiguous: partial outputs, normalised
   float* split_lse;             // [cells, G] contiguous: their log2-sum-exp
   int* split_counters;          // [>= gridDim.x] zero between calls; null: a merge kernel
-  int batch, block_size, hq, hkv;
-  int block_shift;   // log2(block_size) when it is a power of two, else -1
-  float scale_log2;  // scale * log2(e): scores live in the log2 domain
+  int batch;
+  int block_shift;  // log2(block_size) when it is a power of two, else -1
 };
 
 // Tiles of a context of ctx tokens (none for ctx <= 0: padding rows).

@@ -10,6 +10,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/paged_attention_args.cuh"
 #include "kernels/cuda/prefill_attention_kernels.h"
 
 namespace nanovllm::kernels::cuda {
@@ -19,21 +20,11 @@ constexpr int kBlockM = 64;
 constexpr int kBlockN = 64;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr float kLog2e = 1.4426950408889634f;
 
-struct PrefillArgs {
-  bf16* out;  // [Tq, Hq, D], strides out_tok, out_head
-  int64_t out_tok, out_head;
-  const bf16* q;  // [Tq, Hq, D], strides q_tok, q_head
-  int64_t q_tok, q_head;
-  const bf16* k_cache;          // [num_blocks, block_size, Hkv, D] contiguous
-  const bf16* v_cache;          // same
-  const int32_t* block_tables;  // [B, bt_stride]
-  int64_t bt_stride;
+// The paged operands (rows = Tq new tokens), then the sequences' bounds.
+struct PrefillArgs : PagedAttentionArgs {
   const int32_t* cu_q;  // [B + 1]
   const int32_t* cu_k;  // [B + 1]
-  int block_size, hq, hkv;
-  float scale_log2;
 };
 
 template <int D>
@@ -227,23 +218,9 @@ void prefill_attention_mma(const PrefillAttentionParams& p, cudaStream_t stream)
   CHECK(p.out.stride[0] % 2 == 0 && p.out.stride[1] % 2 == 0);
   if (batch <= 0 || p.max_seqlen_q <= 0) return;
   CHECK_LE(batch, 65535);
-  PrefillArgs a{};
-  a.out = p.out.ptr<bf16>();
-  a.out_tok = p.out.stride[0];
-  a.out_head = p.out.stride[1];
-  a.q = p.q.ptr<bf16>();
-  a.q_tok = p.q.stride[0];
-  a.q_head = p.q.stride[1];
-  a.k_cache = p.kv.k_cache.ptr<bf16>();
-  a.v_cache = p.kv.v_cache.ptr<bf16>();
-  a.block_tables = p.kv.block_tables.ptr<int32_t>();
-  a.bt_stride = p.kv.block_tables.stride[0];
+  PrefillArgs a{paged_attention_args(p.out, p.q, p.kv, p.scale)};
   a.cu_q = p.cu_seqlens_q.ptr<int32_t>();
   a.cu_k = p.cu_seqlens_k.ptr<int32_t>();
-  a.block_size = static_cast<int>(p.kv.k_cache.size(1));
-  a.hq = static_cast<int>(hq);
-  a.hkv = static_cast<int>(hkv);
-  a.scale_log2 = p.scale * kLog2e;
   const dim3 grid(ceil_div(p.max_seqlen_q, kBlockM), static_cast<unsigned>(hq),
                   static_cast<unsigned>(batch));
   DISPATCH_HEAD_DIM(dim, D, {

@@ -17,6 +17,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/paged_attention_args.cuh"
 #include "kernels/cuda/prefill_attention_kernels.h"
 #include "kernels/cuda/prefill_hopper_consumer.cuh"
 #include "kernels/cuda/tensor_map.h"
@@ -175,7 +176,7 @@ void prefill_attention_hopper(const PrefillAttentionParams& p, cudaStream_t stre
   a.rows_per_load = std::gcd(static_cast<int>(block_size), kBlockN);
   a.group = group;
   a.log2_positions = __builtin_ctz(static_cast<unsigned>(positions));
-  a.scale_log2 = p.scale * kLog2e;
+  a.scale_log2 = log2_domain_scale(p.scale);
 
   const CUtensorMap tm_q = swizzled_head_tile_map(p.q.data, hq, p.q.size(0), p.q.stride[1],
                                                   p.q.stride[0], positions, "q");

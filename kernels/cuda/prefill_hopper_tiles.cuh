@@ -18,7 +18,6 @@ constexpr int kRowBytes = 128;                   // one swizzled row: 64 bf16 co
 constexpr int kHalfBytes = kBlockN * kRowBytes;  // columns 0-63 (then 64-127) of a tile: 16 KB
 constexpr int kTileBytes = 2 * kHalfBytes;       // a Q, K or V tile [128 rows][128 cols] bf16
 constexpr int kConsumerWarps = 4 * kConsumers;   // arrivals that free a K or V stage
-constexpr float kLog2e = 1.4426950408889634f;
 
 // K/V ring depth. Measured on an H200 (issue 20): 3 stages beat 2 by 1-4 % on causal 8k-32k
 // (2 already hid most of the TMA latency); 3 is what 227 KB of shared memory holds.

@@ -1,0 +1,52 @@
+// The operands every paged-attention kernel over rows of q reads (the decode and the mma.sync
+// prefill arguments extend them with their own), filled once from the call's tensors, and the
+// softmax scale in the log2 domain that every attention kernel uses.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/common.cuh"
+
+namespace nanovllm::kernels::cuda {
+
+// Scores are scaled once into the log2 domain, so the softmax runs on exp2.
+inline float log2_domain_scale(float scale) {
+  return scale * 1.4426950408889634f;  // log2(e)
+}
+
+struct PagedAttentionArgs {
+  bf16* out;  // [rows, Hq, D], strides out_tok, out_head
+  int64_t out_tok, out_head;
+  const bf16* q;  // [rows, Hq, D], strides q_tok, q_head
+  int64_t q_tok, q_head;
+  const bf16* k_cache;          // [num_blocks, block_size, Hkv, D] contiguous
+  const bf16* v_cache;          // same
+  const int32_t* block_tables;  // [B, bt_stride]
+  int64_t bt_stride;
+  int block_size, hq, hkv;
+  float scale_log2;  // log2_domain_scale(scale)
+};
+
+// out, q and kv as kernel operands; the caller has checked their dtypes and shapes.
+inline PagedAttentionArgs paged_attention_args(const TensorView& out, const TensorView& q,
+                                               const PagedKV& kv, float scale) {
+  PagedAttentionArgs a{};
+  a.out = out.ptr<bf16>();
+  a.out_tok = out.stride[0];
+  a.out_head = out.stride[1];
+  a.q = q.ptr<bf16>();
+  a.q_tok = q.stride[0];
+  a.q_head = q.stride[1];
+  a.k_cache = kv.k_cache.ptr<bf16>();
+  a.v_cache = kv.v_cache.ptr<bf16>();
+  a.block_tables = kv.block_tables.ptr<int32_t>();
+  a.bt_stride = kv.block_tables.stride[0];
+  a.block_size = static_cast<int>(kv.k_cache.size(1));
+  a.hq = static_cast<int>(q.size(1));
+  a.hkv = static_cast<int>(kv.k_cache.size(2));
+  a.scale_log2 = log2_domain_scale(scale);
+  return a;
+}
+
+}  // namespace nanovllm::kernels::cuda
