@@ -8,23 +8,13 @@ namespace nanovllm::kernels::cuda::decode {
 namespace {
 
 void check_params(const DecodeAttentionParams& p) {
-  check_cuda_tensor(p.out, DType::kBf16, "decode out");
-  check_cuda_tensor(p.q, DType::kBf16, "decode q");
-  check_cuda_tensor(p.kv.k_cache, DType::kBf16, "k_cache");
-  check_cuda_tensor(p.kv.v_cache, DType::kBf16, "v_cache");
-  check_cuda_tensor(p.kv.block_tables, DType::kI32, "block_tables");
+  check_paged_operands(p.out, p.q, p.kv, "decode out", "decode q");
   check_cuda_tensor(p.context_lens, DType::kI32, "context_lens");
-  CHECK(p.kv.k_cache.is_contiguous() && p.kv.v_cache.is_contiguous());
-  const int64_t batch = p.q.size(0), hq = p.q.size(1), dim = p.q.size(2);
-  const int64_t hkv = p.kv.k_cache.size(2);
-  CHECK_EQ(p.kv.k_cache.size(3), dim);
+  const int64_t batch = p.q.size(0);
   CHECK_EQ(p.out.size(0), batch);
-  CHECK_EQ(p.out.size(1), hq);
   CHECK_EQ(p.q.stride[2], 1);
-  CHECK_EQ(hq % hkv, 0);
   CHECK_EQ(p.context_lens.numel(), batch);
   CHECK_EQ(p.kv.block_tables.size(0), batch);
-  CHECK(p.q.stride[1] % 8 == 0 && p.q.stride[0] % 8 == 0 && aligned16(p.q.data));
   // cp.async moves 16-byte pieces of cache rows.
   CHECK(aligned16(p.kv.k_cache.data) && aligned16(p.kv.v_cache.data));
 }

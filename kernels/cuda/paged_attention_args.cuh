@@ -28,7 +28,25 @@ struct PagedAttentionArgs {
   float scale_log2;  // log2_domain_scale(scale)
 };
 
-// out, q and kv as kernel operands; the caller has checked their dtypes and shapes.
+// The checks every caller of paged_attention_args needs (out and q named in messages as the
+// caller says): dtypes, contiguous caches, matching head dims, whole GQA groups, q rows in
+// 16-byte pieces.
+inline void check_paged_operands(const TensorView& out, const TensorView& q, const PagedKV& kv,
+                                 const char* out_name, const char* q_name) {
+  check_cuda_tensor(out, DType::kBf16, out_name);
+  check_cuda_tensor(q, DType::kBf16, q_name);
+  check_cuda_tensor(kv.k_cache, DType::kBf16, "k_cache");
+  check_cuda_tensor(kv.v_cache, DType::kBf16, "v_cache");
+  check_cuda_tensor(kv.block_tables, DType::kI32, "block_tables");
+  CHECK(kv.k_cache.is_contiguous() && kv.v_cache.is_contiguous());
+  const int64_t hq = q.size(1), hkv = kv.k_cache.size(2);
+  CHECK_EQ(kv.k_cache.size(3), q.size(2));
+  CHECK_EQ(out.size(1), hq);
+  CHECK_EQ(hq % hkv, 0);
+  CHECK(q.stride[0] % 8 == 0 && q.stride[1] % 8 == 0 && aligned16(q.data));
+}
+
+// out, q and kv as kernel operands, once check_paged_operands has passed.
 inline PagedAttentionArgs paged_attention_args(const TensorView& out, const TensorView& q,
                                                const PagedKV& kv, float scale) {
   PagedAttentionArgs a{};

@@ -200,21 +200,12 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
 }  // namespace
 
 void prefill_attention_mma(const PrefillAttentionParams& p, cudaStream_t stream) {
-  check_cuda_tensor(p.out, DType::kBf16, "prefill out");
-  check_cuda_tensor(p.q, DType::kBf16, "prefill q");
-  check_cuda_tensor(p.kv.k_cache, DType::kBf16, "k_cache");
-  check_cuda_tensor(p.kv.v_cache, DType::kBf16, "v_cache");
-  check_cuda_tensor(p.kv.block_tables, DType::kI32, "block_tables");
+  check_paged_operands(p.out, p.q, p.kv, "prefill out", "prefill q");
   check_cuda_tensor(p.cu_seqlens_q, DType::kI32, "cu_seqlens_q");
   check_cuda_tensor(p.cu_seqlens_k, DType::kI32, "cu_seqlens_k");
-  CHECK(p.kv.k_cache.is_contiguous() && p.kv.v_cache.is_contiguous());
-  const int64_t hq = p.q.size(1), dim = p.q.size(2), hkv = p.kv.k_cache.size(2);
+  const int64_t hq = p.q.size(1), dim = p.q.size(2);
   const int64_t batch = p.cu_seqlens_q.numel() - 1;
-  CHECK_EQ(p.kv.k_cache.size(3), dim);
-  CHECK_EQ(p.out.size(1), hq);
-  CHECK_EQ(hq % hkv, 0);
   CHECK_EQ(p.cu_seqlens_k.numel(), batch + 1);
-  CHECK(p.q.stride[0] % 8 == 0 && p.q.stride[1] % 8 == 0 && aligned16(p.q.data));
   CHECK(p.out.stride[0] % 2 == 0 && p.out.stride[1] % 2 == 0);
   if (batch <= 0 || p.max_seqlen_q <= 0) return;
   CHECK_LE(batch, 65535);
