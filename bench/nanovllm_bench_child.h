@@ -7,7 +7,10 @@
 //   3. runs one warm-up request, then every workload --runs times, each on a fresh engine;
 //   4. measures the decode step (CUDA);
 //   5. dismisses the workers and writes its result JSON (bench/README.md) to --child-json.
-// Start-up (1, 2, the warm-up request) is reported apart, never in a run's time.
+// Start-up (1, 2, the warm-up request) is reported apart, never in a run's time. Progress
+// (bench/nanovllm_bench_progress.h) goes to stderr. When the parent asks it to stop
+// (bench/nanovllm_bench_stop.h) it ends its current step, dismisses the workers, says so in
+// one line and exits 128 + the parent's signal, writing no JSON.
 #pragma once
 
 #include "bench/nanovllm_bench_options.h"
@@ -15,7 +18,7 @@
 namespace nanovllm::bench {
 
 // Exit status: 0 with the JSON written; 2 for a configuration that does not fit the model;
-// 1 on a failure (the message is on stderr).
+// 128 + signal when the parent stopped it; 1 on a failure (the message is on stderr).
 int run_bench_child(const BenchOptions& options);
 
 }  // namespace nanovllm::bench

@@ -1,11 +1,12 @@
 // nanovllm-bench: the end-to-end benchmark (bench/README.md). This process only orchestrates:
-// it checks the flags against the model, then runs each tensor-parallel size in a fresh
-// process of itself (the launcher forks its ranks before any CUDA call, so no size may share
-// a process with another), reads back each one's JSON, prints the table on stdout and writes
-// the combined JSON. Progress goes to stderr. Exit status: 0; 1 when a size failed; 2 on a
-// usage error.
+// it checks the flags against the model, says what will run (bench/nanovllm_bench_plan.h),
+// then runs each tensor-parallel size in a fresh process of itself (the launcher forks its
+// ranks before any CUDA call, so no size may share a process with another;
+// bench/nanovllm_bench_worker.h), reads back each one's JSON, prints the table on stdout and
+// writes the combined JSON. Progress goes to stderr. A stop signal stops the running size's
+// process first. Exit status: 0; 1 when a size failed; 2 on a usage error; 128 + signal when
+// stopped.
 #include <spdlog/spdlog.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,7 +18,10 @@
 
 #include "bench/nanovllm_bench_child.h"
 #include "bench/nanovllm_bench_options.h"
+#include "bench/nanovllm_bench_plan.h"
 #include "bench/nanovllm_bench_report.h"
+#include "bench/nanovllm_bench_worker.h"
+#include "engine/job/interrupt.h"
 #include "launcher/gpu_probe.h"
 #include "launcher/logging.h"
 #include "launcher/run_settings.h"
@@ -29,25 +33,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// This binary again with the same flags plus the child's; returns its exit status (128 +
-// signal when killed).
-int run_child(int argc, char** argv, int tp, const fs::path& json_path) {
-  std::vector<std::string> args(argv, argv + argc);
-  args.insert(args.end(), {"--child-tp", std::to_string(tp), "--child-json", json_path.string()});
-  std::fflush(nullptr);  // nothing buffered may be written twice
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    std::vector<char*> child_argv;
-    for (std::string& a : args) child_argv.push_back(a.data());
-    child_argv.push_back(nullptr);
-    ::execv("/proc/self/exe", child_argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-  }
-  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+// The plan of the whole benchmark, before any process starts: the workloads as every size
+// will build them (`s`: the first size's settings), what is skipped, how much work.
+void announce_plan(const BenchOptions& o, RunSettings s) {
+  apply_engine_flags(o, s.job.engine);
+  const BenchPlan plan =
+      make_plan(make_workloads(o, s.model.vocab_size), o.runs, s.job.engine.max_model_len);
+  for (const std::string& line : describe_plan(plan, o)) spdlog::info("{}", line);
 }
 
 json read_json(const fs::path& path) {
@@ -67,13 +59,16 @@ int bench_main(int argc, char** argv) {
   if (o.child_json) return run_bench_child(o);
   configure_logging(o.log_level, "bench");
   if (!parse.notice.empty()) spdlog::warn("{}", parse.notice);
-  for (const int tp : o.tp_sizes) {  // every size's flags checked before any size runs
-    try {
-      make_run_settings(launch_options(o, tp));
-    } catch (const UsageError& e) {
-      std::fprintf(stderr, "nanovllm-bench: %s\n", e.what());
-      return kExitUsage;
-    }
+  try {
+    std::vector<RunSettings> settings;  // every size's flags checked before any size runs
+    for (const int tp : o.tp_sizes) settings.push_back(make_run_settings(launch_options(o, tp)));
+    announce_plan(o, settings.front());
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "nanovllm-bench: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {  // an unreadable model folder or workload file
+    std::fprintf(stderr, "nanovllm-bench: %s\n", e.what());
+    return 1;
   }
 
   std::vector<json> per_tp;
@@ -83,8 +78,19 @@ int bench_main(int argc, char** argv) {
         fs::temp_directory_path() /
         ("nanovllm-bench-" + std::to_string(::getpid()) + "-tp" + std::to_string(tp) + ".json");
     spdlog::info("--tp {}: starting a benchmark process", tp);
-    const int child_rc = run_child(argc, argv, tp, path);
+    std::vector<std::string> args(argv, argv + argc);
+    args.insert(args.end(), {"--child-tp", std::to_string(tp), "--child-json", path.string()});
+    const WorkerExit worker = run_worker(args);
+    const int child_rc = worker.exit_code;
     std::error_code ec;
+    if (worker.stop_signal != 0) {
+      fs::remove(path, ec);
+      std::fprintf(stderr,
+                   "nanovllm-bench: interrupted by %s: the --tp %d benchmark process stopped "
+                   "(exit status %d); no results printed\n",
+                   describe_signal(worker.stop_signal).c_str(), tp, child_rc);
+      return 128 + worker.stop_signal;
+    }
     if (child_rc != 0 || !fs::exists(path, ec)) {
       spdlog::error("--tp {}: the benchmark process failed (exit status {})", tp, child_rc);
       rc = child_rc == kExitUsage ? kExitUsage : 1;

@@ -6,12 +6,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "bench/nanovllm_bench_selection.h"
 #include "launcher/cli_parse.h"
 #include "launcher/usage_error.h"
-
-#ifndef NANOVLLM_SOURCE_DIR
-#define NANOVLLM_SOURCE_DIR "."
-#endif
 
 namespace nanovllm::bench {
 
@@ -19,40 +16,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kWorkloadFile = "bench/data/nanovllm_workload.jsonl";
-
-// The committed workload from the current directory (the repository root, or a bundle
-// beside it), else from the source tree this binary was built from.
-fs::path default_workload_file() {
-  std::error_code ec;
-  if (fs::is_regular_file(kWorkloadFile, ec)) return kWorkloadFile;
-  return fs::path(NANOVLLM_SOURCE_DIR) / kWorkloadFile;
-}
-
-bool in_all(const std::string& name) {
-  return std::find(std::begin(kNotInAll), std::end(kNotInAll), name) == std::end(kNotInAll);
-}
-
-// "all" (kAllWorkloads but kNotInAll) or names of kAllWorkloads; returned in kAllWorkloads'
-// order, without repeats.
-std::vector<std::string> workload_list(const std::vector<std::string>& given) {
-  std::vector<std::string> out;
-  for (const char* name : kAllWorkloads) {
-    const bool wanted =
-        (in_all(name) && std::find(given.begin(), given.end(), "all") != given.end()) ||
-        std::find(given.begin(), given.end(), name) != given.end();
-    if (wanted) out.emplace_back(name);
-  }
-  for (const std::string& g : given)
-    if (g != "all" && std::find(out.begin(), out.end(), g) == out.end())
-      throw UsageError("--workloads: unknown workload '" + g +
-                       "' (nanovllm, fixed, latency, shared-prefix, decode-step, long, "
-                       "interference or all)");
-  return out;
-}
-
 void validate(BenchOptions& o, const std::string& device_flag, int visible_gpus,
-              std::string& notice) {
+              const FlagGiven& given, std::string& notice) {
   if (o.block_size <= 0 || o.block_size % 16 != 0)
     throw UsageError("--block-size " + std::to_string(o.block_size) +
                      ": must be a positive multiple of 16");
@@ -70,7 +35,6 @@ void validate(BenchOptions& o, const std::string& device_flag, int visible_gpus,
     if (tp < 1) throw UsageError("--tp: every size must be >= 1");
   for (const int n : o.num_seqs)
     if (n < 1) throw UsageError("--num-seqs: every count must be >= 1");
-  o.workloads = workload_list(o.workloads);
 
   if (device_flag.empty()) {
     o.device = visible_gpus > 0 ? Device::kCuda : Device::kCpu;
@@ -78,6 +42,8 @@ void validate(BenchOptions& o, const std::string& device_flag, int visible_gpus,
   } else {
     o.device = device_flag == "cuda" ? Device::kCuda : Device::kCpu;
   }
+  o.workloads = workload_list(o.workloads, o.device);
+  apply_device_sizes(o, given);
   const int largest_tp = *std::max_element(o.tp_sizes.begin(), o.tp_sizes.end());
   if (o.device == Device::kCuda && largest_tp > visible_gpus)
     throw UsageError("--tp " + std::to_string(largest_tp) +
@@ -86,10 +52,7 @@ void validate(BenchOptions& o, const std::string& device_flag, int visible_gpus,
   std::error_code ec;
   if (!fs::is_directory(o.model, ec))
     throw UsageError("model folder '" + o.model.string() + "' is not a directory");
-  if (o.workload_file.empty()) o.workload_file = default_workload_file();
-  if (o.runs_workload("nanovllm") && !fs::is_regular_file(o.workload_file, ec))
-    throw UsageError("workload file '" + o.workload_file.string() +
-                     "' not found (run from the repository root, or pass --workload-file)");
+  resolve_workload_file(o);
 }
 
 }  // namespace
@@ -176,39 +139,43 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
       ->check(CLI::PositiveNumber);
 
   app.add_option("--workloads", workloads,
-                 "nanovllm, fixed, latency, shared-prefix, decode-step, long, interference, or "
-                 "all (all but long and interference)")
+                 "nanovllm, nanovllm-cpu, fixed, latency, shared-prefix, decode-step, long, "
+                 "interference, or all (all but long and interference, and nanovllm-cpu on the "
+                 "CPU, nanovllm on CUDA)")
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--runs", o.runs, "repetitions, each on a fresh engine")
       ->check(positive)
       ->capture_default_str();
   app.add_option("--workload-file", o.workload_file,
-                 "the nanovllm workload (default: the committed one)");
-  app.add_option("--max-requests", o.max_requests, "nanovllm: only the first N requests (0: all)")
+                 "the nanovllm workload (default: the installed or committed one)");
+  app.add_option("--max-requests", o.max_requests,
+                 "nanovllm: only the first N requests (0: all; nanovllm-cpu: 16)")
       ->check(CLI::Range(0, INT_MAX));
   app.add_option("--token-scale", o.token_scale,
-                 "nanovllm: scale prompt lengths and max_tokens (quick runs)")
+                 "nanovllm: scale prompt lengths and max_tokens (nanovllm-cpu: 0.125)")
       ->capture_default_str();
-  app.add_option("--num-seqs", o.num_seqs, "fixed: sequences per row, e.g. 1,16,64,256")
+  // The CPU backend's defaults of these: bench/nanovllm_bench_selection.h's CpuSizes.
+  app.add_option("--num-seqs", o.num_seqs, "fixed: sequences per row (CPU: 1,8)")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--input-len", o.input_len, "fixed, latency: prompt tokens")
+  app.add_option("--input-len", o.input_len, "fixed, latency: prompt tokens (CPU: 128)")
       ->check(positive)
       ->capture_default_str();
-  app.add_option("--output-len", o.output_len, "fixed, latency: output tokens")
+  app.add_option("--output-len", o.output_len, "fixed, latency: output tokens (CPU: 32)")
       ->check(positive)
       ->capture_default_str();
-  app.add_option("--prefix-requests", o.prefix_requests, "shared-prefix: requests")
+  app.add_option("--prefix-requests", o.prefix_requests, "shared-prefix: requests (CPU: 8)")
       ->check(positive)
       ->capture_default_str();
-  app.add_option("--prefix-len", o.prefix_len, "shared-prefix: shared prompt tokens")
+  app.add_option("--prefix-len", o.prefix_len, "shared-prefix: shared prompt tokens (CPU: 256)")
       ->check(positive)
       ->capture_default_str();
-  app.add_option("--suffix-len", o.suffix_len, "shared-prefix: own prompt tokens")
+  app.add_option("--suffix-len", o.suffix_len, "shared-prefix: own prompt tokens (CPU: 16)")
       ->check(positive)
       ->capture_default_str();
-  app.add_option("--prefix-output-len", o.prefix_output_len, "shared-prefix: output tokens")
+  app.add_option("--prefix-output-len", o.prefix_output_len,
+                 "shared-prefix: output tokens (CPU: 32)")
       ->check(positive)
       ->capture_default_str();
   app.add_option("--decode-batch", o.decode_batches, "decode-step: sequences (a list: 1,16,256)")
@@ -225,6 +192,7 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   // Internal: how the benchmark runs one tp size in a fresh process of itself.
   app.add_option("--child-json", child_json)->group("");
   app.add_option("--child-tp", o.child_tp)->group("");
+  app.add_option("--child-stop-fd", o.child_stop_fd)->group("");
 
   BenchParse result;
   if (const auto exit = run_cli_parse(app, "nanovllm-bench", [&] {
@@ -237,7 +205,8 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
             sampling == "model-defaults" ? SamplingMode::kModelDefaults : SamplingMode::kWorkload;
         o.log_level = spdlog::level::from_str(log_level);
         if (!child_json.empty()) o.child_json = child_json;
-        validate(o, device_flag, visible_gpus, result.notice);
+        const FlagGiven given = [&](const char* flag) { return app.count(flag) > 0; };
+        validate(o, device_flag, visible_gpus, given, result.notice);
       })) {
     result.exit_code = exit->exit_code;
     result.message = exit->message;
@@ -257,6 +226,7 @@ LaunchOptions launch_options(const BenchOptions& o, int tp) {
   l.max_num_batched_tokens = o.max_num_batched_tokens;
   l.enable_chunked_prefill = o.enable_chunked_prefill;
   l.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  l.enable_prefix_caching = o.enable_prefix_caching;
   // vLLM's default budget without chunking: one step holds a max_model_len prompt (the cap by
   // the model's limit only lowers max_model_len; apply_engine_flags sees the capped value).
   if (!o.enable_chunked_prefill && !o.max_num_batched_tokens_given && o.max_model_len)

@@ -24,12 +24,11 @@ enum class SamplingMode {
   kModelDefaults,  // plus the model folder's generation_config.json (Qwen3: top-k 20, top-p 0.95)
 };
 
-// Every workload --workloads knows, in the order they run. `all` (the default) means the
-// first five: `long` (1.29M prompt tokens) and `interference` need --max-model-len >= 33792
-// and 32016, so they run only when named.
-inline constexpr const char* kAllWorkloads[] = {
-    "nanovllm", "fixed", "latency", "shared-prefix", "decode-step", "long", "interference"};
-inline constexpr const char* kNotInAll[] = {"long", "interference"};
+// Every workload --workloads knows, in the order they run. What `all` (the default) means
+// on each device: bench/nanovllm_bench_selection.h.
+inline constexpr const char* kAllWorkloads[] = {"nanovllm", "nanovllm-cpu",  "fixed",
+                                                "latency",  "shared-prefix", "decode-step",
+                                                "long",     "interference"};
 
 struct BenchOptions {
   std::filesystem::path model;
@@ -72,9 +71,13 @@ struct BenchOptions {
   int runs = 3;                        // repetitions, each on a fresh engine
   // nanovllm workload: the committed file, its first max_requests lines (0: all), prompt
   // lengths and max_tokens scaled by token_scale (rounded up, at least 1) for quick runs.
+  // nanovllm-cpu: the same file at a CPU's size (bench/nanovllm_bench_selection.h's
+  // CpuSizes unless --max-requests / --token-scale are given).
   std::filesystem::path workload_file;
   int max_requests = 0;
   double token_scale = 1.0;
+  int cpu_max_requests = 16;
+  double cpu_token_scale = 0.125;
   // fixed shapes (one row per num_seqs) and batch-1 latency (input_len, output_len).
   std::vector<int> num_seqs{1, 16, 64, 256};
   int input_len = 512;
@@ -92,9 +95,11 @@ struct BenchOptions {
   std::optional<std::filesystem::path> json;  // --json: the result file
   spdlog::level::level_enum log_level = spdlog::level::info;
 
-  // Internal (a child run): the one tp size to run and where its JSON goes.
+  // Internal (a child run): the one tp size to run, where its JSON goes, and its end of the
+  // stop channel (bench/nanovllm_bench_stop.h; -1: none).
   std::optional<std::filesystem::path> child_json;
   int child_tp = 0;
+  int child_stop_fd = -1;
 
   bool runs_workload(const std::string& name) const;
 };

@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "bench/nanovllm_bench_stop.h"
 #include "engine/job/interrupt.h"
 #include "engine/llm_engine.h"
-#include "engine/progress.h"
 #include "kernels/check.h"
 
 namespace nanovllm::bench {
@@ -84,12 +84,15 @@ double BenchRunner::warm_up(double token_scale) {
   const auto start = Clock::now();
   LLMEngine engine(engine_, executor_);
   add_requests(engine, w.name, w.requests, 0);
-  while (!engine.is_finished()) engine.step();
+  while (!engine.is_finished()) {
+    throw_if_stopped();
+    engine.step();
+  }
   executor_.take_steps();
   return seconds_since(start);
 }
 
-RunMeasure BenchRunner::run(const Workload& w) {
+RunMeasure BenchRunner::run(const Workload& w, BenchProgress* progress) {
   RunMeasure m;
   m.num_requests = w.num_requests();
   m.prompt_tokens = w.prompt_tokens();
@@ -98,9 +101,7 @@ RunMeasure BenchRunner::run(const Workload& w) {
   const bool late_workload = !w.late_requests.empty();
   bool late_pending = late_workload;
   double late_added_s = -1;
-  ProgressOptions progress_options;
-  progress_options.live = false;  // log lines: the table goes to stdout
-  Progress progress(m.num_requests, progress_options);
+  int64_t output_seen = 0;  // Σ completion tokens so far (progress)
   executor_.take_steps();
 
   const auto start = Clock::now();
@@ -110,6 +111,7 @@ RunMeasure BenchRunner::run(const Workload& w) {
   const auto saw_tokens = [&](int64_t id, int64_t count, double now_s) {
     RequestTimes& t = times[static_cast<size_t>(id)];
     if (count <= t.tokens) return;
+    output_seen += count - t.tokens;
     if (t.first < 0) t.first = now_s;
     t.last = now_s;
     t.tokens = count;
@@ -117,6 +119,7 @@ RunMeasure BenchRunner::run(const Workload& w) {
   };
   while (!engine.is_finished() || late_pending) {
     if (interrupt_requested()) throw std::runtime_error("interrupted");
+    throw_if_stopped();
     // The late requests arrive once every first request has late_after_tokens tokens (or has
     // finished; so the engine is never finished while they wait).
     if (late_pending &&
@@ -129,6 +132,7 @@ RunMeasure BenchRunner::run(const Workload& w) {
       late_pending = false;
     }
     const EngineStats before = engine.stats();
+    const int64_t output_before = output_seen;
     const auto step_start = Clock::now();
     const std::vector<RequestOutput> finished = engine.step();
     const double step_s = seconds_since(step_start), now_s = seconds_since(start);
@@ -150,13 +154,14 @@ RunMeasure BenchRunner::run(const Workload& w) {
       t.finished = true;
       m.output_tokens += count;
       m.cached_tokens += out.num_cached_tokens;
-      progress.request_finished(true);
     }
-    progress.set_tokens(after.num_prefill_tokens, after.num_decode_tokens);
-    progress.update();
+    if (progress != nullptr)
+      progress->step(prefill, step_s,
+                     after.num_prefill_tokens + after.num_cached_tokens -
+                         before.num_prefill_tokens - before.num_cached_tokens,
+                     output_seen - output_before, static_cast<int64_t>(finished.size()));
   }
   m.elapsed_s = seconds_since(start);
-  progress.finish();
 
   const EngineStats& stats = engine.stats();
   m.prefill_tokens = stats.num_prefill_tokens;

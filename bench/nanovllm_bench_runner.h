@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/limit_model.h"
+#include "bench/nanovllm_bench_progress.h"
 #include "bench/nanovllm_bench_workloads.h"
 #include "bench/step_recorder.h"
 #include "engine/engine_config.h"
@@ -69,10 +70,13 @@ class BenchRunner {
   void set_model_shape(const ModelShape& shape) { shape_ = shape; }
 
   // One short request first, as bench.py does (kernels, allocator, graphs warmed); seconds.
+  // Throws BenchStopped (bench/nanovllm_bench_stop.h) when the parent asks to stop.
   double warm_up(double token_scale);
-  // One timed repetition; progress on stderr. Throws std::runtime_error when the engine
-  // refuses a request (the limits do not fit the workload) or on SIGINT.
-  RunMeasure run(const Workload& workload);
+  // One timed repetition, counted into `progress` (may be null; its begin_run / end_run are
+  // the caller's). Throws std::runtime_error when the engine refuses a request (the limits do
+  // not fit the workload) or on a stop signal, BenchStopped when the parent asks to stop;
+  // either between two steps.
+  RunMeasure run(const Workload& workload, BenchProgress* progress = nullptr);
 
  private:
   StepRecorder& executor_;

@@ -209,6 +209,11 @@ std::vector<Workload> make_workloads(const BenchOptions& o, int64_t vocab_size) 
   std::vector<Workload> out;
   if (o.runs_workload("nanovllm"))
     out.push_back(nanovllm_workload(o.workload_file, o.max_requests, o.token_scale, choice));
+  if (o.runs_workload("nanovllm-cpu")) {
+    out.push_back(
+        nanovllm_workload(o.workload_file, o.cpu_max_requests, o.cpu_token_scale, choice));
+    out.back().name = "nanovllm-cpu";
+  }
   if (o.runs_workload("fixed"))
     for (const int n : o.num_seqs)
       out.push_back(fixed_workload(n, o.input_len, o.output_len, vocab_size, choice));

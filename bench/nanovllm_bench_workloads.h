@@ -2,6 +2,7 @@
 // tokenizer: every prompt is token ids, as in nano-vllm's bench.py).
 //   nanovllm       bench/data/nanovllm_workload.jsonl: 256 prompts of 100..1024 random ids,
 //                  max_tokens 100..1024, temperature 0.6, ignore_eos
+//   nanovllm-cpu   the same file at a CPU's size: its first 16 lines, lengths scaled by 1/8
 //   fixed n=N      N prompts of input_len random ids, output_len tokens each (one per N)
 //   latency        one prompt of input_len ids, output_len tokens
 //   shared-prefix  prefix_requests prompts: one prefix_len-token prefix + suffix_len own ids
@@ -32,7 +33,7 @@ struct BenchRequest {
 };
 
 struct Workload {
-  std::string name;  // "nanovllm", "fixed n=16", "latency", "shared-prefix", "long", ...
+  std::string name;  // "nanovllm", "nanovllm-cpu", "fixed n=16", "latency", "long", ...
   std::string kind;  // "nanovllm", "fixed", "latency", "shared-prefix", "long", "interference"
   std::vector<BenchRequest> requests;               // added at the run's start, in order
   nlohmann::json shape = nlohmann::json::object();  // sizes that define it (report only)

@@ -16,7 +16,46 @@ double rate(int64_t count, double seconds) {
   return seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
 }
 
+// Weight of the newest decode step in the recent averages: about the last 10 steps count, so
+// the ETA follows the batch as it drains at the end of a run.
+constexpr double kRecentWeight = 0.2;
+
+void moving_average(double& average, double x, bool first) {
+  average = first ? x : average + kRecentWeight * (x - average);
+}
+
+// Per decode step, the weight the older steps keep in the step-time fit: about the last 50
+// steps count, enough to hold batches of different sizes while a run drains.
+constexpr double kFitDecay = 0.98;
+// Below this variance of the batch sizes (in sequences squared) the fit is not trusted.
+constexpr double kMinBatchVariance = 0.25;
+
 }  // namespace
+
+void Progress::StepTimeFit::add(double batch, double seconds) {
+  for (double* sum : {&w, &b, &t, &bb, &bt}) *sum *= kFitDecay;
+  w += 1;
+  b += batch;
+  t += seconds;
+  bb += batch * batch;
+  bt += batch * seconds;
+}
+
+std::optional<std::pair<double, double>> Progress::StepTimeFit::costs() const {
+  if (w <= 0) return std::nullopt;
+  const double mean_b = b / w, mean_t = t / w;
+  const double var_b = bb / w - mean_b * mean_b;
+  if (var_b < kMinBatchVariance) return std::nullopt;
+  // Neither part below zero: noise must not make a smaller batch slower or a step free.
+  const double per_token = std::max(0.0, (bt / w - mean_b * mean_t) / var_b);
+  const double per_step = mean_t - per_token * mean_b;
+  if (per_step < 0) return std::pair{0.0, mean_t / mean_b};
+  return std::pair{per_step, per_token};
+}
+
+double monotonic_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 bool stderr_is_terminal() {
   return isatty(STDERR_FILENO) == 1;
@@ -30,29 +69,86 @@ std::string format_duration(double seconds) {
 
 Progress::Progress(int64_t total_requests, ProgressOptions options)
     : total_(total_requests), options_(std::move(options)) {
-  start_ = now();
-  last_output_ = start_;
+  const double t = now();
+  run_start_ = options_.run_start.value_or(t);
+  generation_start_ = t;
+  last_output_ = t;
+  last_step_end_ = t;
 }
 
 double Progress::now() const {
-  if (options_.clock) return options_.clock();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return options_.clock ? options_.clock() : monotonic_seconds();
+}
+
+void Progress::begin_startup() {
+  startup_start_ = now();
+}
+
+void Progress::end_startup(const std::optional<StartupTiming>& parts) {
+  startup_s_ = now() - startup_start_.value_or(run_start_);
+  startup_parts_ = parts;
+  emit_log(startup_line());
+}
+
+void Progress::begin_generation() {
+  generation_start_ = now();
+  last_step_end_ = generation_start_;
+  last_output_ = generation_start_;
+}
+
+double Progress::generation_time() const {
+  // Once a step ran, generation ends with the latest one (nanovllm-bench's elapsed_s ends
+  // with the last token too); before that it is still going.
+  return (num_steps_ > 0 ? last_step_end_ : now()) - generation_start_;
+}
+
+std::optional<double> Progress::eta() const {
+  if (!work_left_) return std::nullopt;
+  const WorkLeft& w = *work_left_;
+  double seconds = 0;
+  if (w.prompt_tokens > 0) {
+    if (prefill_steps_ < kMinPrefillSteps || prefill_step_tokens_ <= 0) return std::nullopt;
+    seconds += static_cast<double>(w.prompt_tokens) * prefill_s_ /
+               static_cast<double>(prefill_step_tokens_);
+  }
+  if (w.output_tokens > 0) {
+    if (decode_steps_ < kMinDecodeSteps) return std::nullopt;
+    // Each decode step gives every running sequence one token: the output left spread over
+    // the batch, but no fewer steps than the longest output left needs.
+    const auto output = static_cast<double>(w.output_tokens);
+    const double steps = std::max(output / std::max(1.0, recent_decode_batch_),
+                                  static_cast<double>(w.longest_output));
+    if (const auto c = decode_fit_.costs()) {
+      seconds += c->first * steps + c->second * output;
+    } else {
+      seconds += steps * recent_decode_step_s_;
+    }
+  }
+  return seconds;
+}
+
+std::string Progress::startup_line() const {
+  if (!startup_s_) return {};
+  std::string line = fmt::format("start-up {:.1f} s", *startup_s_);
+  if (startup_parts_) {
+    const StartupTiming& p = *startup_parts_;
+    line += fmt::format(": load {:.1f} s, warm-up {:.1f} s, graph capture {:.1f} s", p.load_s,
+                        p.warmup_s, p.graph_capture_s);
+    if (p.nccl_setup_s > 0) line += fmt::format(", NCCL set-up {:.1f} s", p.nccl_setup_s);
+  }
+  return line;
 }
 
 std::string Progress::status_line() const {
-  const double t = elapsed();
-  const int64_t done = num_done();
-  // Requests finish at a roughly steady rate once batching settles: extrapolate it.
-  std::string eta = "?";
-  if (done >= total_) {
-    eta = format_duration(0);
-  } else if (done > 0) {
-    eta = format_duration(t / static_cast<double>(done) * static_cast<double>(total_ - done));
-  }
-  std::string line = fmt::format("{}/{} requests", done, total_);
+  const double t = now() - generation_start_;
+  std::string line = fmt::format("{}/{} requests", num_done(), total_);
   if (num_failed_ > 0) line += fmt::format(" ({} failed)", num_failed_);
-  line += fmt::format(" | prefill {:.0f} tok/s | decode {:.0f} tok/s | {} elapsed | ETA {}",
-                      rate(prefill_tokens_, t), rate(decode_tokens_, t), format_duration(t), eta);
+  line += fmt::format(" | prefill {:.0f} tok/s | decode {:.0f} tok/s | {} elapsed",
+                      rate(prefill_tokens_, t), rate(decode_tokens_, t), format_duration(t));
+  // None until the rates are measured: a guess is worse than nothing.
+  if (const std::optional<double> left = eta()) {
+    line += fmt::format(" | ETA {}{}", *left > 0 ? "<= " : "", format_duration(*left));
+  }
   return line;
 }
 
@@ -68,16 +164,48 @@ std::string Progress::bar_line() const {
 }
 
 std::string Progress::summary() const {
-  const double t = elapsed();
-  return fmt::format(
-      "requests: {} ok, {} failed | tokens: {} prefill, {} decode | elapsed {} ({:.1f} s) | "
-      "throughput: {:.0f} prefill tok/s, {:.0f} decode tok/s, {:.1f} req/s",
-      num_ok_, num_failed_, prefill_tokens_, decode_tokens_, format_duration(t), t,
-      rate(prefill_tokens_, t), rate(decode_tokens_, t), rate(num_done(), t));
+  // Throughput over the generation time only (start-up excluded, as vLLM reports it), with
+  // nanovllm-bench's definitions: output tok/s = completion tokens / generation time (its
+  // output_tok_s over elapsed_s); "prefill steps" = prompt tokens computed / time of the
+  // steps that computed any (S_PP); "decode steps" = tokens of the other steps / their time
+  // (S_TG).
+  const double g = std::max(0.0, generation_time());
+  const double wall = now() - run_start_;
+  std::string s = fmt::format(
+      "requests: {} ok, {} failed | tokens: {} prefill, {} decode, {} output | generation {} "
+      "({:.1f} s) | throughput: {:.0f} output tok/s, {:.1f} req/s | prefill steps {:.0f} tok/s, "
+      "decode steps {:.0f} tok/s | wall {} ({:.1f} s)",
+      num_ok_, num_failed_, prefill_tokens_, decode_tokens_, output_tokens_, format_duration(g), g,
+      rate(output_tokens_, g), rate(num_ok_, g), rate(prefill_step_tokens_, prefill_s_),
+      rate(decode_step_tokens_, decode_s_), format_duration(wall), wall);
+  if (startup_s_) s += fmt::format(" incl. start-up {:.1f} s", *startup_s_);
+  return s;
 }
 
 void Progress::update() {
   const double t = now();
+  const int64_t prefilled = prefill_tokens_ - seen_prefill_;
+  const int64_t decoded = decode_tokens_ - seen_decode_;
+  if (prefilled > 0 || decoded > 0) {  // a step ran since the last call
+    const double step_s = t - last_step_end_;
+    ++num_steps_;
+    if (prefilled > 0) {
+      ++prefill_steps_;
+      prefill_s_ += step_s;
+      prefill_step_tokens_ += prefilled;
+    } else {
+      const bool first = decode_steps_ == 0;
+      ++decode_steps_;
+      decode_s_ += step_s;
+      decode_step_tokens_ += decoded;
+      moving_average(recent_decode_step_s_, step_s, first);
+      moving_average(recent_decode_batch_, static_cast<double>(decoded), first);
+      decode_fit_.add(static_cast<double>(decoded), step_s);
+    }
+    seen_prefill_ = prefill_tokens_;
+    seen_decode_ = decode_tokens_;
+    last_step_end_ = t;
+  }
   const double interval = options_.live ? options_.redraw_interval_s : options_.log_interval_s;
   if (t - last_output_ < interval) return;
   last_output_ = t;
@@ -92,12 +220,15 @@ void Progress::update() {
     }
     drawn_ = true;
   } else {
-    const std::string text = fmt::format("progress: {}", status_line());
-    if (options_.log) {
-      options_.log(text);
-    } else {
-      spdlog::info("{}", text);
-    }
+    emit_log(fmt::format("progress: {}", status_line()));
+  }
+}
+
+void Progress::emit_log(const std::string& text) const {
+  if (options_.log) {
+    options_.log(text);
+  } else {
+    spdlog::info("{}", text);
   }
 }
 
@@ -112,12 +243,7 @@ void Progress::finish() {
     }
     drawn_ = false;
   }
-  const std::string text = fmt::format("done: {}", summary());
-  if (options_.log) {
-    options_.log(text);
-  } else {
-    spdlog::info("{}", text);
-  }
+  emit_log(fmt::format("done: {}", summary()));
 }
 
 }  // namespace nanovllm

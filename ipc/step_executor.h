@@ -25,6 +25,7 @@ struct StartupTiming {
   double load_s = 0;           // weights read and uploaded
   double warmup_s = 0;         // warm-up step and KV-cache sizing/allocation
   double graph_capture_s = 0;  // decode CUDA graphs
+  double nccl_setup_s = 0;     // --tp on CUDA: NCCL communicator joined and warmed up (first)
 };
 
 // Logprobs of chosen tokens, one row each (kernels/logprobs.h's outputs on the host).

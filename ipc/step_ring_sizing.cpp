@@ -11,10 +11,10 @@ namespace nanovllm {
 StepCommand worst_case_step_command(const StepLimits& limits) {
   CHECK_GT(limits.max_num_batched_tokens, 0);
   CHECK_GT(limits.block_size, 0);
-  // A decode step has one token per sequence, so it may exceed the prefill token budget when
-  // max_num_seqs > max_num_batched_tokens: take the larger of the two bounds.
+  // The step's most tokens (ipc/step_limits.h): a decode of max_num_seqs rows may exceed the
+  // budget, and max_num_seqs sequences of max_model_len may hold less than it.
   const auto b = static_cast<size_t>(limits.max_num_seqs);
-  const auto t = std::max(static_cast<size_t>(limits.max_num_batched_tokens), b);
+  const auto t = static_cast<size_t>(max_step_tokens(limits));
   const int32_t width = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
   StepCommand c;
   c.kind = StepKind::kPrefill;

@@ -8,19 +8,12 @@
 
 #include "ipc/broadcast_ring.h"
 #include "ipc/step_command.h"
+#include "ipc/step_limits.h"
 
 namespace nanovllm {
 
-// The engine limits that bound a step command's size (the engine fills it from its config).
-struct StepLimits {
-  int max_num_batched_tokens = 0;
-  int max_num_seqs = 0;
-  int max_model_len = 0;
-  int block_size = 0;
-};
-
 // Every serialized vector at the longest length the limits allow, the prefill and decode fields
-// together: T = max(max_num_batched_tokens, max_num_seqs) tokens (each one a prompt_logprobs
+// together: T = max_step_tokens(limits) tokens (each one a prompt_logprobs
 // row), B = max_num_seqs sequences (all sampled), block tables
 // [B, ceil(max_model_len / block_size)]. Rank 0's sampling fields never travel.
 StepCommand worst_case_step_command(const StepLimits& limits);

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 #include <climits>
+#include <cmath>
+#include <memory>
 #include <sstream>
 
 #include "launcher/cli_parse.h"
@@ -26,8 +28,10 @@ void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus
   if (!(o.gpu_memory_utilization > 0.0 && o.gpu_memory_utilization <= 1.0))
     throw UsageError("--gpu-memory-utilization " + std::to_string(o.gpu_memory_utilization) +
                      ": must be in (0, 1]");
-  if (!(o.cpu_kv_cache_space_gib > 0.0))
-    throw UsageError("--cpu-kv-cache-space: must be more than 0 GiB");
+  if (o.cpu_kv_cache_space_gib &&
+      !(*o.cpu_kv_cache_space_gib > 0.0 && std::isfinite(*o.cpu_kv_cache_space_gib)))
+    throw UsageError("--cpu-kv-cache-space " + std::to_string(*o.cpu_kv_cache_space_gib) +
+                     ": must be a finite number of GiB, more than 0");
   if (o.sampling.top_p && !(*o.sampling.top_p > 0.0f && *o.sampling.top_p <= 1.0f))
     throw UsageError("--top-p " + std::to_string(*o.sampling.top_p) + ": must be in (0, 1]");
   if (o.sampling.top_k && *o.sampling.top_k < -1)
@@ -113,7 +117,9 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
       "result line per request.",
       "nanovllm-launch"};
   app.set_version_flag("--version", std::string("nanovllm-launch ") + NANOVLLM_VERSION);
-  app.get_formatter()->column_width(40);
+  const auto formatter = std::make_shared<HelpFormatter>();
+  formatter->column_width(40);
+  app.formatter(formatter);
   const auto positive = CLI::Range(1, INT_MAX);
 
   app.add_option("model", o.model, "Hugging Face model folder")->required();
@@ -121,11 +127,15 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
   app.add_option("-o,--output", output, "results JSONL file (default: stdout)");
   app.add_option("--tp,--tensor-parallel-size", o.tensor_parallel_size,
                  "tensor-parallel ranks (one process each)")
-      ->check(positive);
+      ->check(positive)
+      ->capture_default_str();
   app.add_option("--device", device_flag, "cuda (default when a GPU is visible) or cpu")
       ->check(CLI::IsMember({"cuda", "cpu"}));
-  app.add_option("--max-model-len", o.max_model_len, "longest prompt + output in tokens")
-      ->check(positive);
+  // 2: one prompt token and one generated token; below it no request could run.
+  app.add_option("--max-model-len", o.max_model_len,
+                 "longest prompt + output in tokens (default 4096, capped by the model's "
+                 "max_position_embeddings)")
+      ->check(CLI::Range(2, INT_MAX));
   app.add_option("--max-num-seqs", o.max_num_seqs, "most sequences in one step")
       ->check(positive)
       ->capture_default_str();
@@ -139,6 +149,10 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
                            "mixed with the running decodes (default: ") +
                    (o.enable_chunked_prefill ? "on" : "off") +
                    "); --no-enable-chunked-prefill: a prompt is prefilled in one step");
+  app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching,
+               std::string("reuse the KV blocks of prompt prefixes already computed (default: ") +
+                   (o.enable_prefix_caching ? "on" : "off") +
+                   "); --no-enable-prefix-caching: every prompt token is computed");
   app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
                  "with chunked prefill: most tokens of one prompt per step (0 = up to the "
                  "whole budget)")
@@ -153,8 +167,9 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
                  "KV-cache blocks to allocate instead of sizing from memory (CPU backend too)")
       ->check(positive);
   app.add_option("--cpu-kv-cache-space", o.cpu_kv_cache_space_gib,
-                 "GiB of KV cache on the CPU backend")
-      ->capture_default_str();
+                 "GiB of KV cache per rank on the CPU backend (default: what the request file "
+                 "needs, min(--max-num-seqs, its completions) sequences of max_model_len, at "
+                 "most 4 GiB and at least one sequence)");
   app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
   std::string hf_overrides, rope_scaling;
   app.add_option("--hf-overrides", hf_overrides,

@@ -30,11 +30,15 @@ struct LaunchOptions {
   // --long-prefill-token-threshold (0 = off). Defaults are EngineConfig's (set there only).
   bool enable_chunked_prefill = EngineConfig{}.enable_chunked_prefill;
   int long_prefill_token_threshold = EngineConfig{}.long_prefill_token_threshold;
+  // vLLM's --enable-prefix-caching / --no-enable-prefix-caching (EngineConfig's default, on).
+  bool enable_prefix_caching = EngineConfig{}.enable_prefix_caching;
   double gpu_memory_utilization = 0.9;         // (0, 1]
   int block_size = 256;                        // > 0, multiple of 16
   std::optional<int> num_gpu_blocks_override;  // also the block count of the CPU backend
-  double cpu_kv_cache_space_gib = 4.0;  // CPU backend's KV cache (vLLM's VLLM_CPU_KVCACHE_SPACE)
-  bool enforce_eager = false;           // no CUDA graphs
+  // CPU backend's KV cache per rank (vLLM's VLLM_CPU_KVCACHE_SPACE); unset: sized for the
+  // request file (rank/kv_cache_sizing.h).
+  std::optional<double> cpu_kv_cache_space_gib;
+  bool enforce_eager = false;  // no CUDA graphs
   // vLLM's --hf-overrides: top-level config.json fields replaced before the model is read;
   // --rope-scaling X is --hf-overrides '{"rope_scaling": X}'. An empty object: none.
   nlohmann::json hf_overrides = nlohmann::json::object();

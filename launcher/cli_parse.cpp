@@ -6,6 +6,15 @@
 
 namespace nanovllm {
 
+std::string HelpFormatter::make_option_name(const CLI::Option* opt, bool is_positional) const {
+  if (is_positional || opt->get_items_expected() != 0 || opt->get_fnames().empty())
+    return CLI::Formatter::make_option_name(opt, is_positional);
+  std::string names;
+  for (const std::string& s : opt->get_snames()) names += (names.empty() ? "-" : ",-") + s;
+  for (const std::string& l : opt->get_lnames()) names += (names.empty() ? "--" : ",--") + l;
+  return names;
+}
+
 std::optional<CliExit> run_cli_parse(CLI::App& app, const std::string& program,
                                      const std::function<void()>& parse) {
   try {

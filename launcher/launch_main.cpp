@@ -5,8 +5,13 @@
 // 128 + signal after a stop signal (130 after SIGINT, 129 after SIGHUP, ...).
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
 
 #include "engine/job/run_job.h"
 #include "engine/request_reader.h"
@@ -21,6 +26,15 @@
 namespace nanovllm {
 namespace {
 
+// A run with no requests leaves its results file as any other run would: created empty (or
+// truncated), or, under --resume, as it was (created when missing). Throws when it cannot.
+void leave_empty_results(const std::filesystem::path& output, bool resume) {
+  std::ofstream file(output, std::ios::binary | (resume ? std::ios::app : std::ios::trunc));
+  if (!file)
+    throw std::runtime_error("cannot open the output file '" + output.string() +
+                             "': " + std::strerror(errno));
+}
+
 int launch_main(int argc, char** argv) {
   const LaunchParse parse = parse_launch_options(argc, argv);
   if (!parse.options) {
@@ -34,6 +48,7 @@ int launch_main(int argc, char** argv) {
   try {
     if (!has_request_lines(o.prompts)) {  // before any fork, weight or device
       spdlog::warn("no requests to run in {} (empty, or blank lines only)", o.prompts.string());
+      if (o.output) leave_empty_results(*o.output, o.resume);
       return 0;
     }
     settings = make_run_settings(o);

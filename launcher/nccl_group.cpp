@@ -26,7 +26,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-NcclRank::NcclRank(int rank, int world_size, const ncclUniqueId& id, StopPredicate stop) {
+NcclRank::NcclRank(int rank, int world_size, const ncclUniqueId& id, StopPredicate stop,
+                   std::chrono::steady_clock::time_point began) {
   const auto t0 = std::chrono::steady_clock::now();
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   comm_ = std::make_unique<NcclCommunicator>(rank, world_size, id, stream_, std::move(stop));
@@ -35,6 +36,7 @@ NcclRank::NcclRank(int rank, int world_size, const ncclUniqueId& id, StopPredica
                rank, world_size,
                std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "",
                seconds_since(t0));
+  setup_s_ = seconds_since(began);
 }
 
 NcclRank::~NcclRank() {
@@ -44,24 +46,31 @@ NcclRank::~NcclRank() {
 
 std::unique_ptr<NcclRank> start_nccl_rank0(RendezvousPublisher& publisher, int world_size,
                                            pid_t launcher) {
+  const auto began = std::chrono::steady_clock::now();
   bind_gpu(0);
   const ncclUniqueId id = NcclCommunicator::create_unique_id();
   publisher.publish(NcclCommunicator::unique_id_bytes(id));
-  return std::make_unique<NcclRank>(0, world_size, id, [launcher] {
-    check_launcher_alive(launcher);  // throws: the watchdog aborts and reports it
-    return false;
-  });
+  return std::make_unique<NcclRank>(
+      0, world_size, id,
+      [launcher] {
+        check_launcher_alive(launcher);  // throws: the watchdog aborts and reports it
+        return false;
+      },
+      began);
 }
 
 std::unique_ptr<NcclRank> join_nccl_rank(RendezvousWaiter& waiter, int rank, int world_size) {
   const RendezvousResult got = waiter.wait();
   if (got.outcome == RendezvousOutcome::kAbandoned) return nullptr;
+  const auto began = std::chrono::steady_clock::now();
   bind_gpu(rank);
   return std::make_unique<NcclRank>(
-      rank, world_size, NcclCommunicator::unique_id_from_bytes(got.payload), [&waiter] {
+      rank, world_size, NcclCommunicator::unique_id_from_bytes(got.payload),
+      [&waiter] {
         waiter.check_publisher_alive();  // rank 0 or the launcher gone: abort, report
         return false;
-      });
+      },
+      began);
 }
 
 }  // namespace nanovllm

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 
 #include "ipc/rendezvous.h"
@@ -18,14 +19,20 @@ namespace nanovllm {
 // One rank's membership: the communicator and the stream its warm-up ran on.
 class NcclRank {
  public:
-  NcclRank(int rank, int world_size, const ncclUniqueId& id, StopPredicate stop);
+  // `began`: when this rank's set-up began (binding its GPU), for setup_s().
+  NcclRank(int rank, int world_size, const ncclUniqueId& id, StopPredicate stop,
+           std::chrono::steady_clock::time_point began);
   ~NcclRank();
   NcclRank(const NcclRank&) = delete;
   NcclRank& operator=(const NcclRank&) = delete;
 
   NcclCommunicator& comm() { return *comm_; }
+  // Seconds from binding the GPU to the warm-up collective's end (rank 0: the unique id's
+  // creation included; never the wait for rank 0's id): the start-up line's NCCL set-up.
+  double setup_s() const { return setup_s_; }
 
  private:
+  double setup_s_ = 0;
   cudaStream_t stream_ = nullptr;  // the warm-up's; collectives later run on the runner's
   std::unique_ptr<NcclCommunicator> comm_;
 };

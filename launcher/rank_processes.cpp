@@ -40,7 +40,9 @@ void dismiss_workers(RingWriter& ring) {
   ring.write(encode_step_command(StepCommand{}));  // a default command is EXIT
 }
 
-std::unique_ptr<ModelRunner> load_model_runner(const RunSettings& s, Communicator& comm) {
+// `nccl`: rank 0 under --tp on CUDA, for its start-up timing (null elsewhere).
+std::unique_ptr<ModelRunner> load_model_runner(const RunSettings& s, Communicator& comm,
+                                               const NcclRank* nccl = nullptr) {
   ModelRunnerOptions options;
   options.device = s.device;
   options.block_size = s.job.engine.kvcache_block_size;
@@ -51,6 +53,7 @@ std::unique_ptr<ModelRunner> load_model_runner(const RunSettings& s, Communicato
   options.max_num_seqs = s.job.engine.max_num_seqs;
   options.max_model_len = s.job.engine.max_model_len;
   options.cpu_threads = s.cpu_threads;
+  options.nccl_setup_s = nccl ? nccl->setup_s() : 0.0;
   return std::make_unique<ModelRunner>(s.model_dir, s.model, comm, options);
 }
 
@@ -160,7 +163,7 @@ int run_rank_processes(const RunSettings& s, spdlog::level::level_enum level,
         if (cuda) nccl = start_nccl_rank0(publisher, s.tp_size, launcher);
         Communicator& comm = cuda ? static_cast<Communicator&>(nccl->comm()) : *shm;
         auto executor = std::make_unique<CountingStepExecutor>(
-            std::make_unique<BroadcastStepExecutor>(load_model_runner(s, comm), writer),
+            std::make_unique<BroadcastStepExecutor>(load_model_runner(s, comm, nccl.get()), writer),
             segment.step_counters[rank]);
         poll_interrupts_from_now();  // the job's step loop comes next
         return executor;

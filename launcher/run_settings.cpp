@@ -1,10 +1,16 @@
 #include "launcher/run_settings.h"
 
+#include <fmt/format.h>
 #include <sched.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -12,6 +18,7 @@
 #include "launcher/usage_error.h"
 #include "layers/tensor_parallel_shape.h"
 #include "rank/kv_cache_sizing.h"
+#include "rank/model_runner.h"
 
 namespace nanovllm {
 
@@ -58,6 +65,7 @@ EngineConfig engine_config(const LaunchOptions& o, const ModelConfig& model) {
   e.eos_token_ids = model.eos_token_ids;
   e.enable_chunked_prefill = o.enable_chunked_prefill;
   e.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  e.enable_prefix_caching = o.enable_prefix_caching;
   // EngineConfig::validate's rule, in the flags' words: only without chunking must one step
   // hold a whole max_model_len prompt (checked after the cap by the model's limit).
   if (!e.enable_chunked_prefill && e.max_num_batched_tokens < e.max_model_len)
@@ -68,6 +76,14 @@ EngineConfig engine_config(const LaunchOptions& o, const ModelConfig& model) {
         ": with --no-enable-chunked-prefill a prompt is prefilled in one step, so the step "
         "budget must hold max_model_len tokens; raise --max-num-batched-tokens to " +
         std::to_string(e.max_model_len) + ", lower --max-model-len, or leave chunked prefill on");
+  // EngineConfig::validate's other cross-flag rule, in the flags' words.
+  if (e.max_num_batched_tokens < e.max_num_seqs)
+    throw UsageError("--max-num-batched-tokens " + std::to_string(e.max_num_batched_tokens) +
+                     " is less than --max-num-seqs " + std::to_string(e.max_num_seqs) +
+                     (o.max_num_seqs == LaunchOptions{}.max_num_seqs ? " (the default)" : "") +
+                     ": a decode step has one token per running sequence; raise "
+                     "--max-num-batched-tokens to " +
+                     std::to_string(e.max_num_seqs) + " or lower --max-num-seqs");
   try {
     e.validate();
   } catch (const std::invalid_argument& err) {
@@ -76,7 +92,114 @@ EngineConfig engine_config(const LaunchOptions& o, const ModelConfig& model) {
   return e;
 }
 
+std::string format_bytes(double bytes) {
+  return bytes < 1073741824.0 ? fmt::format("{:.1f} MiB", bytes / 1048576.0)
+                              : fmt::format("{:.2f} GiB", bytes / 1073741824.0);
+}
+
+// What set the KV block count, in the flags' words (for refusals).
+std::string kv_count_source(const KvCacheSizing& k) {
+  if (k.num_blocks_override)
+    return "--num-gpu-blocks-override " + std::to_string(*k.num_blocks_override);
+  if (k.cpu_kv_cache_space_gib)
+    return fmt::format("--cpu-kv-cache-space {:g}", *k.cpu_kv_cache_space_gib);
+  return "without --cpu-kv-cache-space, room for " + std::to_string(k.sequences) +
+         (k.sequences == 1 ? " sequence" : " sequences") + " of max_model_len " +
+         std::to_string(k.max_model_len) + " (--max-model-len)";
+}
+
+uint64_t machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+// Limits a known block count must respect, checked before any weight loads: slot ids
+// (block x block_size + offset) are int32, and on the CPU backend every rank's cache plus rank
+// 0's sampling state (max_num_seqs x vocabulary x 6 bytes) live in this machine's memory; past
+// it the allocation would fail after loading.
+void check_kv_cache_fits(const KvCacheSizing& k, const ModelConfig& model, Device device,
+                         int num_blocks, int max_num_seqs) {
+  if (num_blocks <= 0) return;  // CUDA: sized from memory after the warm-up
+  const uint64_t memory = machine_memory_bytes();
+  if (device == Device::kCpu && memory > 0) {
+    const double kv =
+        static_cast<double>(ModelRunner::kv_block_bytes(model, k.tp_size, k.block_size)) *
+        num_blocks * k.tp_size;
+    const double sampling = 6.0 * max_num_seqs * static_cast<double>(model.vocab_size);
+    if (kv + sampling > static_cast<double>(memory)) {
+      std::string parts;
+      if (kv >= sampling / 8)
+        parts = fmt::format(
+            "the KV cache, {} ({} block(s) of --block-size {} tokens on each of {} "
+            "rank(s); {})",
+            format_bytes(kv), num_blocks, k.block_size, k.tp_size, kv_count_source(k));
+      if (sampling >= kv / 8)
+        parts += fmt::format(
+            "{}rank 0's sampling state, {} (--max-num-seqs {} x vocabulary {} x 6 bytes)",
+            parts.empty() ? "" : " and ", format_bytes(sampling), max_num_seqs, model.vocab_size);
+      throw UsageError(fmt::format(
+          "the CPU backend would need {}, more than this machine's {} of memory: {}; lower the "
+          "flags named",
+          format_bytes(kv + sampling), format_bytes(static_cast<double>(memory)), parts));
+    }
+  }
+  const int64_t slots = static_cast<int64_t>(num_blocks) * k.block_size;
+  if (slots > INT32_MAX)
+    throw UsageError(fmt::format(
+        "--block-size {} x {} KV blocks ({}) is {} token slots, more than a 32-bit slot id "
+        "reaches ({}); lower --block-size or the block count",
+        k.block_size, num_blocks, kv_count_source(k), slots, INT32_MAX));
+}
+
 }  // namespace
+
+int count_request_sequences(const std::filesystem::path& prompts, int limit) {
+  std::ifstream in(prompts, std::ios::binary);
+  if (!in) return limit;
+  int64_t count = 0;
+  for (std::string line; count < limit && std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r\n\f\v") == std::string::npos) continue;
+    int64_t n = 1;
+    if (line.find("\"n\"") != std::string::npos) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const nlohmann::json* holder = &j;
+      if (j.is_object() && j.contains("body") && j["body"].is_object()) holder = &j["body"];
+      if (holder->is_object() && holder->contains("n") && (*holder)["n"].is_number_integer())
+        n = std::max<int64_t>(1, (*holder)["n"].get<int64_t>());
+    }
+    count += n;
+  }
+  return static_cast<int>(std::min<int64_t>(count, limit));
+}
+
+std::string kv_cache_line(const KvCacheSizing& k, const ModelConfig& model, Device device,
+                          int num_blocks) {
+  if (num_blocks <= 0) return "KV cache: sized from GPU memory after the warm-up";
+  const size_t block_bytes = ModelRunner::kv_block_bytes(model, k.tp_size, k.block_size);
+  std::string why;
+  if (k.num_blocks_override) {
+    why = "--num-gpu-blocks-override " + std::to_string(*k.num_blocks_override);
+  } else if (k.cpu_kv_cache_space_gib || device != Device::kCpu) {
+    why = fmt::format("--cpu-kv-cache-space {:g}", k.cpu_kv_cache_space_gib.value_or(0.0));
+  } else {
+    const int64_t per_sequence =
+        (static_cast<int64_t>(k.max_model_len) + k.block_size - 1) / k.block_size;
+    const int64_t room = num_blocks / per_sequence;
+    const std::string seqs =
+        std::to_string(k.sequences) + (k.sequences == 1 ? " sequence" : " sequences") +
+        " of up to max_model_len " + std::to_string(k.max_model_len) + " tokens";
+    if (room >= k.sequences)
+      why = "sized for " + seqs;
+    else if (num_blocks > per_sequence)
+      why = fmt::format("room for {} of the {}: the default stops at {:g} GiB", room, seqs,
+                        kDefaultCpuKvCacheMaxGib);
+    else
+      why = fmt::format("room for 1 of the {}, the least that runs", seqs);
+    why += "; --cpu-kv-cache-space sets it";
+  }
+  return fmt::format("KV cache: {} blocks of {} tokens ({} per rank, {})", num_blocks, k.block_size,
+                     format_bytes(static_cast<double>(block_bytes) * num_blocks), why);
+}
 
 RunSettings make_run_settings(const LaunchOptions& o) {
   RunSettings s;
@@ -100,12 +223,27 @@ RunSettings make_run_settings(const LaunchOptions& o) {
   job.vocab_size = static_cast<int32_t>(s.model.vocab_size);
   job.engine = engine_config(o, s.model);
 
+  // No more sequences ever run than the file's completions: a larger max_num_seqs only costs
+  // memory (sampling slots, ring slots, the CUDA warm-up's rows and graphs).
+  const int flag_max_num_seqs = job.engine.max_num_seqs;
+  if (!o.prompts.empty())
+    job.engine.max_num_seqs =
+        std::max(1, count_request_sequences(o.prompts, job.engine.max_num_seqs));
+
   KvCacheSizing sizing;
   sizing.num_blocks_override = o.num_gpu_blocks_override;
   sizing.cpu_kv_cache_space_gib = o.cpu_kv_cache_space_gib;
   sizing.block_size = o.block_size;
   sizing.tp_size = s.tp_size;
-  job.engine.num_kvcache_blocks = plan_kv_cache_blocks(sizing, s.model, s.device);
+  sizing.sequences = job.engine.max_num_seqs;
+  sizing.max_model_len = job.engine.max_model_len;
+  try {
+    job.engine.num_kvcache_blocks = plan_kv_cache_blocks(sizing, s.model, s.device);
+  } catch (const std::runtime_error& err) {  // --cpu-kv-cache-space holds not one block
+    throw UsageError(err.what());
+  }
+  check_kv_cache_fits(sizing, s.model, s.device, job.engine.num_kvcache_blocks,
+                      job.engine.max_num_seqs);
   if (job.engine.num_kvcache_blocks > 0) {  // known now (CPU, or forced): refuse before loading
     const std::string shortfall = kv_cache_shortfall(
         job.engine.num_kvcache_blocks, job.engine.kvcache_block_size, job.engine.max_model_len);
@@ -118,14 +256,22 @@ RunSettings make_run_settings(const LaunchOptions& o) {
   job.cli_sampling.seed.reset();  // not a shared seed: the base of each request's derived seed
   job.seed = o.sampling.seed.value_or(0);
   const EngineConfig& e = job.engine;
+  const std::string seqs =
+      e.max_num_seqs == flag_max_num_seqs
+          ? std::to_string(e.max_num_seqs)
+          : fmt::format(
+                "{} (--max-num-seqs {}, lowered to the {} sequence(s) the requests ask "
+                "for)",
+                e.max_num_seqs, flag_max_num_seqs, e.max_num_seqs);
   spdlog::info(
-      "model {} ({} layers, hidden {}), --tp {}, device {}, max_model_len {}, "
-      "{} tokens per step, chunked prefill {} (long prefill threshold {}), "
-      "{} KV blocks of {} tokens (0: sized after warm-up), {} CPU threads per rank",
+      "model {} ({} layers, hidden {}), --tp {}, device {}, max_model_len {}, max_num_seqs {}, "
+      "{} tokens per step, chunked prefill {} (long prefill threshold {}), prefix caching {}, "
+      "{} CPU threads per rank",
       s.model_dir.string(), s.model.num_hidden_layers, s.model.hidden_size, s.tp_size,
-      s.device == Device::kCpu ? "cpu" : "cuda", e.max_model_len, e.max_num_batched_tokens,
-      e.enable_chunked_prefill ? "on" : "off", e.long_prefill_token_threshold, e.num_kvcache_blocks,
-      e.kvcache_block_size, s.cpu_threads);
+      s.device == Device::kCpu ? "cpu" : "cuda", e.max_model_len, seqs, e.max_num_batched_tokens,
+      e.enable_chunked_prefill ? "on" : "off", e.long_prefill_token_threshold,
+      e.enable_prefix_caching ? "on" : "off", s.cpu_threads);
+  spdlog::info("{}", kv_cache_line(sizing, s.model, s.device, e.num_kvcache_blocks));
   return s;
 }
 

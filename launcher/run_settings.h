@@ -4,11 +4,13 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 #include "engine/job/run_job.h"
 #include "kernels/tensor.h"
 #include "launcher/cli.h"
 #include "layers/model_config.h"
+#include "rank/kv_cache_sizing.h"
 
 namespace nanovllm {
 
@@ -23,8 +25,21 @@ struct RunSettings {
   JobSettings job;  // rank 0: engine limits (validated), num_kvcache_blocks 0 = measure (CUDA)
 };
 
-// Throws UsageError for flags that do not fit the model (exit 2); other exceptions for
-// unreadable model folders.
+// Throws UsageError for flags that do not fit the model or this machine (exit 2), before any
+// weight loads; other exceptions for unreadable model folders. max_num_seqs is lowered to the
+// completions the request file asks for (no more sequences can ever run; the log says so).
 RunSettings make_run_settings(const LaunchOptions& options);
+
+// The sequences the prompts file asks for, counted before fork without parsing most lines:
+// each non-blank line is one request of n completions (`n`, or an OpenAI line's `body.n`,
+// read only from lines that mention "n"; a line that does not parse counts 1, the reader
+// reports it later). Counting stops at `limit`; an unreadable file counts `limit`.
+int count_request_sequences(const std::filesystem::path& prompts, int limit);
+
+// The start-up line about the KV cache: what was decided and from which flag, e.g.
+// "KV cache: 16 blocks of 256 tokens (8.0 MiB per rank, sized for 1 sequence of up to
+// max_model_len 4096 tokens; --cpu-kv-cache-space sets it)". `num_blocks`: the plan's count.
+std::string kv_cache_line(const KvCacheSizing& sizing, const ModelConfig& model, Device device,
+                          int num_blocks);
 
 }  // namespace nanovllm

@@ -41,6 +41,11 @@ std::vector<int> CudaGraphRunner::graph_batch_sizes(int max_num_seqs) {
   return sizes;
 }
 
+size_t CudaGraphRunner::graph_bytes_estimate(size_t num_graphs, int tp_size, int num_layers) {
+  const size_t collectives = tp_size > 1 ? 2 * static_cast<size_t>(num_layers) + 2 : 0;
+  return num_graphs * (kGraphBytesEstimate + collectives * kCollectiveNodeBytesEstimate);
+}
+
 CudaGraphRunner::CudaGraphRunner(std::vector<int> batch_sizes, int max_blocks_per_seq,
                                  int max_model_len, const TensorView& logits)
     : sizes_(std::move(batch_sizes)),

@@ -39,9 +39,17 @@ class CudaGraphRunner {
  public:
   // 1, 2, 4, 8, then 16..512 in steps of 16, those <= max_num_seqs (ascending).
   static std::vector<int> graph_batch_sizes(int max_num_seqs);
-  // Device-memory estimate per captured graph (the exec's own nodes; intermediates are in
-  // the workspace). The runner logs the measured figure next to it.
-  static constexpr size_t kGraphBytesEstimate = size_t{8} << 20;
+  // What the KV-cache budget reserves for `num_graphs` decode graphs of a rank of `tp_size`
+  // running a model of `num_layers` layers (intermediates are in the workspace, so this is the
+  // execs' own memory). Measured (the runner logs its figure beside this one): 36 graphs of
+  // the 0.6B shape (28 layers) took 0.03 GiB at --tp 1 and 0.27 GiB a rank at --tp 2 (2 H100s,
+  // NCCL 2.28); a default --tp 2/4 run on H200s took 0.34-0.35 GiB. NCCL's graph-captured
+  // collectives cost per node, so the estimate grows with the all-reduces a graph holds (two
+  // a layer, the embedding's and the LM head's gather) where the old flat 8 MiB a graph ran
+  // short under tensor parallelism and every rank warned.
+  static constexpr size_t kGraphBytesEstimate = size_t{4} << 20;             // a graph's own
+  static constexpr size_t kCollectiveNodeBytesEstimate = size_t{160} << 10;  // per all-reduce
+  static size_t graph_bytes_estimate(size_t num_graphs, int tp_size, int num_layers);
 
   // max_blocks_per_seq = ceil(max_model_len / block_size): a sequence of exactly
   // max_model_len fits. logits: [>= max batch, V] f32, the runner's persistent logits.

@@ -1,10 +1,14 @@
 #include "rank/kv_cache_sizing.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
+#include "ipc/step_limits.h"
 #include "kernels/check.h"
 #include "rank/model_runner.h"
 
@@ -19,14 +23,25 @@ int cpu_kv_cache_blocks(double space_gib, size_t block_bytes) {
 int plan_kv_cache_blocks(const KvCacheSizing& sizing, const ModelConfig& config, Device device) {
   if (sizing.num_blocks_override) return *sizing.num_blocks_override;
   if (device == Device::kCuda) return 0;  // measured by the ModelRunner after its warm-up
+  CHECK_GT(sizing.block_size, 0);
+  CHECK_GT(sizing.max_model_len, 0);
   const size_t block_bytes = ModelRunner::kv_block_bytes(config, sizing.tp_size, sizing.block_size);
-  const int blocks = cpu_kv_cache_blocks(sizing.cpu_kv_cache_space_gib, block_bytes);
-  if (blocks <= 0)
-    throw std::runtime_error("the KV cache cannot hold one block of " +
-                             std::to_string(block_bytes) + " bytes with --cpu-kv-cache-space " +
-                             std::to_string(sizing.cpu_kv_cache_space_gib) +
-                             " GiB; raise it or set --num-gpu-blocks-override");
-  return blocks;
+  if (sizing.cpu_kv_cache_space_gib) {
+    const int blocks = cpu_kv_cache_blocks(*sizing.cpu_kv_cache_space_gib, block_bytes);
+    if (blocks <= 0)
+      throw std::runtime_error(fmt::format(
+          "--cpu-kv-cache-space {:g} GiB cannot hold one KV block of {} bytes (--block-size {} "
+          "tokens); raise it, lower --block-size, or leave --cpu-kv-cache-space out to size the "
+          "cache for the requests",
+          *sizing.cpu_kv_cache_space_gib, block_bytes, sizing.block_size));
+    return blocks;
+  }
+  const int64_t per_sequence =
+      (static_cast<int64_t>(sizing.max_model_len) + sizing.block_size - 1) / sizing.block_size;
+  const int64_t wanted = per_sequence * std::max(1, sizing.sequences);
+  const int64_t cap = cpu_kv_cache_blocks(kDefaultCpuKvCacheMaxGib, block_bytes);
+  const int64_t blocks = std::max(per_sequence, std::min(wanted, cap));
+  return static_cast<int>(std::min<int64_t>(blocks, std::numeric_limits<int>::max()));
 }
 
 WarmupShape warmup_shape(int max_num_batched_tokens, int max_num_seqs, int max_model_len) {
@@ -35,10 +50,11 @@ WarmupShape warmup_shape(int max_num_batched_tokens, int max_num_seqs, int max_m
   CHECK_GT(max_model_len, 0);
   WarmupShape s;
   s.max_model_len = max_model_len;
-  // A decode step has max_num_seqs tokens: the workspace must hold that too.
-  s.tokens = std::max(max_num_batched_tokens, max_num_seqs);
-  const int64_t seqs = (s.tokens + max_model_len - 1) / max_model_len;
-  s.rows = std::max<int64_t>(max_num_seqs, seqs);
+  // No step holds more than max_num_seqs sequences of at most max_model_len new tokens each,
+  // whatever the budget; a decode step has max_num_seqs tokens, which may exceed the budget.
+  s.tokens = max_step_tokens(StepLimits{max_num_batched_tokens, max_num_seqs, max_model_len, 1});
+  // Every sequence of the step, and every decode row, is one logits row of its own slot.
+  s.rows = max_num_seqs;
   return s;
 }
 

@@ -94,6 +94,7 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
   ctx_.cpu_threads = options.cpu_threads > 0
                          ? options.cpu_threads
                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  startup_.nccl_setup_s = options.nccl_setup_s;
   auto phase_start = std::chrono::steady_clock::now();
   GpuMemInfo before;
   if (device == Device::kCuda) {
@@ -105,6 +106,8 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
     sampling_ =
         std::make_unique<SlotSamplingState>(options.max_num_seqs, config_.vocab_size, device);
   max_logits_rows_ = options.max_num_seqs;
+  limits_ = StepLimits{options.max_num_batched_tokens, options.max_num_seqs, options.max_model_len,
+                       options.block_size};
   {
     const Checkpoint ckpt = Checkpoint::open(model_dir);
     validate_checkpoint(config_, ckpt);
@@ -186,10 +189,9 @@ TensorView ModelRunner::run_model(const StepCommand& cmd) {
 ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
   CHECK(cmd.kind == StepKind::kPrefill || cmd.kind == StepKind::kDecode);
   const int64_t t = cmd.num_tokens(), b = cmd.num_seqs(), s = len(cmd.logits_indices);
-  CHECK_GT(t, 0);
-  CHECK_EQ(len(cmd.positions), t);
-  CHECK_EQ(len(cmd.slot_mapping), t);
-  CHECK_EQ(len(cmd.block_tables), b * cmd.block_table_width);
+  // The buffers were sized for these limits at start-up: a command outside them is rank 0's bug.
+  const std::string violation = step_limit_violation(cmd, limits_);
+  CHECK_MSG(violation.empty(), "step command outside the engine's limits: " + violation);
   if (sampling_) sampling_->apply(cmd.new_slot_params, ctx_.stream);
   // A phase timer needs the eager path: its event records cannot live in a graph.
   if (graphs_ && !ctx_.phase_timer && cmd.kind == StepKind::kDecode && graphs_->can_run(b)) {

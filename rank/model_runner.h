@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ipc/step_executor.h"
+#include "ipc/step_limits.h"
 #include "kernels/communicator.h"
 #include "kernels/logprobs.h"
 #include "layers/model_config.h"
@@ -40,6 +41,8 @@ struct ModelRunnerOptions {
   // CUDA: time every step with events from the start (set_step_timing switches it later).
   // Each timed step waits for its end event, so it is for rank 0, whose steps wait anyway.
   bool time_steps = false;
+  // --tp on CUDA: seconds the NCCL set-up took before this runner (startup_timing() says it).
+  double nccl_setup_s = 0;
 };
 
 class ModelRunner final : public StepExecutor {
@@ -130,6 +133,7 @@ class ModelRunner final : public StepExecutor {
   Workspace inputs_;       // step inputs copied to the device, one slot each
   DeviceBuffer logits_;    // [max logits rows, V] f32 (options start-up on CUDA), else empty
   int64_t max_logits_rows_ = 0;  // max_num_seqs: the most logits rows one LM-head call makes
+  StepLimits limits_;            // the options' max_* and block size: every command stays inside
   std::unique_ptr<SlotSamplingState> sampling_;  // rank 0: per-slot parameters
   std::unique_ptr<CudaGraphRunner> graphs_;      // decode graphs; destroyed first
   // Step timing (CUDA events, model_runner.cpp); null while off.

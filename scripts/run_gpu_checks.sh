@@ -16,6 +16,12 @@
 #   long-hf  on the first preset's model: 8k / 32k prompts with plain RoPE and 64k / 120k with
 #            YaRN (--rope-scaling) against transformers at sampled positions
 #            (scripts/check_long_context_vs_transformers.py; not in the default phases: ~2 min)
+#   startup  on the first preset's model: the start-up sweep (--max-num-seqs 1, 2, 3, 5, 7, and
+#            1 with --enforce-eager, each on examples/prompts.jsonl: exit 0, every result), then
+#            the examples at --tp 1, 2 and 4 where that many GPUs are visible (no "CUDA graphs
+#            use ... more" warning on any rank; the graphs' measured memory beside the estimate),
+#            then the launcher's closing summary beside nanovllm-bench on nano-vllm's workload
+#            (their generation throughputs within 3 %)
 #   tp       per preset (NANOVLLM_GPU_TP_PRESETS, default "qwen3-0.6b"), on >= 2 GPUs: greedy
 #            nanovllm-launch --tp 1 and --tp 2 on the examples (token ids compared per request,
 #            the first divergence reported), then nanovllm-bench --tp 1,2 (nano-vllm's
@@ -218,6 +224,65 @@ long_hf_check() {
     "$(grep -h 'long context vs transformers' "$logs/long-hf_$preset.log" | tail -n 1)")"
 }
 
+# launch_results_check NAME OUT: every request of examples/prompts.jsonl answered, no error.
+launch_results_check() {
+  python3 - "$2" examples/prompts.jsonl <<'EOF4' >"$logs/$1_check.log" 2>&1
+import json, sys
+results = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+name = lambda r: r.get("custom_id", r.get("id"))
+want = sorted(str(name(json.loads(l))) for l in open(sys.argv[2]) if l.strip())
+errors = [r for r in results if r.get("error") is not None]
+print(f"{len(results)} results for {len(want)} requests, {len(errors)} errors")
+sys.exit(0 if sorted(str(name(r)) for r in results) == want and not errors else 1)
+EOF4
+  local rc=$?
+  row "$(printf '%-34s        %s: %s' "$1 results" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" \
+    "$(tail -n 1 "$logs/$1_check.log")")"
+}
+
+# startup_checks PRESET: issue 30's start-up sweep, graph-memory warnings at --tp 1/2/4, and the
+# launcher's summary against nanovllm-bench on the same workload.
+startup_checks() {
+  local preset=$1 dir="$work/$1" n tp gpus
+  ensure_model "$preset" || return
+  for n in 1 2 3 5 7; do
+    step "startup max-num-seqs $n" 120 "$bundle/bin/nanovllm-launch" "$dir" examples/prompts.jsonl \
+      --device cuda --max-num-seqs "$n" -o "$logs/startup_seqs$n.jsonl" &&
+      launch_results_check "startup_seqs$n" "$logs/startup_seqs$n.jsonl"
+  done
+  step "startup max-num-seqs 1 eager" 120 "$bundle/bin/nanovllm-launch" "$dir" examples/prompts.jsonl \
+    --device cuda --max-num-seqs 1 --enforce-eager -o "$logs/startup_seqs1_eager.jsonl" &&
+    launch_results_check "startup_seqs1_eager" "$logs/startup_seqs1_eager.jsonl"
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  # 520 short requests: max_num_seqs stays at its default 512, so all 36 decode graphs exist
+  # (the launcher lowers max_num_seqs to the requests a file has, so the examples get fewer).
+  python3 -c 'import json; [print(json.dumps({"id": f"r{i}", "prompt": f"Count: {i} {i+1}", "max_tokens": 4})) for i in range(520)]' \
+    >"$work/many_prompts.jsonl"
+  local file tag
+  for tp in 1 2 4; do
+    [ "${gpus:-0}" -ge "$tp" ] || { row "$(printf '%-34s  SKIPPED (%s GPUs)' "startup tp$tp" "${gpus:-0}")"; continue; }
+    for file in examples/prompts.jsonl "$work/many_prompts.jsonl"; do
+      tag=tp$tp; [[ $file == */many_prompts.jsonl ]] && tag=tp${tp}_many
+      step "startup $tag" 200 "$bundle/bin/nanovllm-launch" "$dir" "$file" \
+        --device cuda --tp "$tp" -o "$logs/startup_$tag.jsonl" || continue
+      [[ $file == examples/* ]] && launch_results_check "startup_$tag" "$logs/startup_$tag.jsonl"
+      row "$(printf '%-34s        %s graph warnings; %s' "startup $tag graphs" \
+        "$(grep -c 'CUDA graphs use' "$logs/startup_$tag.log")" \
+        "$(grep -o 'captured [0-9]* decode CUDA graphs.*' "$logs/startup_$tag.log" | sed 's/ (batch[^)]*)//' | sort -u | tr '\n' ';')")"
+    done
+  done
+  [ -x "$bundle/bin/nanovllm-bench" ] || return
+  # The same workload (nano-vllm's, model defaults) through both tools; bench's own data file.
+  step "startup launch nanovllm workload" 200 "$bundle/bin/nanovllm-launch" "$dir" \
+    "$bundle/share/nanovllm/bench/data/nanovllm_workload.jsonl" --device cuda --ignore-eos \
+    -o "$logs/startup_workload.jsonl"
+  step "startup bench nanovllm workload" 300 "$bundle/bin/nanovllm-bench" "$dir" --device cuda \
+    --workloads nanovllm --json "$logs/startup_bench.json"
+  python3 scripts/compare_launch_bench.py "$logs/startup_launch_nanovllm_workload.log" \
+    "$logs/startup_bench.json" >"$logs/startup_compare.log" 2>&1
+  row "$(printf '%-34s        %s' "launch summary vs bench" "$(tail -n 1 "$logs/startup_compare.log")")"
+}
+
 launch_checks() {
   if [ ! -x "$bundle/bin/nanovllm-launch" ]; then row "$(printf '%-34s  MISSING (not bundled)' nanovllm-launch)"; return; fi
   if [ ! -d "$bundle/tokenizer" ]; then row "$(printf '%-34s  SKIPPED (no tokenizer)' nanovllm-launch)"; return; fi
@@ -264,6 +329,7 @@ fi
 if has_phase launch && [ $launched -eq 0 ]; then launch_checks; fi
 if has_phase fields-hf; then fields_hf_check "$(echo "$presets" | awk '{print $1}')"; fi
 if has_phase long-hf; then long_hf_check "$(echo "$presets" | awk '{print $1}')"; fi
+if has_phase startup; then startup_checks "$(echo "$presets" | awk '{print $1}')"; fi
 if has_phase tp; then
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
   if [ "${gpus:-0}" -lt 2 ]; then

@@ -13,6 +13,7 @@
 
 #include "engine/chat_template.h"
 #include "engine/job/interrupt.h"
+#include "engine/job/work_left.h"
 #include "engine/llm_engine.h"
 #include "engine/progress.h"
 #include "engine/request_reader.h"
@@ -139,6 +140,9 @@ PendingWork pending_requests_of(const JobSettings& s, const Tokenizer& tokenizer
 // are in. A request counts as finished (progress) when all its completions are written.
 int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
                const Tokenizer& tokenizer, ResultWriter& writer, Progress& progress) {
+  // Generation time starts here, as nanovllm-bench's elapsed_s does: before the engine and
+  // its requests, after the model load.
+  progress.begin_generation();
   std::vector<Request>& requests = work.requests;
   EngineConfig engine_config = s.engine;
   engine_config.num_kvcache_blocks = executor.num_kv_blocks();  // what every rank allocated
@@ -149,7 +153,9 @@ int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
   struct Submitted {
     size_t request;
     std::optional<int32_t> index;
+    int64_t output_budget;  // each of its sequences' (WorkLeftTracker)
   };
+  WorkLeftTracker work_left(engine_config.max_model_len);
   std::unordered_map<int64_t, Submitted> submitted;    // RequestOutput::request_id -> ...
   std::vector<int32_t> remaining(requests.size(), 0);  // completions still to write
   std::vector<std::vector<CompletionOutput>> buffered(requests.size());  // OpenAI, until all n
@@ -166,7 +172,10 @@ int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
         error = added.error;
         break;
       }
-      submitted.emplace(*added.seq_id, Submitted{i, run.index});
+      const int32_t num_seqs = run.index ? 1 : n;
+      const int64_t budget =
+          work_left.add(static_cast<int64_t>(r.prompt_token_ids.size()), run.params, num_seqs);
+      submitted.emplace(*added.seq_id, Submitted{i, run.index, budget});
       remaining[i] += run.index ? 1 : n;
     }
     if (error.empty()) continue;
@@ -180,6 +189,8 @@ int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
   while (!engine.is_finished() && !interrupt_requested()) {
     for (const RequestOutput& out : engine.step()) {
       const Submitted& from = submitted.at(out.request_id);
+      work_left.finished(from.output_budget);
+      progress.add_output_tokens(static_cast<int64_t>(out.completion_token_ids.size()));
       Request& r = requests[from.request];
       if (!r.ok()) continue;
       CompletionOutput c = completion_of(out, from.index.value_or(out.index), r, tokenizer);
@@ -195,6 +206,7 @@ int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
       if (--remaining[from.request] == 0) progress.request_finished(true);
     }
     progress.set_tokens(engine.stats().num_prefill_tokens, engine.stats().num_decode_tokens);
+    progress.set_work_left(work_left.left(engine.stats(), engine.scheduler().running()));
     progress.update();
   }
   engine.stop_workers();
@@ -212,12 +224,14 @@ int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
 }  // namespace
 
 int run_job(const JobSettings& s, const ExecutorFactory& load_model) {
+  const double run_start = monotonic_seconds();  // the summary's wall time
   const Tokenizer tokenizer = Tokenizer::from_file((s.model_dir / "tokenizer.json").string());
   PendingWork work = pending_requests_of(s, tokenizer);
   const std::vector<Request>& requests = work.requests;
   const std::unique_ptr<ResultWriter> writer = open_writer(s, tokenizer);
   ProgressOptions progress_options;
   progress_options.live = stderr_is_terminal();
+  progress_options.run_start = run_start;
   Progress progress(static_cast<int64_t>(requests.size()), progress_options);
   for (const Request& r : requests) {
     if (r.ok()) continue;
@@ -234,7 +248,9 @@ int run_job(const JobSettings& s, const ExecutorFactory& load_model) {
     return failed > 0 ? kExitRequestsFailed : kExitOk;
   }
 
+  progress.begin_startup();
   const std::unique_ptr<StepExecutor> executor = load_model();
+  progress.end_startup(executor->startup_timing());
   const std::string shortfall = kv_cache_shortfall(
       executor->num_kv_blocks(), s.engine.kvcache_block_size, s.engine.max_model_len);
   if (!shortfall.empty()) {

@@ -1,8 +1,10 @@
 // Rank 0's job (nanovllm-launch's application): read and validate every request of the
 // prompts file before any weight is loaded, write error results for bad lines at once, have
 // the model loaded, run the engine loop and write each result as it finishes, with progress
-// on stderr. The launcher wires it: it passes a factory that loads the model (and, under
-// tensor parallelism, wraps it in the ring broadcaster), called once validation has passed.
+// on stderr (engine/progress.h: the start-up on its own line, rates over the generation time,
+// an ETA from the tokens left). The launcher wires it: it passes a factory that loads the model
+// (and, under tensor parallelism, wraps it in the ring broadcaster), called once validation has
+// passed.
 #pragma once
 
 #include <cstdint>

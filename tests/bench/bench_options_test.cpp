@@ -57,9 +57,9 @@ TEST(BenchOptions, BadChunkedFlagsAreUsageErrors) {
 }
 
 TEST(BenchOptions, AllLeavesOutTheLongWorkloads) {
-  const BenchParse all = parse({"--workloads", "all"});
+  const BenchParse all = parse({"--workloads", "all"});  // on the CPU: nanovllm-cpu
   ASSERT_TRUE(all.options) << all.message;
-  EXPECT_EQ(all.options->workloads, (std::vector<std::string>{"nanovllm", "fixed", "latency",
+  EXPECT_EQ(all.options->workloads, (std::vector<std::string>{"nanovllm-cpu", "fixed", "latency",
                                                               "shared-prefix", "decode-step"}));
   const BenchParse more = parse({"--workloads", "interference,all,long"});
   ASSERT_TRUE(more.options) << more.message;

@@ -186,7 +186,7 @@ TEST(NanovllmBenchE2E, EveryWorkloadOnTheCpuCountsTheRightTokens) {
   ASSERT_EQ(j["workloads"].size(), 5u);
 
   const auto [prompt_sum, output_sum] = scaled_workload_sums();
-  const Json& nv = workload(j, "nanovllm");
+  const Json& nv = workload(j, "nanovllm-cpu");  // `all` on the CPU, sized by the flags
   EXPECT_EQ(nv["num_requests"], kMaxRequests);
   EXPECT_EQ(nv["prompt_tokens"], prompt_sum);
   EXPECT_EQ(nv["max_output_tokens"], output_sum);
@@ -217,8 +217,22 @@ TEST(NanovllmBenchE2E, EveryWorkloadOnTheCpuCountsTheRightTokens) {
 
   for (const Json& w : j["workloads"]) expect_consistent(w);
   for (const char* name :
-       {"workload", "nanovllm", "fixed n=2", "latency", "shared-prefix", "decode step"})
+       {"workload", "nanovllm-cpu", "fixed n=2", "latency", "shared-prefix", "decode step"})
     EXPECT_NE(run.out.find(name), std::string::npos) << name << " not in the table:\n" << run.out;
+  // Issue 30: the plan first (every workload, the runs, the work in all), then each run's
+  // progress over the whole benchmark.
+  const size_t plan = run.err.find("plan: 3 runs of each workload on the cpu backend, --tp 1");
+  EXPECT_NE(plan, std::string::npos) << run.err;
+  EXPECT_LT(plan, run.err.find("--tp 1: starting a benchmark process")) << run.err;
+  EXPECT_NE(run.err.find("in all: 15 runs, "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("CUDA only: not measured on the CPU"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("nanovllm-cpu run 3/3: 4/4 requests, " + std::to_string(output_sum) + "/" +
+                         std::to_string(output_sum) + " output tokens | all runs: "),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("shared-prefix run 3/3: 4/4 requests, 16/16 output tokens | all runs: "),
+            std::string::npos)
+      << run.err;
 }
 
 TEST(NanovllmBenchE2E, NoPrefixCachingMeansNoCachedTokens) {

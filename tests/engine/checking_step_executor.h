@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <span>
 #include <unordered_map>
@@ -22,6 +23,7 @@
 #include "engine/sequence.h"
 #include "engine/step_builder.h"
 #include "ipc/step_executor.h"
+#include "ipc/step_limits.h"
 
 namespace nanovllm::testing {
 
@@ -90,6 +92,8 @@ class CheckingStepExecutor : public StepExecutor {
     slots_.assign(static_cast<size_t>(bm_->num_blocks()) * bm_->block_size(), Slot{});
   }
   int num_kv_blocks() const override { return bm_ ? bm_->num_blocks() : 0; }
+  // When set, every command must stay inside these limits (what ModelRunner enforces).
+  std::optional<StepLimits> limits;
   int64_t num_runs = 0;
   int max_batch_seqs = 0;
   int max_prefill_tokens = 0;
@@ -101,6 +105,9 @@ class CheckingStepExecutor : public StepExecutor {
   StepResult execute(const StepCommand& cmd) override {
     if (cmd.kind == StepKind::kExit) return {};
     EXPECT_NE(bm_, nullptr);
+    if (limits) {
+      EXPECT_EQ(step_limit_violation(cmd, *limits), "") << "step " << num_runs;
+    }
     ++num_runs;
     const int b_count = cmd.num_seqs(), t_count = cmd.num_tokens();
     max_batch_seqs = std::max(max_batch_seqs, b_count);

@@ -226,6 +226,7 @@ void run_workload(uint64_t seed, const Tokenizer* tokenizer, Totals& totals) {
     };
   LLMEngine engine(c, runner, tokenizer, hash);
   runner.attach(engine.block_manager());
+  runner.limits = step_limits(c);  // what the model runner enforces on every command
 
   std::map<int64_t, const Request*> accepted;  // by request id
   int64_t num_completions = 0;

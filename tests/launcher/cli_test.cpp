@@ -70,7 +70,8 @@ TEST_F(LaunchCli, PositionalsAloneGiveTheDocumentedDefaultsAndCpuWithoutGpu) {
   EXPECT_NE(p.notice.find("no GPU"), std::string::npos);
   EXPECT_EQ(o.block_size, 256);
   EXPECT_DOUBLE_EQ(o.gpu_memory_utilization, 0.9);
-  EXPECT_DOUBLE_EQ(o.cpu_kv_cache_space_gib, 4.0);
+  EXPECT_FALSE(o.cpu_kv_cache_space_gib.has_value());  // sized for the request file
+  EXPECT_TRUE(o.enable_prefix_caching);
   EXPECT_FALSE(o.max_model_len || o.num_gpu_blocks_override);
   const SamplingOverrides& d = o.sampling;
   EXPECT_FALSE(d.temperature || d.top_p || d.top_k || d.min_p || d.max_tokens || d.seed ||
@@ -142,7 +143,7 @@ TEST_F(LaunchCli, EveryFlagParsesIntoItsField) {
   EXPECT_DOUBLE_EQ(o.gpu_memory_utilization, 0.5);
   EXPECT_EQ(o.block_size, 32);
   EXPECT_EQ(o.num_gpu_blocks_override, 77);
-  EXPECT_DOUBLE_EQ(o.cpu_kv_cache_space_gib, 1.5);
+  EXPECT_EQ(o.cpu_kv_cache_space_gib, 1.5);
   EXPECT_TRUE(o.enforce_eager);
   EXPECT_EQ(o.sampling.temperature, 0.7f);
   EXPECT_EQ(o.sampling.top_p, 0.95f);
@@ -366,6 +367,121 @@ TEST_F(LaunchCli, RopeScalingAndHfOverridesMustBeJsonObjects) {
                               "--hf-overrides", R"({"max_position_embeddings": 8})"});
   EXPECT_EQ(o.hf_overrides["rope_scaling"]["rope_type"], "yarn");
   EXPECT_EQ(o.hf_overrides["max_position_embeddings"], 8);
+}
+
+TEST_F(LaunchCli, PrefixCachingFlagsParseAsVllmSpellsThem) {
+  EXPECT_TRUE(ok({model_, prompts_}).enable_prefix_caching);  // EngineConfig's default
+  EXPECT_EQ(ok({model_, prompts_}).enable_prefix_caching, EngineConfig{}.enable_prefix_caching);
+  EXPECT_TRUE(ok({model_, prompts_, "--enable-prefix-caching"}).enable_prefix_caching);
+  EXPECT_FALSE(ok({model_, prompts_, "--no-enable-prefix-caching"}).enable_prefix_caching);
+  EXPECT_TRUE(ok({model_, prompts_, "--no-enable-prefix-caching", "--enable-prefix-caching"})
+                  .enable_prefix_caching);  // the last one wins
+  bad({model_, prompts_, "--enable-prefix-caching=maybe"}, "--enable-prefix-caching");
+}
+
+// The help shows each default as it is: a flag pair names both spellings without CLI11's
+// "{false}" (which read as "off by default" for chunked prefill, on by default).
+TEST_F(LaunchCli, HelpShowsTheRealDefaults) {
+  const std::string help = parse({"--help"}).message;
+  EXPECT_EQ(help.find("{false}"), std::string::npos) << help;
+  EXPECT_EQ(help.find("{true}"), std::string::npos) << help;
+  EXPECT_NE(help.find("--enable-chunked-prefill,--no-enable-chunked-prefill\n"), std::string::npos)
+      << help;
+  EXPECT_NE(help.find("--enable-prefix-caching,--no-enable-prefix-caching\n"), std::string::npos)
+      << help;
+  // Each pair's description says its default: on, for both.
+  const auto description_of = [&help](const std::string& name) {
+    const size_t at = help.find(name);
+    return at == std::string::npos ? std::string() : help.substr(at, help.find("\n  -", at) - at);
+  };
+  EXPECT_NE(description_of("--enable-chunked-prefill").find("(default: on)"), std::string::npos)
+      << help;
+  EXPECT_NE(description_of("--enable-prefix-caching").find("(default: on)"), std::string::npos)
+      << help;
+  // --tp 1 and max_model_len's default and cap.
+  EXPECT_NE(description_of("--tp,--tensor-parallel-size").find("=1"), std::string::npos) << help;
+  EXPECT_NE(description_of("--max-model-len")
+                .find("default 4096, capped by the model's max_position_embeddings"),
+            std::string::npos)
+      << help;
+  // The CPU cache's default is the requests' need, not a fixed 4 GiB.
+  const std::string cpu = description_of("--cpu-kv-cache-space");
+  EXPECT_EQ(cpu.find("=4"), std::string::npos) << help;
+  EXPECT_NE(cpu.find("at most 4 GiB"), std::string::npos) << help;
+}
+
+TEST_F(LaunchCli, LimitsNoRequestCouldRunAreRefusedByTheParser) {
+  bad({model_, prompts_, "--max-model-len", "1"}, "--max-model-len");  // no room for a token
+  EXPECT_EQ(ok({model_, prompts_, "--max-model-len", "2"}).max_model_len, 2);
+  bad({model_, prompts_, "--cpu-kv-cache-space", "inf"}, "--cpu-kv-cache-space");
+  bad({model_, prompts_, "--cpu-kv-cache-space", "nan"}, "--cpu-kv-cache-space");
+  bad({model_, prompts_, "--cpu-kv-cache-space", "-1"}, "--cpu-kv-cache-space");
+  EXPECT_EQ(ok({model_, prompts_, "--cpu-kv-cache-space", "1e-300"}).cpu_kv_cache_space_gib,
+            1e-300);  // accepted here; make_run_settings finds it holds no block
+}
+
+TEST_F(LaunchBudget, PrefixCachingFlagReachesTheEngineConfig) {
+  EXPECT_TRUE(settings({}).job.engine.enable_prefix_caching);
+  EXPECT_FALSE(settings({"--no-enable-prefix-caching"}).job.engine.enable_prefix_caching);
+  EXPECT_TRUE(settings({"--enable-prefix-caching"}).job.engine.enable_prefix_caching);
+}
+
+TEST_F(LaunchBudget, StepBudgetBelowMaxNumSeqsIsRefusedInTheFlagsWords) {
+  refused({"--max-num-batched-tokens", "1"},
+          "--max-num-batched-tokens 1 is less than --max-num-seqs 512 (the default)");
+  refused({"--max-num-batched-tokens", "8", "--max-num-seqs", "9"},
+          "--max-num-batched-tokens 8 is less than --max-num-seqs 9:");
+}
+
+// max_num_seqs never exceeds the sequences the request file asks for (no more can run): a
+// huge --max-num-seqs costs no memory. n > 1 counts n sequences, OpenAI lines their body's n.
+TEST_F(LaunchBudget, MaxNumSeqsIsLoweredToTheSequencesTheRequestsAskFor) {
+  EXPECT_EQ(settings({}).job.engine.max_num_seqs, 1);  // one request line
+  EXPECT_EQ(settings({"--max-num-seqs", "2147483647", "--max-num-batched-tokens", "2147483647"})
+                .job.engine.max_num_seqs,
+            1);
+  std::ofstream(prompts_) << "{\"prompt\": \"a\", \"n\": 3}\n\n  \n{\"prompt\": \"b\"}\n"
+                          << R"({"custom_id": "c", "method": "POST", "url": "/v1/completions", )"
+                          << R"("body": {"prompt": "c", "n": 4}})"
+                          << "\n"
+                          << "not json, \"n\": 9\n";
+  EXPECT_EQ(count_request_sequences(prompts_, 512), 3 + 1 + 4 + 1);
+  EXPECT_EQ(count_request_sequences(prompts_, 5), 5);  // stops at the limit
+  EXPECT_EQ(settings({}).job.engine.max_num_seqs, 9);
+  EXPECT_EQ(settings({"--max-num-seqs", "4"}).job.engine.max_num_seqs, 4);
+  EXPECT_EQ(count_request_sequences(dir_ / "missing.jsonl", 7), 7);
+}
+
+TEST_F(LaunchBudget, CpuKvCacheDefaultsToWhatTheRequestsNeed) {
+  // tiny: 2 (K, V) x 4 layers x 2 kv heads x 64 dims x 2 bytes = 2 KiB a token.
+  const RunSettings one = settings({});  // one request, max_model_len 4096, blocks of 256
+  EXPECT_EQ(one.job.engine.num_kvcache_blocks, 16);
+  std::ofstream(prompts_) << "{\"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n{\"prompt\": \"c\"}\n";
+  EXPECT_EQ(settings({}).job.engine.num_kvcache_blocks, 48);
+  EXPECT_EQ(settings({"--max-num-seqs", "2"}).job.engine.num_kvcache_blocks, 32);
+  // With the flag: exactly what it says (0.5 GiB / 512 KiB blocks).
+  EXPECT_EQ(settings({"--cpu-kv-cache-space", "0.5"}).job.engine.num_kvcache_blocks, 1024);
+  refused({"--cpu-kv-cache-space", "1e-300"}, "--cpu-kv-cache-space 1e-300 GiB cannot hold one");
+  EXPECT_EQ(settings({"--num-gpu-blocks-override", "20"}).job.engine.num_kvcache_blocks, 20);
+}
+
+TEST_F(LaunchBudget, AKvCacheBeyondThisMachineIsRefusedNamingTheFlag) {
+  refused({"--num-gpu-blocks-override", "2147483647"}, "--num-gpu-blocks-override 2147483647");
+  refused({"--num-gpu-blocks-override", "2147483647"}, "more than this machine's");
+  // On CUDA the cache is not in this machine's memory, but slot ids are 32-bit everywhere.
+  try {
+    make_run_settings(
+        ok({model_, prompts_, "--device", "cuda", "--num-gpu-blocks-override", "2147483647"}, 1));
+    ADD_FAILURE() << "expected a usage error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("32-bit slot id"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--num-gpu-blocks-override"), std::string::npos);
+  }
+  refused({"--cpu-kv-cache-space", "1e300"}, "--cpu-kv-cache-space 1e+300");
+  refused({"--cpu-kv-cache-space", "1e300"}, "more than this machine's");
+  refused({"--block-size", "2147483632"}, "--block-size 2147483632");
+  refused({"--block-size", "2147483632", "--num-gpu-blocks-override", "1"},
+          "--num-gpu-blocks-override 1");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "engine/step_builder.h"
 #include "ipc/step_command_serialization.h"
 #include "ipc/step_ring_sizing.h"
+#include "launcher/run_settings.h"
 #include "rank/kv_cache_sizing.h"
 #include "rank/model_runner.h"
 
@@ -116,6 +117,66 @@ TEST(KvCacheSizing, OverrideWinsAndCpuPlanMatchesKvBlockBytes) {
   EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCuda), 9);
 }
 
+// Without --cpu-kv-cache-space the CPU cache holds `sequences` sequences of max_model_len
+// (what the request file can run at once), at most 4 GiB a rank and at least one sequence; the
+// start-up line says which of these decided it.
+TEST(KvCacheSizing, CpuDefaultIsSizedForTheRequestsWithinFourGibAndAtLeastOneSequence) {
+  ModelConfig m;
+  m.num_hidden_layers = 4;
+  m.num_key_value_heads = 2;
+  m.head_dim = 64;
+  KvCacheSizing s;  // no --cpu-kv-cache-space
+  s.block_size = 256;
+  s.max_model_len = 4096;
+  s.sequences = 3;
+  const size_t block = ModelRunner::kv_block_bytes(m, 1, 256);
+  EXPECT_EQ(block, 524288u);  // 2 x 4 layers x 256 tokens x 2 heads x 64 dims x 2 bytes
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCpu), 48);  // 3 x 4096 / 256
+  EXPECT_EQ(kv_cache_line(s, m, Device::kCpu, 48),
+            "KV cache: 48 blocks of 256 tokens (24.0 MiB per rank, sized for 3 sequences of up "
+            "to max_model_len 4096 tokens; --cpu-kv-cache-space sets it)");
+  s.max_model_len = 4097;  // a partial block counts whole
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCpu), 51);
+  s.max_model_len = 4096;
+  // 1000 sequences would take 7.8 GiB: capped at 4 GiB (8192 blocks), room for 512 of them.
+  s.sequences = 1000;
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCpu), 8192);
+  EXPECT_EQ(kv_cache_line(s, m, Device::kCpu, 8192),
+            "KV cache: 8192 blocks of 256 tokens (4.00 GiB per rank, room for 512 of the 1000 "
+            "sequences of up to max_model_len 4096 tokens: the default stops at 4 GiB; "
+            "--cpu-kv-cache-space sets it)");
+  // One sequence above 4 GiB (a long max_model_len on a wide model): one sequence anyway.
+  m.num_hidden_layers = 400;
+  s.max_model_len = 40960;
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCpu), 160);  // not the 4 GiB cap's 81
+  EXPECT_EQ(kv_cache_line(s, m, Device::kCpu, 160),
+            "KV cache: 160 blocks of 256 tokens (7.81 GiB per rank, room for 1 of the 1000 "
+            "sequences of up to max_model_len 40960 tokens, the least that runs; "
+            "--cpu-kv-cache-space sets it)");
+  m.num_hidden_layers = 4;
+  // At tp 2 each rank holds half the KV heads: the same blocks, half the bytes.
+  s.tp_size = 2;
+  s.sequences = 3;
+  s.max_model_len = 4096;
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCpu), 48);
+  EXPECT_NE(kv_cache_line(s, m, Device::kCpu, 48).find("(12.0 MiB per rank, sized for 3"),
+            std::string::npos);
+  // The flag: exactly what it says, whatever the requests.
+  s.tp_size = 1;
+  s.cpu_kv_cache_space_gib = 0.25;
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCpu), 512);
+  EXPECT_EQ(kv_cache_line(s, m, Device::kCpu, 512),
+            "KV cache: 512 blocks of 256 tokens (256.0 MiB per rank, --cpu-kv-cache-space 0.25)");
+  s.num_blocks_override = 20;
+  EXPECT_EQ(kv_cache_line(s, m, Device::kCpu, 20),
+            "KV cache: 20 blocks of 256 tokens (10.0 MiB per rank, --num-gpu-blocks-override 20)");
+  // CUDA: measured after the warm-up, and the line says that (not "0 blocks").
+  s.num_blocks_override.reset();
+  EXPECT_EQ(plan_kv_cache_blocks(s, m, Device::kCuda), 0);
+  EXPECT_EQ(kv_cache_line(s, m, Device::kCuda, 0),
+            "KV cache: sized from GPU memory after the warm-up");
+}
+
 // The warm-up measures the activation peak the KV cache is sized around: the largest step is
 // the token budget (chunks whose contexts reach max_model_len), not max_model_len tokens.
 // Every sequence's context (cu_seqlens_k) is max_model_len; the first q_lens are full.
@@ -167,13 +228,23 @@ TEST(WarmupSizing, WithoutChunkingTheBudgetMustHoldMaxModelLen) {
 }
 
 TEST(WarmupSizing, BudgetAboveMaxModelLenIsFullSequencesThenAChunk) {
-  const WarmupShape shape = warmup_shape(40000, 2, 16384);
+  const WarmupShape shape = warmup_shape(40000, 3, 16384);
   EXPECT_EQ(shape.tokens, 40000);
-  EXPECT_EQ(shape.rows, 3);  // one logits row per sequence at least
-  const StepCommand cmd = warmup_step_command(shape, 64, 2);
+  EXPECT_EQ(shape.rows, 3);  // one logits row per sequence
+  const StepCommand cmd = warmup_step_command(shape, 64, 3);
   expect_warmup_layout(cmd, {16384, 16384, 7232}, 16384);
   EXPECT_EQ(cmd.logits_indices, (std::vector<int32_t>{16383, 32767, 39999}));
-  EXPECT_EQ(cmd.sample_slots, (std::vector<int32_t>{0, 1, 0}));  // slots reused past 2
+  EXPECT_EQ(cmd.sample_slots, (std::vector<int32_t>{0, 1, 2}));
+}
+
+TEST(WarmupSizing, FewerSequencesThanTheBudgetNeedsCapTheTokens) {
+  // Two sequences of 16384 hold 32768 of the 40000-token budget: no step carries more.
+  const WarmupShape shape = warmup_shape(40000, 2, 16384);
+  EXPECT_EQ(shape.tokens, 32768);
+  EXPECT_EQ(shape.rows, 2);
+  const StepCommand cmd = warmup_step_command(shape, 64, 2);
+  expect_warmup_layout(cmd, {16384, 16384}, 16384);
+  EXPECT_EQ(cmd.sample_slots, (std::vector<int32_t>{0, 1}));
 }
 
 TEST(WarmupSizing, ADecodeBatchLargerThanTheBudgetSetsTheTokens) {

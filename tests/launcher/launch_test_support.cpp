@@ -109,18 +109,10 @@ Launch spawn(const fs::path& prompts, const std::string& tag, std::vector<std::s
   return spawn_with_model(tiny_model(), prompts, tag, std::move(extra), std::move(prefix));
 }
 
-Launch spawn_with_model(const fs::path& model, const fs::path& prompts, const std::string& tag,
-                        std::vector<std::string> extra, std::string prefix) {
-  Launch l{-1, work_dir() / (tag + ".out.jsonl"), work_dir() / (tag + ".err"), prefix};
-  // NANOVLLM_TEST_LAUNCH_BIN runs the suites against another build (e.g. the one before a fix).
-  const char* bin = std::getenv("NANOVLLM_TEST_LAUNCH_BIN");
-  std::vector<std::string> args{bin && *bin ? bin : NANOVLLM_LAUNCH_BIN, model.string(),
-                                prompts.string()};
-  const std::vector<std::string> common = common_flags();  // "--flag value" pairs
-  for (size_t i = 0; i + 1 < common.size(); i += 2)
-    if (std::find(extra.begin(), extra.end(), common[i]) == extra.end())  // extra overrides
-      args.insert(args.end(), {common[i], common[i + 1]});
-  for (auto& f : extra) args.push_back(f);
+namespace {
+// Forks and execs `args` (argv[0] first) with stdout and stderr in the launch's files.
+Launch exec_launch(std::vector<std::string> args, const std::string& tag, std::string prefix) {
+  Launch l{-1, work_dir() / (tag + ".out.jsonl"), work_dir() / (tag + ".err"), std::move(prefix)};
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int err = ::open(l.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -128,7 +120,7 @@ Launch spawn_with_model(const fs::path& model, const fs::path& prompts, const st
         ::open((work_dir() / (tag + ".stdout")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(out, 1);
     ::dup2(err, 2);
-    ::setenv("NANOVLLM_SHM_PREFIX", prefix.c_str(), 1);
+    ::setenv("NANOVLLM_SHM_PREFIX", l.prefix.c_str(), 1);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -137,6 +129,31 @@ Launch spawn_with_model(const fs::path& model, const fs::path& prompts, const st
   }
   l.pid = pid;
   return l;
+}
+
+// NANOVLLM_TEST_LAUNCH_BIN runs the suites against another build (e.g. the one before a fix).
+std::string launch_bin() {
+  const char* bin = std::getenv("NANOVLLM_TEST_LAUNCH_BIN");
+  return bin && *bin ? bin : NANOVLLM_LAUNCH_BIN;
+}
+}  // namespace
+
+Launch spawn_with_model(const fs::path& model, const fs::path& prompts, const std::string& tag,
+                        std::vector<std::string> extra, std::string prefix) {
+  std::vector<std::string> args{launch_bin(), model.string(), prompts.string()};
+  const std::vector<std::string> common = common_flags();  // "--flag value" pairs
+  for (size_t i = 0; i + 1 < common.size(); i += 2)
+    if (std::find(extra.begin(), extra.end(), common[i]) == extra.end())  // extra overrides
+      args.insert(args.end(), {common[i], common[i + 1]});
+  for (auto& f : extra) args.push_back(f);
+  return exec_launch(std::move(args), tag, std::move(prefix));
+}
+
+Launch spawn_plain(const fs::path& model, const fs::path& prompts, const std::string& tag,
+                   const std::vector<std::string>& flags, std::string prefix) {
+  std::vector<std::string> args{launch_bin(), model.string(), prompts.string()};
+  args.insert(args.end(), flags.begin(), flags.end());
+  return exec_launch(std::move(args), tag, std::move(prefix));
 }
 
 std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds limit) {

@@ -45,6 +45,10 @@ Launch spawn(const fs::path& prompts, const std::string& tag, std::vector<std::s
 // The same with another model folder.
 Launch spawn_with_model(const fs::path& model, const fs::path& prompts, const std::string& tag,
                         std::vector<std::string> extra, std::string prefix = unique_prefix());
+// nanovllm-launch MODEL PROMPTS with exactly `flags` (none of spawn()'s small limits): what a
+// user typing those flags gets.
+Launch spawn_plain(const fs::path& model, const fs::path& prompts, const std::string& tag,
+                   const std::vector<std::string>& flags, std::string prefix = unique_prefix());
 // Exit code (128 + signal when killed), or nullopt when still running after `limit`.
 std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds limit);
 int finish(const Launch& l);            // waits up to 120 s

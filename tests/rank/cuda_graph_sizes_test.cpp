@@ -29,5 +29,26 @@ TEST(CudaGraphSizes, BeyondTheGridMaxNumSeqsStillGetsItsGraph) {
   EXPECT_EQ(sizes.back(), 600);
 }
 
+// The 36 graphs of a default run took 0.34-0.35 GiB a rank at --tp 2 and 4 on H200s, which
+// the tp-blind 8 MiB a graph (0.28 GiB) reserved too little for, so every rank warned; 2 H100s
+// measured 0.27 GiB at --tp 2 and 0.03 GiB at --tp 1 for the 0.6B shape (28 layers).
+TEST(CudaGraphSizes, ReservationCoversTheMeasuredUse) {
+  const size_t graphs = CudaGraphRunner::graph_batch_sizes(512).size();
+  ASSERT_EQ(graphs, 36u);
+  const double gib = 1073741824.0;
+  for (const int tp : {2, 4})
+    EXPECT_GE(static_cast<double>(CudaGraphRunner::graph_bytes_estimate(graphs, tp, 28)),
+              0.35 * gib)
+        << "--tp " << tp;
+  EXPECT_GE(static_cast<double>(CudaGraphRunner::graph_bytes_estimate(graphs, 1, 28)), 0.03 * gib);
+  // Deeper models hold more collectives a graph; --enforce-eager reserves nothing.
+  EXPECT_GT(CudaGraphRunner::graph_bytes_estimate(graphs, 2, 64),
+            CudaGraphRunner::graph_bytes_estimate(graphs, 2, 28));
+  EXPECT_EQ(
+      CudaGraphRunner::graph_bytes_estimate(graphs, 2, 28) / graphs,
+      CudaGraphRunner::kGraphBytesEstimate + 58 * CudaGraphRunner::kCollectiveNodeBytesEstimate);
+  EXPECT_EQ(CudaGraphRunner::graph_bytes_estimate(0, 4, 28), 0u);
+}
+
 }  // namespace
 }  // namespace nanovllm
