@@ -147,7 +147,9 @@ std::string Progress::status_line() const {
                       rate(prefill_tokens_, t), rate(decode_tokens_, t), format_duration(t));
   // None until the rates are measured: a guess is worse than nothing.
   if (const std::optional<double> left = eta()) {
-    line += fmt::format(" | ETA {}{}", *left > 0 ? "<= " : "", format_duration(*left));
+    // "~": the work left is an upper bound (outputs may end before max_tokens), but the rates
+    // move with the batch and the machine, so the time is an estimate, never a promise.
+    line += fmt::format(" | ETA {}{}", *left > 0 ? "~" : "", format_duration(*left));
   }
   return line;
 }

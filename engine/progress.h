@@ -96,7 +96,7 @@ class Progress {
 
   // "start-up 2.4 s: load 1.9 s, warm-up 0.3 s, graph capture 0.2 s, NCCL set-up 0.1 s"
   std::string startup_line() const;
-  // "12/100 requests | prefill 1234 tok/s | decode 567 tok/s | 0:12 elapsed | ETA <= 1:30"
+  // "12/100 requests | prefill 1234 tok/s | decode 567 tok/s | 0:12 elapsed | ETA ~1:30"
   // (rates over the generation time; the ETA only once measured)
   std::string status_line() const;
   // "[#####-------------------] " followed by status_line()
