@@ -25,9 +25,10 @@ int64_t max_step_tokens(const StepLimits& limits);
 
 // Empty when `cmd` (a prefill or a decode) stays inside `limits`: at most max_step_tokens
 // tokens, 1..max_num_seqs sequences, at most max_num_seqs sampled rows (sample_slots, each a
-// slot id in [0, max_num_seqs), no more than the logits rows) and new slot parameters, contexts and positions within max_model_len, block tables at most
-// ceil(max_model_len / block_size) wide and wide enough for each context, and the vectors'
-// lengths consistent. Otherwise the first limit broken, naming the field and both numbers.
+// slot id in [0, max_num_seqs), no more than the logits rows) and new slot parameters, contexts and
+// positions within max_model_len, block tables at most ceil(max_model_len / block_size) wide and
+// wide enough for each context, and the vectors' lengths consistent. Otherwise the first limit
+// broken, naming the field and both numbers.
 std::string step_limit_violation(const StepCommand& cmd, const StepLimits& limits);
 
 }  // namespace nanovllm
