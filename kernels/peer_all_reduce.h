@@ -1,0 +1,58 @@
+// All-reduce (sum) of a bf16 tensor over the tensor-parallel ranks through peer memory (NVLink):
+// the technique vLLM calls custom all-reduce and TensorRT-LLM its one-shot / two-shot
+// all-reduce. Every rank maps every rank's staging buffer and flag block (CUDA IPC between
+// processes, peer access within one); a call is one kernel, synchronised across the ranks by
+// per-block flags in peer memory, never by the host, so it can live in a CUDA graph.
+//
+// - One-shot: each rank copies its input into its staging buffer, then reads every rank's
+//   and sums (f32, ranks in order 0..N-1). N reads per element; best for small messages.
+// - Two-shot: reduce-scatter (rank r sums part r of every rank's buffer into its own), then
+//   all-gather (every rank reads part s from rank s). 2 reads per element over the links.
+// Either way every rank ends with the same bits, and a run is deterministic: the sum order is
+// fixed, never who arrives first.
+//
+// Every rank must make the same calls with the same sizes in the same order (as with NCCL):
+// each block of each rank counts its calls on the device (PeerAllReduceBuffers::counters),
+// and the count is the flag value that call waits for, so a graph replays correctly without
+// host-side epochs. A flag wait past kPeerWaitTimeoutNs traps (a dead or diverged peer turns
+// into a launch error, not a hang).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/tensor.h"
+
+namespace nanovllm::kernels {
+
+inline constexpr int kMaxPeerRanks = 8;
+inline constexpr int kPeerAllReduceMaxBlocks = 128;
+inline constexpr uint64_t kPeerWaitTimeoutNs = 10'000'000'000ull;  // 10 s
+
+// Flags a rank's flag block holds: [3 barriers (start, middle, end)][blocks][ranks] u32.
+inline constexpr size_t kPeerFlagWords = size_t{3} * kPeerAllReduceMaxBlocks * kMaxPeerRanks;
+
+enum class PeerAllReduceAlgo { kOneShot, kTwoShot };
+
+// One rank's view of the group's buffers. data[r] and flags[r] are rank r's, mapped into this
+// process (data[rank] and flags[rank] are its own). Zero the flags and the counters once,
+// before the first call of any rank.
+struct PeerAllReduceBuffers {
+  int rank = 0;
+  int world_size = 0;
+  void* data[kMaxPeerRanks] = {};       // rank r's staging buffer [capacity_bytes]
+  uint32_t* flags[kMaxPeerRanks] = {};  // rank r's flag block [kPeerFlagWords]
+  uint32_t* counters = nullptr;         // this rank's own [kPeerAllReduceMaxBlocks], device
+  size_t capacity_bytes = 0;            // every staging buffer's size
+};
+
+// The largest message (bytes) the buffers take: capacity_bytes.
+// inout: contiguous bf16 on this rank's device, at most capacity_bytes, the same element count
+// on every rank; summed in place. Throws std::invalid_argument on a bad argument (too large, not
+// bf16, fewer than 2 or more than kMaxPeerRanks ranks).
+void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& buffers,
+                         PeerAllReduceAlgo algo, cudaStream_t stream);
+
+}  // namespace nanovllm::kernels
