@@ -65,13 +65,15 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   BenchOptions o;
   std::string device_flag, sampling = "workload", log_level = "info", child_json;
   std::vector<std::string> workloads{"all"};
-  bool no_prefix_caching = false;
   std::string chunked_step_mode = o.mixed_chunked_steps ? "mixed" : "alternating";
   CLI::App app{
       "End-to-end benchmark of nanovllm: the launcher's processes on a model folder, "
       "timed per workload against the machine's limit.",
       "nanovllm-bench"};
-  app.get_formatter()->column_width(44);
+  // Flag pairs listed without CLI11's "{false}" (launcher/cli_parse.h).
+  const auto formatter = std::make_shared<HelpFormatter>();
+  formatter->column_width(44);
+  app.formatter(formatter);
   const auto positive = CLI::Range(1, INT_MAX);
 
   app.add_option("model", o.model, "Hugging Face model folder")->required();
@@ -98,7 +100,8 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_option("--cpu-kv-cache-space", o.cpu_kv_cache_space_gib, "GiB of KV cache on the CPU")
       ->capture_default_str();
   app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
-  app.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn the prefix cache off");
+  app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching,
+               "reuse the KV blocks of prompts' computed prefixes (vLLM's flags; default on)");
   app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o.enable_chunked_prefill,
                "prompts in chunks sharing each step's token budget with the decodes (default on)");
   app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
@@ -198,7 +201,6 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   if (const auto exit = run_cli_parse(app, "nanovllm-bench", [&] {
         app.parse(argc, argv);
         o.workloads = workloads;
-        o.enable_prefix_caching = !no_prefix_caching;
         o.max_num_batched_tokens_given = batched_tokens->count() > 0;
         o.mixed_chunked_steps = chunked_step_mode == "mixed";
         o.sampling =

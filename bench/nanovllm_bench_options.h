@@ -44,7 +44,7 @@ struct BenchOptions {
   std::optional<int> num_gpu_blocks_override;
   double cpu_kv_cache_space_gib = 4.0;
   bool enforce_eager = false;
-  bool enable_prefix_caching = true;  // --no-enable-prefix-caching turns it off
+  bool enable_prefix_caching = true;  // --[no-]enable-prefix-caching
   // false: --max-num-batched-tokens was not given (then --no-enable-chunked-prefill raises the
   // budget to max_model_len, as vLLM does, so every prompt fits one step).
   bool max_num_batched_tokens_given = false;

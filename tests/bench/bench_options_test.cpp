@@ -51,6 +51,27 @@ TEST(BenchOptions, ChunkedPrefillFlags) {
   EXPECT_TRUE(on.options->mixed_chunked_steps);
 }
 
+TEST(BenchOptions, PrefixCachingFlagsParseAsVllmSpellsThem) {
+  EXPECT_TRUE(parse({}).options->enable_prefix_caching);
+  EXPECT_FALSE(parse({"--no-enable-prefix-caching"}).options->enable_prefix_caching);
+  EXPECT_TRUE(parse({"--no-enable-prefix-caching", "--enable-prefix-caching"})
+                  .options->enable_prefix_caching);
+}
+
+// CLI11 prints a negated flag's value ("{false}") after a pair, which reads as its default.
+TEST(BenchOptions, HelpListsFlagPairsWithTheirRealDefault) {
+  const BenchParse help = parse({"--help"});
+  ASSERT_FALSE(help.options);
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_EQ(help.message.find("{false}"), std::string::npos) << help.message;
+  EXPECT_NE(help.message.find("--enable-chunked-prefill,--no-enable-chunked-prefill"),
+            std::string::npos)
+      << help.message;
+  EXPECT_NE(help.message.find("--enable-prefix-caching,--no-enable-prefix-caching"),
+            std::string::npos)
+      << help.message;
+}
+
 TEST(BenchOptions, BadChunkedFlagsAreUsageErrors) {
   EXPECT_EQ(parse({"--workloads", "long", "--chunked-step-mode", "sometimes"}).exit_code, 2);
   EXPECT_EQ(parse({"--workloads", "long", "--long-prefill-token-threshold", "-1"}).exit_code, 2);
