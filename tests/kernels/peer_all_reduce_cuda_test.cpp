@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/bf16.h"
@@ -86,25 +88,22 @@ void expect_exact_sum_on_every_rank(int ranks, PeerAllReduceAlgo algo) {
   }
 }
 
-TEST(PeerAllReduceCuda, OneShotIsTheExactOrderedSumOnTwoRanks) {
-  SKIP_WITHOUT_PEERS(2);
-  expect_exact_sum_on_every_rank(2, PeerAllReduceAlgo::kOneShot);
+class PeerAllReduceSizes : public ::testing::TestWithParam<std::tuple<int, PeerAllReduceAlgo>> {};
+
+TEST_P(PeerAllReduceSizes, EveryRankGetsTheExactOrderedSum) {
+  const auto [ranks, algo] = GetParam();
+  SKIP_WITHOUT_PEERS(ranks);
+  expect_exact_sum_on_every_rank(ranks, algo);
 }
 
-TEST(PeerAllReduceCuda, TwoShotIsTheExactOrderedSumOnTwoRanks) {
-  SKIP_WITHOUT_PEERS(2);
-  expect_exact_sum_on_every_rank(2, PeerAllReduceAlgo::kTwoShot);
-}
-
-TEST(PeerAllReduceCuda, OneShotIsTheExactOrderedSumOnFourRanks) {
-  SKIP_WITHOUT_PEERS(4);
-  expect_exact_sum_on_every_rank(4, PeerAllReduceAlgo::kOneShot);
-}
-
-TEST(PeerAllReduceCuda, TwoShotIsTheExactOrderedSumOnFourRanks) {
-  SKIP_WITHOUT_PEERS(4);
-  expect_exact_sum_on_every_rank(4, PeerAllReduceAlgo::kTwoShot);
-}
+INSTANTIATE_TEST_SUITE_P(
+    PeerAllReduceCuda, PeerAllReduceSizes,
+    ::testing::Combine(::testing::Values(2, 4),
+                       ::testing::Values(PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot)),
+    [](const auto& info) {
+      return std::to_string(std::get<0>(info.param)) + "Ranks" +
+             (std::get<1>(info.param) == PeerAllReduceAlgo::kOneShot ? "OneShot" : "TwoShot");
+    });
 
 TEST(PeerAllReduceCuda, AlternatingAlgorithmsAndSizesKeepTheRanksInStep) {
   SKIP_WITHOUT_PEERS(2);
