@@ -100,6 +100,8 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_option("--cpu-kv-cache-space", o.cpu_kv_cache_space_gib, "GiB of KV cache on the CPU")
       ->capture_default_str();
   app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
+  app.add_flag("--disable-custom-all-reduce", o.disable_custom_all_reduce,
+               "--tp on GPUs: every all-reduce through NCCL, none through peer memory");
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching,
                "reuse the KV blocks of prompts' computed prefixes (vLLM's flags; default on)");
   app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o.enable_chunked_prefill,
@@ -229,6 +231,7 @@ LaunchOptions launch_options(const BenchOptions& o, int tp) {
   l.enable_chunked_prefill = o.enable_chunked_prefill;
   l.long_prefill_token_threshold = o.long_prefill_token_threshold;
   l.enable_prefix_caching = o.enable_prefix_caching;
+  l.disable_custom_all_reduce = o.disable_custom_all_reduce;
   // vLLM's default budget without chunking: one step holds a max_model_len prompt (the cap by
   // the model's limit only lowers max_model_len; apply_engine_flags sees the capped value).
   if (!o.enable_chunked_prefill && !o.max_num_batched_tokens_given && o.max_model_len)

@@ -44,7 +44,8 @@ struct BenchOptions {
   std::optional<int> num_gpu_blocks_override;
   double cpu_kv_cache_space_gib = 4.0;
   bool enforce_eager = false;
-  bool enable_prefix_caching = true;  // --[no-]enable-prefix-caching
+  bool enable_prefix_caching = true;       // --[no-]enable-prefix-caching
+  bool disable_custom_all_reduce = false;  // NCCL for every all-reduce (vLLM's flag)
   // false: --max-num-batched-tokens was not given (then --no-enable-chunked-prefill raises the
   // budget to max_model_len, as vLLM does, so every prompt fits one step).
   bool max_num_batched_tokens_given = false;

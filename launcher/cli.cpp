@@ -171,6 +171,8 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
                  "needs, min(--max-num-seqs, its completions) sequences of max_model_len, at "
                  "most 4 GiB and at least one sequence)");
   app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
+  app.add_flag("--disable-custom-all-reduce", o.disable_custom_all_reduce,
+               "--tp on GPUs: every all-reduce through NCCL, none through peer memory");
   std::string hf_overrides, rope_scaling;
   app.add_option("--hf-overrides", hf_overrides,
                  "JSON object whose fields replace config.json's (vLLM's flag), e.g. "

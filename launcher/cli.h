@@ -39,6 +39,8 @@ struct LaunchOptions {
   // request file (rank/kv_cache_sizing.h).
   std::optional<double> cpu_kv_cache_space_gib;
   bool enforce_eager = false;  // no CUDA graphs
+  // vLLM's --disable-custom-all-reduce: every all-reduce through NCCL (no peer memory).
+  bool disable_custom_all_reduce = false;
   // vLLM's --hf-overrides: top-level config.json fields replaced before the model is read;
   // --rope-scaling X is --hf-overrides '{"rope_scaling": X}'. An empty object: none.
   nlohmann::json hf_overrides = nlohmann::json::object();

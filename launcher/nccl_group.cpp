@@ -27,7 +27,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 NcclRank::NcclRank(int rank, int world_size, const ncclUniqueId& id, StopPredicate stop,
-                   std::chrono::steady_clock::time_point began) {
+                   std::chrono::steady_clock::time_point began, bool peer_all_reduce) {
   const auto t0 = std::chrono::steady_clock::now();
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   comm_ = std::make_unique<NcclCommunicator>(rank, world_size, id, stream_, std::move(stop));
@@ -36,16 +36,25 @@ NcclRank::NcclRank(int rank, int world_size, const ncclUniqueId& id, StopPredica
                rank, world_size,
                std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "",
                seconds_since(t0));
+  // Every rank takes the same branch (the flag is the run's), so the exchange inside is
+  // collective.
+  std::unique_ptr<PeerMemory> peer;
+  if (peer_all_reduce)
+    peer = PeerMemory::open(*comm_);
+  else
+    spdlog::info("rank {}: --disable-custom-all-reduce: every all-reduce through NCCL", rank);
+  peer_comm_ = std::make_unique<PeerCommunicator>(*comm_, std::move(peer));
   setup_s_ = seconds_since(began);
 }
 
 NcclRank::~NcclRank() {
+  peer_comm_.reset();
   comm_.reset();
   if (stream_) cudaStreamDestroy(stream_);
 }
 
 std::unique_ptr<NcclRank> start_nccl_rank0(RendezvousPublisher& publisher, int world_size,
-                                           pid_t launcher) {
+                                           pid_t launcher, bool peer_all_reduce) {
   const auto began = std::chrono::steady_clock::now();
   bind_gpu(0);
   const ncclUniqueId id = NcclCommunicator::create_unique_id();
@@ -56,10 +65,11 @@ std::unique_ptr<NcclRank> start_nccl_rank0(RendezvousPublisher& publisher, int w
         check_launcher_alive(launcher);  // throws: the watchdog aborts and reports it
         return false;
       },
-      began);
+      began, peer_all_reduce);
 }
 
-std::unique_ptr<NcclRank> join_nccl_rank(RendezvousWaiter& waiter, int rank, int world_size) {
+std::unique_ptr<NcclRank> join_nccl_rank(RendezvousWaiter& waiter, int rank, int world_size,
+                                         bool peer_all_reduce) {
   const RendezvousResult got = waiter.wait();
   if (got.outcome == RendezvousOutcome::kAbandoned) return nullptr;
   const auto began = std::chrono::steady_clock::now();
@@ -70,7 +80,7 @@ std::unique_ptr<NcclRank> join_nccl_rank(RendezvousWaiter& waiter, int rank, int
         waiter.check_publisher_alive();  // rank 0 or the launcher gone: abort, report
         return false;
       },
-      began);
+      began, peer_all_reduce);
 }
 
 }  // namespace nanovllm

@@ -160,8 +160,8 @@ int run_rank_processes(const RunSettings& s, spdlog::level::level_enum level,
     try {
       rc = rank0_main([&]() -> std::unique_ptr<StepExecutor> {
         loaded = true;
-        if (cuda) nccl = start_nccl_rank0(publisher, s.tp_size, launcher);
-        Communicator& comm = cuda ? static_cast<Communicator&>(nccl->comm()) : *shm;
+        if (cuda) nccl = start_nccl_rank0(publisher, s.tp_size, launcher, s.custom_all_reduce);
+        Communicator& comm = cuda ? nccl->comm() : *shm;
         auto executor = std::make_unique<CountingStepExecutor>(
             std::make_unique<BroadcastStepExecutor>(load_model_runner(s, comm, nccl.get()), writer),
             segment.step_counters[rank]);
@@ -195,12 +195,12 @@ int run_rank_processes(const RunSettings& s, spdlog::level::level_enum level,
       RendezvousWaiter waiter(segment.rendezvous, layout.rendezvous_bytes);
       std::unique_ptr<NcclRank> nccl;
       if (cuda) {
-        nccl = join_nccl_rank(waiter, rank, s.tp_size);
+        nccl = join_nccl_rank(waiter, rank, s.tp_size, s.custom_all_reduce);
         if (!nccl) return 0;  // rank 0 had nothing to run
       } else {
         shm = std::make_unique<ShmCommunicator>(segment.comm, layout.comm_bytes, rank);
       }
-      Communicator& comm = cuda ? static_cast<Communicator&>(nccl->comm()) : *shm;
+      Communicator& comm = cuda ? nccl->comm() : *shm;
       CountingStepExecutor runner(load_model_runner(s, comm), segment.step_counters[rank]);
       ignore_stop_signals();
       return run_worker_loop(runner, reader);

@@ -21,6 +21,7 @@ struct RunSettings {
   int cpu_threads = 1;                  // per rank: nproc / tp, at least 1
   double gpu_memory_utilization = 0.9;  // CUDA: KV cache sized from memory when blocks == 0
   bool enforce_eager = false;           // CUDA: no decode graphs
+  bool custom_all_reduce = true;        // CUDA, --tp > 1: peer-memory all-reduce where it pays
   ModelConfig model;                    // config.json (+ generation_config.json)
   JobSettings job;  // rank 0: engine limits (validated), num_kvcache_blocks 0 = measure (CUDA)
 };

@@ -210,6 +210,22 @@ int64_t NcclCommunicator::all_reduce_min(int64_t value, const ExecContext& ctx) 
   return *host_value_;
 }
 
+std::vector<uint8_t> NcclCommunicator::all_gather_bytes(std::span<const uint8_t> mine) {
+  check_usable("all_gather_bytes");
+  const size_t n = mine.size();
+  std::vector<uint8_t> all(n * static_cast<size_t>(world_size_));
+  if (n == 0) return all;
+  DeviceBuffer device(all.size(), Device::kCuda);  // [world_size, n]
+  auto* base = static_cast<uint8_t*>(device.data());
+  CUDA_CHECK(cudaMemcpyAsync(base + n * static_cast<size_t>(rank_), mine.data(), n,
+                             cudaMemcpyHostToDevice, stream_));
+  NCCL_COMPLETE(watchdog_, ncclAllGather(base + n * static_cast<size_t>(rank_), base, n, ncclUint8,
+                                         comm_, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(all.data(), base, all.size(), cudaMemcpyDeviceToHost, stream_));
+  watchdog_.wait_stream(stream_, "all_gather_bytes");
+  return all;
+}
+
 void NcclCommunicator::warm_up() {
   ExecContext ctx;
   ctx.stream = stream_;

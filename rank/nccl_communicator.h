@@ -55,6 +55,9 @@ class NcclCommunicator final : public Communicator {
                       const ExecContext& ctx) override;
   // ncclAllReduce(min) of one int64 through device scratch; waits (under the watchdog).
   int64_t all_reduce_min(int64_t value, const ExecContext& ctx) override;
+  // Every rank's `mine` (the same length on every rank), rank r's at [r * size, (r + 1) * size);
+  // waits (under the watchdog): a start-up exchange (peer-memory handles), never in a graph.
+  std::vector<uint8_t> all_gather_bytes(std::span<const uint8_t> mine);
   // ncclCommAbort, once; every later collective throws CollectiveError. Never throws.
   void abort() override;
 

@@ -76,7 +76,7 @@ TEST_F(LaunchCli, PositionalsAloneGiveTheDocumentedDefaultsAndCpuWithoutGpu) {
   const SamplingOverrides& d = o.sampling;
   EXPECT_FALSE(d.temperature || d.top_p || d.top_k || d.min_p || d.max_tokens || d.seed ||
                d.ignore_eos);
-  EXPECT_FALSE(o.resume || o.enforce_eager);
+  EXPECT_FALSE(o.resume || o.enforce_eager || o.disable_custom_all_reduce);
   EXPECT_EQ(o.log_level, spdlog::level::info);
   EXPECT_EQ(o.max_num_batched_tokens, 16384);
   // Chunked prefill: EngineConfig's defaults (on, no threshold), set in one place.
@@ -118,6 +118,7 @@ TEST_F(LaunchCli, EveryFlagParsesIntoItsField) {
                               "--cpu-kv-cache-space",
                               "1.5",
                               "--enforce-eager",
+                              "--disable-custom-all-reduce",
                               "--temperature",
                               "0.7",
                               "--top-p",
@@ -145,6 +146,7 @@ TEST_F(LaunchCli, EveryFlagParsesIntoItsField) {
   EXPECT_EQ(o.num_gpu_blocks_override, 77);
   EXPECT_EQ(o.cpu_kv_cache_space_gib, 1.5);
   EXPECT_TRUE(o.enforce_eager);
+  EXPECT_TRUE(o.disable_custom_all_reduce);
   EXPECT_EQ(o.sampling.temperature, 0.7f);
   EXPECT_EQ(o.sampling.top_p, 0.95f);
   EXPECT_EQ(o.sampling.top_k, 20);

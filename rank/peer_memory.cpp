@@ -1,0 +1,87 @@
+#include "rank/peer_memory.h"
+
+#include <cuda_runtime_api.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "kernels/check.h"
+
+namespace nanovllm {
+
+namespace {
+
+// The flag block comes first in each rank's allocation, padded so the staging buffer starts
+// on a 256-byte boundary (16-byte vectors need 16).
+constexpr size_t kFlagBytes = (kernels::kPeerFlagWords * sizeof(uint32_t) + 255) / 256 * 256;
+
+// Whether this rank's GPU reaches every rank's (rank r on device r of those visible).
+bool reaches_every_peer(int rank, int world_size) {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  for (int r = 0; r < world_size; ++r) {
+    if (r == rank) continue;
+    int ok = 0;
+    if (cudaDeviceCanAccessPeer(&ok, device, device - rank + r) != cudaSuccess || !ok) {
+      (void)cudaGetLastError();
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<PeerMemory> PeerMemory::open(NcclCommunicator& nccl) {
+  const int rank = nccl.rank(), world = nccl.world_size();
+  if (world < 2 || world > kernels::kMaxPeerRanks) return nullptr;
+  ExecContext ctx;
+  const int64_t all_reach =
+      nccl.all_reduce_min(reaches_every_peer(rank, world) ? 1 : 0, ctx);  // the same verdict
+  if (all_reach == 0) {
+    spdlog::info("rank {}: not every pair of GPUs has peer access: all-reduce through NCCL only",
+                 rank);
+    return nullptr;
+  }
+  std::unique_ptr<PeerMemory> m(new PeerMemory());
+  CUDA_CHECK(cudaMalloc(&m->own_, kFlagBytes + kStagingBytes));
+  CUDA_CHECK(cudaMemset(m->own_, 0, kFlagBytes));
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m->counters_),
+                        kernels::kPeerAllReduceMaxBlocks * sizeof(uint32_t)));
+  CUDA_CHECK(cudaMemset(m->counters_, 0, kernels::kPeerAllReduceMaxBlocks * sizeof(uint32_t)));
+  CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any peer can learn the handle
+  cudaIpcMemHandle_t handle;
+  CUDA_CHECK(cudaIpcGetMemHandle(&handle, m->own_));
+  const std::vector<uint8_t> all = nccl.all_gather_bytes(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&handle), sizeof handle));
+  kernels::PeerAllReduceBuffers& b = m->buffers_;
+  b.rank = rank;
+  b.world_size = world;
+  b.counters = m->counters_;
+  b.capacity_bytes = kStagingBytes;
+  for (int r = 0; r < world; ++r) {
+    void* base = m->own_;
+    if (r != rank) {
+      cudaIpcMemHandle_t theirs;
+      std::memcpy(&theirs, all.data() + static_cast<size_t>(r) * sizeof theirs, sizeof theirs);
+      CUDA_CHECK(cudaIpcOpenMemHandle(&base, theirs, cudaIpcMemLazyEnablePeerAccess));
+      m->opened_[r] = base;
+    }
+    b.flags[r] = static_cast<uint32_t*>(base);
+    b.data[r] = static_cast<uint8_t*>(base) + kFlagBytes;
+  }
+  spdlog::info("rank {}: peer-memory all-reduce over {} GPUs ({} MiB staging a rank)", rank, world,
+               kStagingBytes >> 20);
+  return m;
+}
+
+PeerMemory::~PeerMemory() {
+  for (void* p : opened_)
+    if (p) cudaIpcCloseMemHandle(p);
+  if (counters_) cudaFree(counters_);
+  if (own_) cudaFree(own_);
+}
+
+}  // namespace nanovllm

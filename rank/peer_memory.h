@@ -1,0 +1,42 @@
+// The peer-memory all-reduce's buffers across the rank processes (kernels/peer_all_reduce.h):
+// each rank allocates one block, [flags | staging buffer], exports it as a CUDA IPC handle,
+// every rank gathers every handle (one NCCL all-gather of 64-byte handles at start-up: NCCL is
+// already joined, so no further hand-over through the run's segment is needed) and opens its
+// peers'. Made only where every rank reaches every other by peer access (NVLink, or PCIe P2P):
+// the ranks agree on that first, so they all use it or none does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "kernels/peer_all_reduce.h"
+#include "rank/nccl_communicator.h"
+
+namespace nanovllm {
+
+class PeerMemory {
+ public:
+  // The staging buffer's size: the largest message the peer path takes.
+  static constexpr size_t kStagingBytes = size_t{8} << 20;
+
+  // Collective over `nccl`'s ranks (every rank calls it, on its own GPU): nullopt-like (an
+  // empty pointer) when some pair of ranks has no peer access; throws CollectiveError when a
+  // peer fails during the exchange.
+  static std::unique_ptr<PeerMemory> open(NcclCommunicator& nccl);
+  ~PeerMemory();
+  PeerMemory(const PeerMemory&) = delete;
+  PeerMemory& operator=(const PeerMemory&) = delete;
+
+  const kernels::PeerAllReduceBuffers& buffers() const { return buffers_; }
+
+ private:
+  PeerMemory() = default;
+  void* own_ = nullptr;                        // [flag bytes | kStagingBytes] on this rank's GPU
+  uint32_t* counters_ = nullptr;               // [kPeerAllReduceMaxBlocks], this rank's own
+  void* opened_[kernels::kMaxPeerRanks] = {};  // peers' blocks mapped here (cudaIpcOpenMemHandle)
+  kernels::PeerAllReduceBuffers buffers_;
+};
+
+}  // namespace nanovllm
