@@ -4,7 +4,16 @@
 
 #include <cstring>
 
+#include "kernels/rms_norm.h"
+
 namespace nanovllm {
+
+void Communicator::all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
+                                           const TensorView& weight, float eps,
+                                           const ExecContext& ctx) {
+  all_reduce_sum(x, ctx);
+  kernels::fused_add_rms_norm(x, residual, weight, eps, ctx);
+}
 
 void Communicator::synchronize(cudaStream_t stream) {
   CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -22,6 +22,12 @@ class Communicator {
   //   [world_size, rows, cols], rank r's part at index r.
   virtual void gather_to_root(const TensorView& send, const TensorView& recv,
                               const ExecContext& ctx) = 0;
+  // The row-parallel output's sum, the residual add and the next RMSNorm: residual =
+  // bf16(all-reduced x + residual); x = rms_norm(residual) * weight (kernels/rms_norm.h's
+  // fused_add_rms_norm on the summed x). x, residual: [T, H] bf16; weight: [H]. Default: the two
+  // steps; a backend may do them in one kernel (rank/peer_communicator.h).
+  virtual void all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
+                                       const TensorView& weight, float eps, const ExecContext& ctx);
   // The smallest `value` over all ranks, returned on every rank (exact for any int64, unlike
   // a float reduction). Host in, host out: it waits for the collective, so it is a start-up
   // agreement (e.g. the KV-cache block count), never part of a captured CUDA graph.

@@ -55,4 +55,15 @@ struct PeerAllReduceBuffers {
 void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& buffers,
                          PeerAllReduceAlgo algo, cudaStream_t stream);
 
+// The one-shot all-reduce fused with the residual add and the RMSNorm after it (the decoder's
+// row-parallel outputs): y = the ordered f32 sum over the ranks of x, rounded to bf16 (as
+// peer_all_reduce_sum leaves it); residual = bf16(y + residual); x = bf16(residual * rsqrt(
+// mean(residual^2) + eps) * weight). x, residual: [T, H] bf16, rows contiguous (any row stride
+// for residual), H a multiple of 8; weight: [H] bf16; T * H * 2 bytes at most capacity_bytes.
+// Each block owns whole rows, so the norm needs no second pass over the ranks. Throws
+// std::invalid_argument on a bad argument.
+void peer_all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
+                                  const TensorView& weight, float eps,
+                                  const PeerAllReduceBuffers& buffers, cudaStream_t stream);
+
 }  // namespace nanovllm::kernels

@@ -46,8 +46,8 @@ void Qwen3Attention::bind_kv_cache(const TensorView& k_cache, const TensorView& 
 
 void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
                              const TensorView& positions, const AttentionMetadata& meta,
-                             const TensorView& qkv, const TensorView& attn,
-                             const ExecContext& ctx) const {
+                             const TensorView& qkv, const TensorView& attn, const ExecContext& ctx,
+                             RowOutput output) const {
   CHECK_MSG(k_cache_.data != nullptr, "KV cache not bound");
   const int64_t t = x.size(0), hq = qkv_proj_.num_heads(), hkv = num_kv_heads(), d = head_dim_;
   qkv_proj_.forward(qkv, x, ctx);
@@ -97,7 +97,7 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
     kernels::decode_attention(p, ctx);
   }
   phase.reset();
-  o_proj_.forward(out, attn, ctx);
+  o_proj_.forward(out, attn, ctx, output);
 }
 
 }  // namespace nanovllm

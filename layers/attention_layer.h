@@ -23,7 +23,7 @@ class Qwen3Attention {
   // bf16 scratch. positions: [T] i32.
   void forward(const TensorView& out, const TensorView& x, const TensorView& positions,
                const AttentionMetadata& meta, const TensorView& qkv, const TensorView& attn,
-               const ExecContext& ctx) const;
+               const ExecContext& ctx, RowOutput output = RowOutput::kReduced) const;
 
   int64_t q_width() const { return qkv_proj_.num_heads() * head_dim_; }
   int64_t qkv_width() const { return qkv_proj_.out_features(); }

@@ -91,21 +91,22 @@ RowParallelLinear::RowParallelLinear(const Checkpoint& ckpt, const std::string& 
     bias_ = Parameter::load_full(checkpoint_tensor(ckpt, prefix + ".bias", 1), s.device);
 }
 
-void RowParallelLinear::forward(const TensorView& y, const TensorView& x,
-                                const ExecContext& ctx) const {
+void RowParallelLinear::forward(const TensorView& y, const TensorView& x, const ExecContext& ctx,
+                                RowOutput output) const {
   LinearBase::forward(y, x, ctx);
-  all_reduce(y, ctx);
+  if (output == RowOutput::kReduced) all_reduce(y, ctx);
 }
 
 void RowParallelLinear::forward_silu_mul(const TensorView& y, const TensorView& gate_up,
-                                         const TensorView& act, const ExecContext& ctx) const {
+                                         const TensorView& act, const ExecContext& ctx,
+                                         RowOutput output) const {
   {
     // GEMM phase: on the fused path the activation is part of the GEMM's input loads.
     const PhaseScope phase(ctx, Phase::kGemm);
     kernels::linear_silu_mul(y, gate_up, act, weight_.view(),
                              bias_.empty() ? TensorView() : bias_.view(), ctx);
   }
-  all_reduce(y, ctx);
+  if (output == RowOutput::kReduced) all_reduce(y, ctx);
 }
 
 void RowParallelLinear::all_reduce(const TensorView& y, const ExecContext& ctx) const {

@@ -58,17 +58,23 @@ class QKVParallelLinear : public LinearBase {
   int64_t num_heads_ = 0, num_kv_heads_ = 0;
 };
 
+// A row-parallel output summed over the ranks here, or left partial for the next RMSNorm to
+// sum with its residual add (RMSNorm::forward_add_reduced: one fused kernel where the backend
+// has one).
+enum class RowOutput { kReduced, kPartial };
+
 class RowParallelLinear : public LinearBase {
  public:
   // Bias (if any) is added by rank 0 only, so the all-reduce adds it once.
   RowParallelLinear(const Checkpoint& ckpt, const std::string& prefix, bool bias,
                     const ShardInfo& shard, Communicator& comm);
-  void forward(const TensorView& y, const TensorView& x, const ExecContext& ctx) const;
+  void forward(const TensorView& y, const TensorView& x, const ExecContext& ctx,
+               RowOutput output = RowOutput::kReduced) const;
   // The same on x = silu_and_mul(gate_up) (the MLP's down projection): one kernel where the
   // skinny GEMM takes the shape (kernels::linear_silu_mul), else the activation into act.
   // gate_up: [T, 2 in_local] bf16; act: [T, in_local] bf16 scratch.
   void forward_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& act,
-                        const ExecContext& ctx) const;
+                        const ExecContext& ctx, RowOutput output = RowOutput::kReduced) const;
 
  private:
   void all_reduce(const TensorView& y, const ExecContext& ctx) const;

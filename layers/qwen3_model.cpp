@@ -23,9 +23,9 @@ Qwen3MLP::Qwen3MLP(const Checkpoint& ckpt, int layer, const ShardInfo& shard, Co
       down_proj_(ckpt, mlp_prefix(layer) + "down_proj", false, shard, comm) {}
 
 void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorView& gate_up,
-                       const TensorView& act, const ExecContext& ctx) const {
+                       const TensorView& act, const ExecContext& ctx, RowOutput output) const {
   gate_up_proj_.forward(gate_up, x, ctx);
-  down_proj_.forward_silu_mul(out, gate_up, act, ctx);
+  down_proj_.forward_silu_mul(out, gate_up, act, ctx, output);
 }
 
 Qwen3DecoderLayer::Qwen3DecoderLayer(const ModelConfig& c, const Checkpoint& ckpt, int layer,
@@ -97,17 +97,26 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
 
   // The residual stream starts as the embedding; each norm adds the previous block's output.
   embed_tokens_.forward(residual, input_ids, ctx);
+  // Under tensor parallelism each row-parallel output is summed by the norm after it, with its
+  // residual add (one kernel where the communicator has one).
+  const RowOutput rows = comm_->world_size() > 1 ? RowOutput::kPartial : RowOutput::kReduced;
+  const auto add_norm = [&](const RMSNorm& norm) {
+    if (rows == RowOutput::kPartial)
+      norm.forward_add_reduced(hidden, residual, *comm_, ctx);
+    else
+      norm.forward_add(hidden, residual, ctx);
+  };
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Qwen3DecoderLayer& layer = *layers_[i];
     if (i == 0)
       layer.input_layernorm().forward(hidden, residual, ctx);
     else
-      layer.input_layernorm().forward_add(hidden, residual, ctx);
-    layer.self_attn().forward(hidden, hidden, positions, m, qkv, attn, ctx);
-    layer.post_attention_layernorm().forward_add(hidden, residual, ctx);
-    layer.mlp().forward(hidden, hidden, gate_up, act, ctx);
+      add_norm(layer.input_layernorm());
+    layer.self_attn().forward(hidden, hidden, positions, m, qkv, attn, ctx, rows);
+    add_norm(layer.post_attention_layernorm());
+    layer.mlp().forward(hidden, hidden, gate_up, act, ctx, rows);
   }
-  norm_.forward_add(hidden, residual, ctx);
+  add_norm(norm_);
   return hidden;
 }
 

@@ -18,7 +18,8 @@ class Qwen3MLP {
   Qwen3MLP(const Checkpoint& ckpt, int layer, const ShardInfo& shard, Communicator& comm);
   // out, x: [T, H] bf16 (may alias); gate_up: [T, 2 * I_local], act: [T, I_local] scratch.
   void forward(const TensorView& out, const TensorView& x, const TensorView& gate_up,
-               const TensorView& act, const ExecContext& ctx) const;
+               const TensorView& act, const ExecContext& ctx,
+               RowOutput output = RowOutput::kReduced) const;
   int64_t inter_local() const { return down_proj_.in_features(); }
 
  private:

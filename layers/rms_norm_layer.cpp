@@ -19,4 +19,11 @@ void RMSNorm::forward_add(const TensorView& x, const TensorView& residual,
   kernels::fused_add_rms_norm(x, residual, weight(), eps_, ctx);
 }
 
+void RMSNorm::forward_add_reduced(const TensorView& x, const TensorView& residual,
+                                  Communicator& comm, const ExecContext& ctx) const {
+  // The all-reduce's phase: the norm rides in the same kernel where the backend fuses them.
+  const PhaseScope phase(ctx, Phase::kAllReduce);
+  comm.all_reduce_add_rms_norm(x, residual, weight(), eps_, ctx);
+}
+
 }  // namespace nanovllm

@@ -14,6 +14,10 @@ class RMSNorm {
   void forward(const TensorView& out, const TensorView& x, const ExecContext& ctx) const;
   // residual = x + residual; x = norm(residual) * w (in place).
   void forward_add(const TensorView& x, const TensorView& residual, const ExecContext& ctx) const;
+  // The same on x = a row-parallel output not yet summed: comm sums it first (or in the same
+  // kernel: Communicator::all_reduce_add_rms_norm).
+  void forward_add_reduced(const TensorView& x, const TensorView& residual, Communicator& comm,
+                           const ExecContext& ctx) const;
   const TensorView& weight() const { return weight_.view(); }  // [H] bf16
   float eps() const { return eps_; }
 

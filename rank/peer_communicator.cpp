@@ -1,5 +1,6 @@
 #include "rank/peer_communicator.h"
 
+#include <cstdint>
 #include <utility>
 
 namespace nanovllm {
@@ -26,6 +27,24 @@ void PeerCommunicator::all_reduce_sum(const TensorView& inout, const ExecContext
                                    ? kernels::PeerAllReduceAlgo::kOneShot
                                    : kernels::PeerAllReduceAlgo::kTwoShot,
                                ctx.stream);
+}
+
+void PeerCommunicator::all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
+                                               const TensorView& weight, float eps,
+                                               const ExecContext& ctx) {
+  const bool rows_ok = peer_ != nullptr && x.dtype == DType::kBf16 && x.ndim == 2 &&
+                       x.stride[1] == 1 && x.size(1) % 8 == 0 && x.stride[0] % 8 == 0 &&
+                       residual.stride[0] % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(residual.data) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(weight.data) % 16 == 0;
+  const size_t bytes = static_cast<size_t>(x.numel()) * 2;
+  if (rows_ok && choose_all_reduce(world_size(), bytes, peer_->buffers().capacity_bytes, true) ==
+                     AllReducePath::kOneShot) {
+    kernels::peer_all_reduce_add_rms_norm(x, residual, weight, eps, peer_->buffers(), ctx.stream);
+    return;
+  }
+  Communicator::all_reduce_add_rms_norm(x, residual, weight, eps, ctx);
 }
 
 }  // namespace nanovllm

@@ -30,6 +30,11 @@ class PeerCommunicator final : public Communicator {
   int rank() const override { return nccl_.rank(); }
   int world_size() const override { return nccl_.world_size(); }
   void all_reduce_sum(const TensorView& inout, const ExecContext& ctx) override;
+  // One kernel (kernels::peer_all_reduce_add_rms_norm) where x takes the one-shot path and its
+  // rows allow 16-byte vectors; else the sum (either path) and then the norm.
+  void all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
+                               const TensorView& weight, float eps,
+                               const ExecContext& ctx) override;
   void gather_to_root(const TensorView& send, const TensorView& recv,
                       const ExecContext& ctx) override {
     nccl_.gather_to_root(send, recv, ctx);

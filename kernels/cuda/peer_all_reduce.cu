@@ -181,6 +181,49 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) b.counters[blockIdx.x] = call;
 }
 
+constexpr int kNormThreads = 256;
+
+// x: [T, H] (row stride x_stride), residual: [T, H] (row stride r_stride), weight: [H]; the
+// staging buffers hold [T, H] contiguous. Block b owns rows b, b + grid, ...
+template <int N>
+__global__ void __launch_bounds__(kNormThreads)
+    one_shot_add_rms_norm_kernel(bf16* x, int64_t x_stride, bf16* residual, int64_t r_stride,
+                                 const bf16* __restrict__ weight, int64_t rows, int hidden,
+                                 float eps, PeerAllReduceBuffers b) {
+  const uint32_t call = next_call(b);
+  bf16* mine = static_cast<bf16*>(b.data[b.rank]);
+  for (int64_t t = blockIdx.x; t < rows; t += gridDim.x)
+    for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8)
+      store8(mine + t * hidden + i, load8(x + t * x_stride + i));
+  block_barrier<N, true>(b, kStart, call);
+  for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
+    bf16* rr = residual + t * r_stride;
+    float sq = 0.f;
+    for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {
+      const uint4 sum = sum_unit<N, true>(b, (t * hidden + i) / 8);
+      const Bf16x8 y = *reinterpret_cast<const Bf16x8*>(&sum);
+      Bf16x8 a = load8(rr + i);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        a.v[j] = to_bf16(to_f32(y.v[j]) + to_f32(a.v[j]));
+        sq += to_f32(a.v[j]) * to_f32(a.v[j]);
+      }
+      store8(rr + i, a);
+    }
+    const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
+    // Each thread re-reads only the residual elements it wrote itself above.
+    for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {
+      const Bf16x8 a = load8(rr + i), w = load8(weight + i);
+      Bf16x8 r;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) r.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
+      store8(x + t * x_stride + i, r);
+    }
+  }
+  block_barrier<N, false>(b, kEnd, call);
+  if (threadIdx.x == 0) b.counters[blockIdx.x] = call;
+}
+
 int64_t ceil_div64(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -217,10 +260,57 @@ void dispatch_vec(bf16* data, int64_t elems, const PeerAllReduceBuffers& b, Peer
     launch<N, false>(data, elems, b, algo, stream);
 }
 
+template <int N>
+void launch_add_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
+                         float eps, const PeerAllReduceBuffers& b, cudaStream_t stream) {
+  const int64_t rows = x.size(0);
+  const int blocks = static_cast<int>(std::min<int64_t>(kPeerAllReduceMaxBlocks, rows));
+  one_shot_add_rms_norm_kernel<N><<<blocks, kNormThreads, 0, stream>>>(
+      static_cast<bf16*>(x.data), x.stride[0], static_cast<bf16*>(residual.data),
+      residual.stride[0], static_cast<const bf16*>(weight.data), rows, static_cast<int>(x.size(1)),
+      eps, b);
+  CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace
 }  // namespace nanovllm::kernels::cuda
 
 namespace nanovllm::kernels {
+
+void peer_all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
+                                  const TensorView& weight, float eps,
+                                  const PeerAllReduceBuffers& b, cudaStream_t stream) {
+  const auto fail = [](const std::string& why) {
+    throw std::invalid_argument("peer_all_reduce_add_rms_norm: " + why);
+  };
+  if (x.dtype != DType::kBf16 || residual.dtype != DType::kBf16 || weight.dtype != DType::kBf16 ||
+      x.on_cpu() || x.ndim != 2 || residual.ndim != 2 || x.stride[1] != 1 ||
+      residual.stride[1] != 1 || x.size(0) != residual.size(0) || x.size(1) != residual.size(1) ||
+      weight.numel() != x.size(1))
+    fail("x, residual: [T, H] bf16 with contiguous rows on the GPU; weight: [H] bf16");
+  if (x.size(1) % 8 != 0 || x.stride[0] % 8 != 0 || residual.stride[0] % 8 != 0 ||
+      !cuda::aligned16(x.data) || !cuda::aligned16(residual.data) || !cuda::aligned16(weight.data))
+    fail("H, the row strides and the pointers must allow 16-byte vectors");
+  if (b.world_size < 2 || b.world_size > kMaxPeerRanks || b.counters == nullptr)
+    fail("not a peer group");
+  if (static_cast<size_t>(x.numel()) * 2 > b.capacity_bytes)
+    fail(std::to_string(x.numel() * 2) + " bytes exceed the staging buffers' " +
+         std::to_string(b.capacity_bytes));
+  if (x.size(0) == 0) return;
+  switch (b.world_size) {
+    case 2:
+      cuda::launch_add_rms_norm<2>(x, residual, weight, eps, b, stream);
+      break;
+    case 4:
+      cuda::launch_add_rms_norm<4>(x, residual, weight, eps, b, stream);
+      break;
+    case 8:
+      cuda::launch_add_rms_norm<8>(x, residual, weight, eps, b, stream);
+      break;
+    default:
+      fail("world_size " + std::to_string(b.world_size) + " not built (2, 4, 8)");
+  }
+}
 
 void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& b,
                          PeerAllReduceAlgo algo, cudaStream_t stream) {

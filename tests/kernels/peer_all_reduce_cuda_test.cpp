@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/bf16.h"
+#include "kernels/rms_norm.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/peer_group.h"
 
@@ -157,6 +158,73 @@ TEST(PeerAllReduceCuda, GraphReplaysAreEachAFullAllReduce) {
       CUDA_CHECK(cudaSetDevice(d));
       CUDA_CHECK(cudaGraphExecDestroy(execs[d]));
       CUDA_CHECK(cudaFree(src[d]));
+    }
+  }
+}
+
+// The fused all-reduce + residual add + RMSNorm gives the bits of the one-shot sum followed by
+// kernels::cuda::fused_add_rms_norm, on every rank, for one row, a few, and many (rows spread
+// over the blocks), at two hidden sizes.
+TEST(PeerAllReduceCuda, FusedAddRmsNormMatchesTheSumThenTheNorm) {
+  SKIP_WITHOUT_PEERS(2);
+  const int ranks = PeerGroup::usable_gpus() >= 4 ? 4 : 2;
+  PeerGroup g(ranks, kCapacity);
+  uint32_t seed = 500;
+  for (const int64_t hidden : {1024, 4096}) {
+    for (const int64_t rows : {1, 3, 200}) {
+      const size_t n = static_cast<size_t>(rows * hidden);
+      const auto in = random_inputs(ranks, n, seed++);
+      std::mt19937 rng(seed++);
+      const auto residual = test::random_bf16(n, rng, -2.f, 2.f);
+      const auto weight = test::random_bf16(static_cast<size_t>(hidden), rng, 0.5f, 1.5f);
+      std::vector<std::vector<uint16_t>> want_x(ranks), want_r(ranks), got_x(ranks), got_r(ranks);
+      for (const bool fused : {false, true}) {
+        upload(g, in);
+        std::vector<void*> res(ranks), w(ranks);
+        for (int d = 0; d < ranks; ++d) {
+          CUDA_CHECK(cudaSetDevice(d));
+          CUDA_CHECK(cudaMalloc(&res[d], n * 2));
+          CUDA_CHECK(cudaMalloc(&w[d], hidden * 2));
+          CUDA_CHECK(cudaMemcpy(res[d], residual.data(), n * 2, cudaMemcpyHostToDevice));
+          CUDA_CHECK(cudaMemcpy(w[d], weight.data(), hidden * 2, cudaMemcpyHostToDevice));
+        }
+        // One host thread drives every GPU: each rank's peer kernel goes in before any rank's
+        // next launch (a launch behind a spinning kernel can wait on the host).
+        for (int d = 0; d < ranks; ++d) {
+          CUDA_CHECK(cudaSetDevice(d));
+          const TensorView x(g.io(d), DType::kBf16, {rows, hidden}, Device::kCuda);
+          const TensorView r(res[d], DType::kBf16, {rows, hidden}, Device::kCuda);
+          const TensorView wv(w[d], DType::kBf16, {hidden}, Device::kCuda);
+          const TensorView flat(g.io(d), DType::kBf16, {rows * hidden}, Device::kCuda);
+          if (fused)
+            kernels::peer_all_reduce_add_rms_norm(x, r, wv, 1e-6f, g.buffers(d), g.stream(d));
+          else
+            kernels::peer_all_reduce_sum(flat, g.buffers(d), PeerAllReduceAlgo::kOneShot,
+                                         g.stream(d));
+        }
+        for (int d = 0; !fused && d < ranks; ++d) {
+          CUDA_CHECK(cudaSetDevice(d));
+          const TensorView x(g.io(d), DType::kBf16, {rows, hidden}, Device::kCuda);
+          const TensorView r(res[d], DType::kBf16, {rows, hidden}, Device::kCuda);
+          const TensorView wv(w[d], DType::kBf16, {hidden}, Device::kCuda);
+          kernels::cuda::fused_add_rms_norm(x, r, wv, 1e-6f, g.stream(d));
+        }
+        g.sync();
+        for (int d = 0; d < ranks; ++d) {
+          (fused ? got_x : want_x)[d] = download(g, d, n);
+          std::vector<uint16_t> r(n);
+          CUDA_CHECK(cudaSetDevice(d));
+          CUDA_CHECK(cudaMemcpy(r.data(), res[d], n * 2, cudaMemcpyDeviceToHost));
+          (fused ? got_r : want_r)[d] = r;
+          CUDA_CHECK(cudaFree(res[d]));
+          CUDA_CHECK(cudaFree(w[d]));
+        }
+      }
+      for (int d = 0; d < ranks; ++d) {
+        ASSERT_EQ(got_r[d], want_r[d]) << "residual, rank " << d << ", " << rows << " x " << hidden;
+        ASSERT_EQ(got_x[d], want_x[d]) << "normed, rank " << d << ", " << rows << " x " << hidden;
+        ASSERT_EQ(got_x[d], got_x[0]) << "rank " << d << " differs from rank 0";
+      }
     }
   }
 }
