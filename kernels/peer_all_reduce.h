@@ -48,10 +48,13 @@ struct PeerAllReduceBuffers {
   size_t capacity_bytes = 0;            // every staging buffer's size
 };
 
+// The rank counts the kernels are built for (2, 4, 8): a group of another size keeps NCCL.
+bool peer_all_reduce_supports(int world_size);
+
 // The largest message (bytes) the buffers take: capacity_bytes.
 // inout: contiguous bf16 on this rank's device, at most capacity_bytes, the same element count
 // on every rank; summed in place. Throws std::invalid_argument on a bad argument (too large, not
-// bf16, fewer than 2 or more than kMaxPeerRanks ranks).
+// bf16, a rank count peer_all_reduce_supports refuses).
 void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& buffers,
                          PeerAllReduceAlgo algo, cudaStream_t stream);
 

@@ -36,7 +36,7 @@ bool reaches_every_peer(int rank, int world_size) {
 
 std::unique_ptr<PeerMemory> PeerMemory::open(NcclCommunicator& nccl) {
   const int rank = nccl.rank(), world = nccl.world_size();
-  if (world < 2 || world > kernels::kMaxPeerRanks) return nullptr;
+  if (!kernels::peer_all_reduce_supports(world)) return nullptr;  // every rank alike
   ExecContext ctx;
   const int64_t all_reach =
       nccl.all_reduce_min(reaches_every_peer(rank, world) ? 1 : 0, ctx);  // the same verdict

@@ -151,24 +151,8 @@ tp_checks() {
     step "tp$tp launch $preset" 200 "$bundle/bin/nanovllm-launch" "$dir" examples/prompts.jsonl \
       --device cuda --tp "$tp" --temperature 0 -o "$logs/tp${tp}_$preset.jsonl" || return
   done
-  python3 - "$logs/tp1_$preset.jsonl" "$logs/tp2_$preset.jsonl" <<'EOF2' >"$logs/tp_${preset}_compare.log" 2>&1
-import json, sys
-def load(p):
-    out = {}
-    for line in open(p):
-        r = json.loads(line)
-        body = (r.get("response") or {}).get("body") or {}
-        ids = r.get("token_ids")
-        out[r.get("custom_id", r.get("id"))] = ids if ids is not None else body.get("choices")
-    return out
-a, b = load(sys.argv[1]), load(sys.argv[2])
-same = sum(1 for k in a if a[k] == b.get(k))
-for k in a:
-    if a[k] != b.get(k) and isinstance(a[k], list) and isinstance(b.get(k), list):
-        d = next((i for i, (x, y) in enumerate(zip(a[k], b[k])) if x != y), min(len(a[k]), len(b[k])))
-        print(f"{k}: diverges at token {d}")
-print(f"tp1 vs tp2 greedy: {same}/{len(a)} identical")
-EOF2
+  python3 scripts/compare_greedy.py "$logs/tp1_$preset.jsonl" "$logs/tp2_$preset.jsonl" \
+    >"$logs/tp_${preset}_compare.log" 2>&1
   row "$(printf '%-34s        %s' "tp1 vs tp2 $preset" "$(tail -n 1 "$logs/tp_${preset}_compare.log")")"
   [ -x "$bundle/bin/nanovllm-bench" ] && step "tp bench $preset" 300 "$bundle/bin/nanovllm-bench" \
     "$dir" --device cuda --tp 1,2 --workloads nanovllm,decode-step --json "$logs/tp_bench_$preset.json"

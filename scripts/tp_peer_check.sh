@@ -25,24 +25,7 @@ for tp in ${tps//,/ }; do
     echo "launch tp$tp $way rc=$? $(grep -o 'peer-memory all-reduce over.*\|through NCCL only' "$out/greedy_tp${tp}_$way.log" | head -1)"
   done
 done
-python3 - "$out" <<'PY'
-import glob, json, os, sys
-def load(p):
-    out = {}
-    for line in open(p):
-        r = json.loads(line)
-        body = (r.get("response") or {}).get("body") or {}
-        ids = r.get("token_ids")
-        out[(r.get("custom_id", r.get("id")), r.get("index", 0))] = ids if ids is not None else body.get("choices")
-    return out
-base = load(os.path.join(sys.argv[1], "greedy_tp1_peer.jsonl"))
-for p in sorted(glob.glob(os.path.join(sys.argv[1], "greedy_tp*_*.jsonl"))):
-    o = load(p)
-    same = sum(1 for k in base if base[k] == o.get(k))
-    firsts = [next((i for i, (x, y) in enumerate(zip(base[k], o[k])) if x != y), None)
-              for k in base if isinstance(base[k], list) and isinstance(o.get(k), list) and base[k] != o[k]]
-    print(f"{os.path.basename(p)}: {same}/{len(base)} identical to tp1; first divergences at tokens {firsts}")
-PY
+python3 scripts/compare_greedy.py "$out/greedy_tp1_peer.jsonl" "$out"/greedy_tp[24]_*.jsonl
 for way in peer nccl; do
   flag=(); [ $way = nccl ] && flag=(--disable-custom-all-reduce)
   timeout 400 "$bundle/bin/nanovllm-bench" "$work/$preset" --device cuda --tp "$tps" --runs "$runs" \

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/check.h"
 #include "kernels/cuda/common.cuh"
@@ -277,79 +278,81 @@ void launch_add_rms_norm(const TensorView& x, const TensorView& residual, const 
 
 namespace nanovllm::kernels {
 
+namespace {
+
+[[noreturn]] void fail(const char* op, const std::string& why) {
+  throw std::invalid_argument(std::string(op) + ": " + why);
+}
+
+// The group both calls need: a built rank count, this rank in it, every rank's buffers mapped,
+// call counters, and `bytes` within the staging buffers.
+void check_group(const char* op, const PeerAllReduceBuffers& b, size_t bytes) {
+  if (!peer_all_reduce_supports(b.world_size))
+    fail(op, "world_size " + std::to_string(b.world_size) + " not built (2, 4 or 8)");
+  if (b.rank < 0 || b.rank >= b.world_size)
+    fail(op, "rank " + std::to_string(b.rank) + " outside the group");
+  for (int r = 0; r < b.world_size; ++r)
+    if (b.data[r] == nullptr || b.flags[r] == nullptr)
+      fail(op, "rank " + std::to_string(r) + "'s buffers are not mapped");
+  if (b.counters == nullptr) fail(op, "no call counters");
+  if (bytes > b.capacity_bytes)
+    fail(op, std::to_string(bytes) + " bytes exceed the staging buffers' " +
+                 std::to_string(b.capacity_bytes));
+}
+
+// launch(std::integral_constant<int, N>) for the group's rank count (check_group passed).
+template <typename Launch>
+void dispatch_world_size(int world_size, Launch&& launch) {
+  switch (world_size) {
+    case 2:
+      launch(std::integral_constant<int, 2>{});
+      break;
+    case 4:
+      launch(std::integral_constant<int, 4>{});
+      break;
+    default:
+      launch(std::integral_constant<int, 8>{});
+      break;
+  }
+}
+
+}  // namespace
+
+bool peer_all_reduce_supports(int world_size) {
+  return world_size == 2 || world_size == 4 || world_size == 8;
+}
+
 void peer_all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
                                   const TensorView& weight, float eps,
                                   const PeerAllReduceBuffers& b, cudaStream_t stream) {
-  const auto fail = [](const std::string& why) {
-    throw std::invalid_argument("peer_all_reduce_add_rms_norm: " + why);
-  };
+  constexpr const char* kOp = "peer_all_reduce_add_rms_norm";
   if (x.dtype != DType::kBf16 || residual.dtype != DType::kBf16 || weight.dtype != DType::kBf16 ||
       x.on_cpu() || x.ndim != 2 || residual.ndim != 2 || x.stride[1] != 1 ||
       residual.stride[1] != 1 || x.size(0) != residual.size(0) || x.size(1) != residual.size(1) ||
       weight.numel() != x.size(1))
-    fail("x, residual: [T, H] bf16 with contiguous rows on the GPU; weight: [H] bf16");
+    fail(kOp, "x, residual: [T, H] bf16 with contiguous rows on the GPU; weight: [H] bf16");
   if (x.size(1) % 8 != 0 || x.stride[0] % 8 != 0 || residual.stride[0] % 8 != 0 ||
       !cuda::aligned16(x.data) || !cuda::aligned16(residual.data) || !cuda::aligned16(weight.data))
-    fail("H, the row strides and the pointers must allow 16-byte vectors");
-  if (b.world_size < 2 || b.world_size > kMaxPeerRanks || b.counters == nullptr)
-    fail("not a peer group");
-  if (static_cast<size_t>(x.numel()) * 2 > b.capacity_bytes)
-    fail(std::to_string(x.numel() * 2) + " bytes exceed the staging buffers' " +
-         std::to_string(b.capacity_bytes));
+    fail(kOp, "H, the row strides and the pointers must allow 16-byte vectors");
+  check_group(kOp, b, static_cast<size_t>(x.numel()) * 2);
   if (x.size(0) == 0) return;
-  switch (b.world_size) {
-    case 2:
-      cuda::launch_add_rms_norm<2>(x, residual, weight, eps, b, stream);
-      break;
-    case 4:
-      cuda::launch_add_rms_norm<4>(x, residual, weight, eps, b, stream);
-      break;
-    case 8:
-      cuda::launch_add_rms_norm<8>(x, residual, weight, eps, b, stream);
-      break;
-    default:
-      fail("world_size " + std::to_string(b.world_size) + " not built (2, 4, 8)");
-  }
+  dispatch_world_size(b.world_size, [&](auto n) {
+    cuda::launch_add_rms_norm<decltype(n)::value>(x, residual, weight, eps, b, stream);
+  });
 }
 
 void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& b,
                          PeerAllReduceAlgo algo, cudaStream_t stream) {
-  const auto fail = [](const std::string& why) {
-    throw std::invalid_argument("peer_all_reduce_sum: " + why);
-  };
+  constexpr const char* kOp = "peer_all_reduce_sum";
   if (inout.dtype != DType::kBf16 || inout.on_cpu() || !inout.is_contiguous())
-    fail("inout must be a contiguous bf16 tensor on the GPU");
-  if (b.world_size < 2 || b.world_size > kMaxPeerRanks)
-    fail("world_size " + std::to_string(b.world_size) + " outside [2, " +
-         std::to_string(kMaxPeerRanks) + "]");
-  if (b.rank < 0 || b.rank >= b.world_size)
-    fail("rank " + std::to_string(b.rank) + " outside the group");
-  for (int r = 0; r < b.world_size; ++r)
-    if (b.data[r] == nullptr || b.flags[r] == nullptr)
-      fail("rank " + std::to_string(r) + "'s buffers are not mapped");
-  if (b.counters == nullptr) fail("no call counters");
-  if (inout.nbytes() > b.capacity_bytes)
-    fail(std::to_string(inout.nbytes()) + " bytes exceed the staging buffers' " +
-         std::to_string(b.capacity_bytes));
+    fail(kOp, "inout must be a contiguous bf16 tensor on the GPU");
+  check_group(kOp, b, inout.nbytes());
   const int64_t elems = inout.numel();
   if (elems == 0) return;
   auto* data = static_cast<cuda::bf16*>(inout.data);
-  switch (b.world_size) {
-    case 2:
-      cuda::dispatch_vec<2>(data, elems, b, algo, stream);
-      break;
-    case 4:
-      cuda::dispatch_vec<4>(data, elems, b, algo, stream);
-      break;
-    case 8:
-      cuda::dispatch_vec<8>(data, elems, b, algo, stream);
-      break;
-    case 3:
-      cuda::dispatch_vec<3>(data, elems, b, algo, stream);
-      break;
-    default:
-      fail("world_size " + std::to_string(b.world_size) + " not built (2, 3, 4, 8)");
-  }
+  dispatch_world_size(b.world_size, [&](auto n) {
+    cuda::dispatch_vec<decltype(n)::value>(data, elems, b, algo, stream);
+  });
 }
 
 }  // namespace nanovllm::kernels
