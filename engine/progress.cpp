@@ -184,6 +184,11 @@ std::string Progress::summary() const {
   return s;
 }
 
+bool Progress::output_due() const {
+  const double interval = options_.live ? options_.redraw_interval_s : options_.log_interval_s;
+  return now() - last_output_ >= interval;
+}
+
 void Progress::update() {
   const double t = now();
   const int64_t prefilled = prefill_tokens_ - seen_prefill_;

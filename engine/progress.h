@@ -75,8 +75,11 @@ class Progress {
   // Completion tokens of a finished sequence (the summary's output tok/s).
   void add_output_tokens(int64_t count) { output_tokens_ += count; }
   void request_finished(bool ok) { (ok ? num_ok_ : num_failed_) += 1; }
-  // Without it (or before the rates are measured) there is no ETA.
+  // Without it (or before the rates are measured) there is no ETA. Only the line update()
+  // draws reads it: callers refresh it when output_due().
   void set_work_left(const WorkLeft& work) { work_left_ = work; }
+  // Whether the next update() draws the bar or logs a line.
+  bool output_due() const;
 
   // Call after every engine step (after set_tokens): times the step (a prefill step when it
   // computed any prompt token, else a decode step, as nanovllm-bench classifies them) and

@@ -206,7 +206,9 @@ int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
       if (--remaining[from.request] == 0) progress.request_finished(true);
     }
     progress.set_tokens(engine.stats().num_prefill_tokens, engine.stats().num_decode_tokens);
-    progress.set_work_left(work_left.left(engine.stats(), engine.scheduler().running()));
+    // The ETA's input walks the running batch: only when a line is drawn.
+    if (progress.output_due())
+      progress.set_work_left(work_left.left(engine.stats(), engine.scheduler().running()));
     progress.update();
   }
   engine.stop_workers();

@@ -34,6 +34,20 @@ TEST(Progress, DurationsAreMinutesSecondsOrHours) {
   EXPECT_EQ(format_duration(3723), "1:02:03");
 }
 
+// The job refreshes the ETA's input only when a line is about to be drawn.
+TEST(Progress, OutputIsDueOnlyOnceTheIntervalHasPassedSinceTheLastLine) {
+  Capture c;
+  Progress p(10, c.options(false));  // a log line every 5 s
+  EXPECT_FALSE(p.output_due());
+  c.now += 4.9;
+  EXPECT_FALSE(p.output_due());
+  c.now += 0.2;
+  EXPECT_TRUE(p.output_due());
+  p.update();  // logs the line
+  ASSERT_EQ(c.logs.size(), 1u);
+  EXPECT_FALSE(p.output_due());
+}
+
 TEST(Progress, StatusLineShowsCountsAndRatesOverTheGenerationTime) {
   Capture c;
   Progress p(10, c.options(false));
