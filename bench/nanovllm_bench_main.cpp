@@ -1,11 +1,11 @@
 // nanovllm-bench: the end-to-end benchmark (bench/README.md). This process only orchestrates:
 // it checks the flags against the model, says what will run (bench/nanovllm_bench_plan.h),
-// then runs each tensor-parallel size in a fresh process of itself (the launcher forks its
-// ranks before any CUDA call, so no size may share a process with another;
-// bench/nanovllm_bench_worker.h), reads back each one's JSON, prints the table on stdout and
-// writes the combined JSON. Progress goes to stderr. A stop signal stops the running size's
-// process first. Exit status: 0; 1 when a size failed; 2 on a usage error; 128 + signal when
-// stopped.
+// then runs each configuration (a tp size, times dp replicas: bench/nanovllm_bench_layouts.h)
+// in a fresh process of itself (the launcher forks its ranks before any CUDA call, so no
+// configuration may share a process with another; bench/nanovllm_bench_worker.h), reads back
+// each one's JSON, prints the tables on stdout and writes the combined JSON. Progress goes to
+// stderr. A stop signal stops the running configuration's process first. Exit status: 0; 1
+// when a configuration failed; 2 on a usage error; 128 + signal when stopped.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -20,6 +20,7 @@
 #include "bench/nanovllm_bench_options.h"
 #include "bench/nanovllm_bench_plan.h"
 #include "bench/nanovllm_bench_report.h"
+#include "bench/nanovllm_bench_scaling.h"
 #include "bench/nanovllm_bench_worker.h"
 #include "engine/job/interrupt.h"
 #include "launcher/gpu_probe.h"
@@ -60,8 +61,9 @@ int bench_main(int argc, char** argv) {
   configure_logging(o.log_level, "bench");
   if (!parse.notice.empty()) spdlog::warn("{}", parse.notice);
   try {
-    std::vector<RunSettings> settings;  // every size's flags checked before any size runs
-    for (const int tp : o.tp_sizes) settings.push_back(make_run_settings(launch_options(o, tp)));
+    std::vector<RunSettings> settings;  // every configuration checked before any runs
+    for (const BenchLayout& l : o.layouts)
+      settings.push_back(make_run_settings(launch_options(o, l.tp, l.dp)));
     announce_plan(o, settings.front());
   } catch (const UsageError& e) {
     std::fprintf(stderr, "nanovllm-bench: %s\n", e.what());
@@ -71,28 +73,39 @@ int bench_main(int argc, char** argv) {
     return 1;
   }
 
-  std::vector<json> per_tp;
+  std::vector<json> per_tp;  // one result per configuration (the name is older than --dp)
   int rc = 0;
-  for (const int tp : o.tp_sizes) {
+  for (const BenchLayout& layout : o.layouts) {
+    const int tp = layout.tp;
+    const std::string name =
+        layout.dp == 1 ? "--tp " + std::to_string(tp)
+                       : "--tp " + std::to_string(tp) + " --dp " + std::to_string(layout.dp);
     const fs::path path =
         fs::temp_directory_path() /
-        ("nanovllm-bench-" + std::to_string(::getpid()) + "-tp" + std::to_string(tp) + ".json");
-    spdlog::info("--tp {}: starting a benchmark process", tp);
+        ("nanovllm-bench-" + std::to_string(::getpid()) + "-" + layout_name(layout) + ".json");
+    if (layout.dp == 1)
+      spdlog::info("{}: starting a benchmark process", name);
+    else
+      spdlog::info(
+          "{}: starting a benchmark process ({} replicas, each running the whole "
+          "workload: work x{})",
+          name, layout.dp, layout.dp);
     std::vector<std::string> args(argv, argv + argc);
-    args.insert(args.end(), {"--child-tp", std::to_string(tp), "--child-json", path.string()});
+    args.insert(args.end(), {"--child-tp", std::to_string(tp), "--child-dp",
+                             std::to_string(layout.dp), "--child-json", path.string()});
     const WorkerExit worker = run_worker(args);
     const int child_rc = worker.exit_code;
     std::error_code ec;
     if (worker.stop_signal != 0) {
       fs::remove(path, ec);
       std::fprintf(stderr,
-                   "nanovllm-bench: interrupted by %s: the --tp %d benchmark process stopped "
+                   "nanovllm-bench: interrupted by %s: the %s benchmark process stopped "
                    "(exit status %d); no results printed\n",
-                   describe_signal(worker.stop_signal).c_str(), tp, child_rc);
+                   describe_signal(worker.stop_signal).c_str(), name.c_str(), child_rc);
       return 128 + worker.stop_signal;
     }
     if (child_rc != 0 || !fs::exists(path, ec)) {
-      spdlog::error("--tp {}: the benchmark process failed (exit status {})", tp, child_rc);
+      spdlog::error("{}: the benchmark process failed (exit status {})", name, child_rc);
       rc = child_rc == kExitUsage ? kExitUsage : 1;
       continue;
     }
@@ -101,7 +114,7 @@ int bench_main(int argc, char** argv) {
   }
   if (per_tp.empty()) return rc;
 
-  json out = per_tp.front();  // the first size at the top: what plot_bench.py draws
+  json out = per_tp.front();  // the first configuration at the top: what plot_bench.py draws
   if (per_tp.size() > 1) {
     out["per_tp"] = per_tp;
     out["scaling"] = scaling_json(per_tp);

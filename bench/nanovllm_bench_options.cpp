@@ -5,6 +5,8 @@
 #include <climits>
 #include <sstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "bench/nanovllm_bench_selection.h"
 #include "launcher/cli_parse.h"
@@ -16,8 +18,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void validate(BenchOptions& o, const std::string& device_flag, int visible_gpus,
-              const FlagGiven& given, std::string& notice) {
+void validate(BenchOptions& o, const std::string& device_flag,
+              const std::vector<std::string>& layouts, int visible_gpus, const FlagGiven& given,
+              std::string& notice) {
   if (o.block_size <= 0 || o.block_size % 16 != 0)
     throw UsageError("--block-size " + std::to_string(o.block_size) +
                      ": must be a positive multiple of 16");
@@ -31,8 +34,6 @@ void validate(BenchOptions& o, const std::string& device_flag, int visible_gpus,
     throw UsageError("--top-k: must be -1 or 0 (off) or > 0");
   if (!(o.token_scale > 0.0 && o.token_scale <= 1.0))
     throw UsageError("--token-scale: must be in (0, 1]");
-  for (const int tp : o.tp_sizes)
-    if (tp < 1) throw UsageError("--tp: every size must be >= 1");
   for (const int n : o.num_seqs)
     if (n < 1) throw UsageError("--num-seqs: every count must be >= 1");
 
@@ -44,11 +45,9 @@ void validate(BenchOptions& o, const std::string& device_flag, int visible_gpus,
   }
   o.workloads = workload_list(o.workloads, o.device);
   apply_device_sizes(o, given);
-  const int largest_tp = *std::max_element(o.tp_sizes.begin(), o.tp_sizes.end());
-  if (o.device == Device::kCuda && largest_tp > visible_gpus)
-    throw UsageError("--tp " + std::to_string(largest_tp) +
-                     " on --device cuda needs that many GPUs; " + std::to_string(visible_gpus) +
-                     " visible");
+  o.layouts = bench_layouts(o.tp_sizes, o.dp_sizes, layouts, given("--tp") || given("--dp"));
+  if (o.child_dp < 1) throw UsageError("--child-dp: must be >= 1");
+  if (o.device == Device::kCuda) check_layouts_fit(o.layouts, visible_gpus);
   std::error_code ec;
   if (!fs::is_directory(o.model, ec))
     throw UsageError("model folder '" + o.model.string() + "' is not a directory");
@@ -64,7 +63,7 @@ bool BenchOptions::runs_workload(const std::string& name) const {
 BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gpus) {
   BenchOptions o;
   std::string device_flag, sampling = "workload", log_level = "info", child_json;
-  std::vector<std::string> workloads{"all"};
+  std::vector<std::string> workloads{"all"}, layouts;
   std::string chunked_step_mode = o.mixed_chunked_steps ? "mixed" : "alternating";
   CLI::App app{
       "End-to-end benchmark of nanovllm: the launcher's processes on a model folder, "
@@ -80,6 +79,16 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_option("--tp,--tensor-parallel-size", o.tp_sizes, "tensor-parallel sizes, e.g. 1,2")
       ->delimiter(',')
       ->capture_default_str();
+  app.add_option("--dp,--data-parallel-size", o.dp_sizes,
+                 "data-parallel sizes, e.g. 1,2,4: engine replicas of --tp ranks each, on their "
+                 "own GPUs; every replica runs the whole workload (the work scales with them), "
+                 "each run starting together; with several --tp sizes, every pair runs")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--layouts", layouts,
+                 "instead of --tp/--dp: the configurations to run, in order, e.g. "
+                 "dp4xtp1,dp2xtp2,dp1xtp4 (tp<N>xdp<N> or dp<N>xtp<N>)")
+      ->delimiter(',');
   app.add_option("--device", device_flag, "cuda (default when a GPU is visible) or cpu")
       ->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--max-model-len", o.max_model_len, "longest prompt + output")->check(positive);
@@ -194,14 +203,23 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
-  // Internal: how the benchmark runs one tp size in a fresh process of itself.
+  // Internal: how the benchmark runs one configuration in a fresh process of itself.
   app.add_option("--child-json", child_json)->group("");
   app.add_option("--child-tp", o.child_tp)->group("");
+  app.add_option("--child-dp", o.child_dp)->group("");
   app.add_option("--child-stop-fd", o.child_stop_fd)->group("");
 
   BenchParse result;
   if (const auto exit = run_cli_parse(app, "nanovllm-bench", [&] {
-        app.parse(argc, argv);
+        // vLLM's single-dash spellings -tp and -dp, which CLI11 cannot declare.
+        std::vector<std::string> args(argv, argv + argc);
+        std::vector<const char*> long_flags;
+        for (std::string& a : args) {
+          if (a == "-tp") a = "--tensor-parallel-size";
+          if (a == "-dp") a = "--data-parallel-size";
+          long_flags.push_back(a.c_str());
+        }
+        app.parse(argc, long_flags.data());
         o.workloads = workloads;
         o.max_num_batched_tokens_given = batched_tokens->count() > 0;
         o.mixed_chunked_steps = chunked_step_mode == "mixed";
@@ -210,7 +228,7 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
         o.log_level = spdlog::level::from_str(log_level);
         if (!child_json.empty()) o.child_json = child_json;
         const FlagGiven given = [&](const char* flag) { return app.count(flag) > 0; };
-        validate(o, device_flag, visible_gpus, given, result.notice);
+        validate(o, device_flag, layouts, visible_gpus, given, result.notice);
       })) {
     result.exit_code = exit->exit_code;
     result.message = exit->message;
@@ -220,10 +238,11 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   return result;
 }
 
-LaunchOptions launch_options(const BenchOptions& o, int tp) {
+LaunchOptions launch_options(const BenchOptions& o, int tp, int dp) {
   LaunchOptions l;
   l.model = o.model;
   l.tensor_parallel_size = tp;
+  l.data_parallel_size = dp;
   l.device = o.device;
   l.max_model_len = o.max_model_len;
   l.max_num_seqs = o.max_num_seqs;

@@ -1,6 +1,7 @@
 // nanovllm-bench's command line (CLI11): the launcher's engine and sampling flags under the
-// same names, the workloads and their sizes, repetitions, and the internal flags with which
-// the benchmark re-runs itself once per tensor-parallel size (a fresh process each, since
+// same names, the workloads and their sizes, repetitions, the configurations (tensor-parallel
+// sizes and data-parallel replicas: bench/nanovllm_bench_layouts.h), and the internal flags
+// with which the benchmark re-runs itself once per configuration (a fresh process each, since
 // the launcher must fork before any CUDA call). Parsing never exits the process.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/nanovllm_bench_layouts.h"
 #include "engine/engine_config.h"
 #include "engine/request.h"
 #include "launcher/cli.h"
@@ -32,7 +34,10 @@ inline constexpr const char* kAllWorkloads[] = {"nanovllm", "nanovllm-cpu",  "fi
 
 struct BenchOptions {
   std::filesystem::path model;
-  std::vector<int> tp_sizes{1};  // --tp 1,2: one run per size, in order
+  std::vector<int> tp_sizes{1};  // --tp 1,2: tensor-parallel sizes, as given
+  std::vector<int> dp_sizes{1};  // --dp 1,2,4: replicas, each running the whole workload
+  // What runs, in order (set by parsing): --layouts, else every (tp, dp) of the two lists.
+  std::vector<BenchLayout> layouts{BenchLayout{}};
   Device device = Device::kCuda;
 
   // The launcher's engine flags (launcher/cli.h), same meaning and defaults.
@@ -96,10 +101,11 @@ struct BenchOptions {
   std::optional<std::filesystem::path> json;  // --json: the result file
   spdlog::level::level_enum log_level = spdlog::level::info;
 
-  // Internal (a child run): the one tp size to run, where its JSON goes, and its end of the
-  // stop channel (bench/nanovllm_bench_stop.h; -1: none).
+  // Internal (a child run): the one configuration to run (tp, dp), where its JSON goes, and
+  // its end of the stop channel (bench/nanovllm_bench_stop.h; -1: none).
   std::optional<std::filesystem::path> child_json;
   int child_tp = 0;
+  int child_dp = 1;
   int child_stop_fd = -1;
 
   bool runs_workload(const std::string& name) const;
@@ -115,10 +121,11 @@ struct BenchParse {
 // `visible_gpus`: launcher/gpu_probe.h's count (passed in so tests need no GPU).
 BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gpus);
 
-// The launcher's options for one tp size of this benchmark (make_run_settings' input),
-// chunked prefill and its threshold included; without chunking and without
-// --max-num-batched-tokens the budget is raised to --max-model-len (as apply_engine_flags).
-LaunchOptions launch_options(const BenchOptions& o, int tp);
+// The launcher's options for one configuration of this benchmark (make_run_settings' input:
+// `dp` replicas of `tp` ranks, the CPU threads shared among all their ranks), chunked prefill
+// and its threshold included; without chunking and without --max-num-batched-tokens the
+// budget is raised to --max-model-len (as apply_engine_flags).
+LaunchOptions launch_options(const BenchOptions& o, int tp, int dp = 1);
 
 // The bench's engine flags the launcher does not carry, applied to make_run_settings' engine
 // config: prefix caching, chunked prefill, its threshold and step mode; without chunking and

@@ -17,8 +17,32 @@ std::string list_of(const std::vector<int>& v) {
   return s;
 }
 
-std::string tp_list(const BenchOptions& o) {
-  return "--tp " + list_of(o.tp_sizes);
+// "--tp 1,2" while no configuration has replicas, else every configuration by name.
+std::string layout_list(const BenchOptions& o) {
+  std::vector<int> tp;
+  std::string names;
+  bool replicas = false;
+  for (const BenchLayout& l : o.layouts) {
+    tp.push_back(l.tp);
+    names += (names.empty() ? "" : ", ") + layout_name(l);
+    replicas = replicas || l.dp > 1;
+  }
+  return replicas ? names : "--tp " + list_of(tp);
+}
+
+// The work of every configuration together: a dp N one does the plan's work N times over.
+std::string configurations_clause(const BenchOptions& o) {
+  const size_t n = o.layouts.size();
+  int replicas = 0, largest = 1;
+  for (const BenchLayout& l : o.layouts) {
+    replicas += l.dp;
+    largest = std::max(largest, l.dp);
+  }
+  if (largest == 1) return n > 1 ? fmt::format(", for each of {} tp sizes", n) : "";
+  return fmt::format(
+      ", on each of the {} replicas of the {} configuration{} (a dp N configuration runs it "
+      "on each of its N replicas: work xN)",
+      replicas, n, n == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -73,7 +97,7 @@ std::vector<std::string> describe_plan(const BenchPlan& plan, const BenchOptions
   lines.push_back(
       fmt::format("plan: {} run{} of each workload on the {} backend, {}, each run on "
                   "a fresh engine",
-                  plan.runs, plan.runs == 1 ? "" : "s", cpu ? "cpu" : "cuda", tp_list(o)));
+                  plan.runs, plan.runs == 1 ? "" : "s", cpu ? "cpu" : "cuda", layout_list(o)));
   size_t width = std::string("decode-step").size();
   for (const PlannedWorkload& w : plan.workloads) width = std::max(width, w.name.size());
   for (const PlannedWorkload& w : plan.workloads) {
@@ -91,11 +115,9 @@ std::vector<std::string> describe_plan(const BenchPlan& plan, const BenchOptions
         cpu ? fmt::format("  {:<{}}  CUDA only: not measured on the CPU", "decode-step", width)
             : fmt::format("  {:<{}}  batch {} at {} tokens of context, 3 passes each",
                           "decode-step", width, list_of(o.decode_batches), o.decode_context));
-  const size_t sizes = o.tp_sizes.size();
   lines.push_back(fmt::format("in all: {} runs, {} prompt + {} output tokens{}", plan.total_runs(),
                               with_commas(plan.total_prompt_tokens()),
-                              with_commas(plan.total_output_tokens()),
-                              sizes > 1 ? fmt::format(", for each of {} tp sizes", sizes) : ""));
+                              with_commas(plan.total_output_tokens()), configurations_clause(o)));
   if (cpu && o.runs_workload("nanovllm-cpu"))
     lines.push_back(
         "nanovllm-cpu is nano-vllm's workload cut to a CPU's size; --workloads nanovllm runs the "

@@ -36,11 +36,13 @@ BenchPlan make_plan(const std::vector<Workload>& workloads, int runs, int max_mo
 
 // The lines that say it, e.g.
 //   "plan: 3 runs of each workload on the cpu backend, --tp 1, each run on a fresh engine"
+//   (with replicas the configurations by name: "..., tp1xdp1, tp1xdp2, each run ...")
 //   "  nanovllm-cpu     16 requests,   1,008 prompt +  1,133 output tokens a run"
 //   "  long           skipped: a sequence needs 33,024 tokens, ... "
 //   "  decode-step    CUDA only: not measured on the CPU"
 //   "in all: 15 runs, 36,012 prompt + 9,033 output tokens"
-// (times the tp sizes when there are several).
+// (times the tp sizes when there are several; with replicas, times every replica of every
+// configuration, since each runs the whole plan).
 std::vector<std::string> describe_plan(const BenchPlan& plan, const BenchOptions& o);
 
 // 12345 -> "12,345".

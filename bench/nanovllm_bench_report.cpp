@@ -166,42 +166,24 @@ json model_json(const std::string& name, const ModelShape& m) {
           {"tie_word_embeddings", m.tie_word_embeddings}};
 }
 
-json scaling_json(const std::vector<json>& per_tp) {
-  json out = json::array();
-  const json& base = per_tp.front();
-  for (size_t w = 0; w < base.at("workloads").size(); ++w) {
-    json row{{"workload", base["workloads"][w]["name"]},
-             {"tp", json::array()},
-             {"output_tok_s", json::array()},
-             {"speedup", json::array()},
-             {"efficiency_pct", json::array()}};
-    const json base_rate = base["workloads"][w]["median"]["output_tok_s"];
-    for (const json& r : per_tp) {
-      const json rate_here = r["workloads"][w]["median"]["output_tok_s"];
-      const double tp_ratio = r["tp"].get<double>() / base["tp"].get<double>();
-      const bool ok = rate_here.is_number() && base_rate.is_number() && base_rate.get<double>() > 0;
-      const json speedup =
-          ok ? json(rate_here.get<double>() / base_rate.get<double>()) : json(nullptr);
-      row["tp"].push_back(r["tp"]);
-      row["output_tok_s"].push_back(rate_here);
-      row["speedup"].push_back(speedup);
-      row["efficiency_pct"].push_back(ok ? json(100.0 * speedup.get<double>() / tp_ratio)
-                                         : json(nullptr));
-    }
-    out.push_back(row);
-  }
-  return out;
-}
-
 void print_result(std::FILE* out, const json& r) {
   const json& machine = r["machine"];
   const json& s = r["startup"];
+  const int dp = r.value("dp", 1);
   fmt::print(out,
-             "\nnanovllm-bench | model {} | {} | tp {} | sampling {} | prefix caching {} | {} "
+             "\nnanovllm-bench | model {} | {} | tp {}{} | sampling {} | prefix caching {} | {} "
              "run(s) each, medians\n",
              r["model"]["name"].get<std::string>(), r["device"].get<std::string>(),
-             r["tp"].get<int>(), r["sampling"]["mode"].get<std::string>(),
+             r["tp"].get<int>(), dp > 1 ? fmt::format(" | dp {}", dp) : "",
+             r["sampling"]["mode"].get<std::string>(),
              r["engine"]["enable_prefix_caching"].get<bool>() ? "on" : "off", r["runs"].get<int>());
+  if (dp > 1)
+    fmt::print(out,
+               "work x{0}: each of the {0} replicas runs the whole workload, every run started "
+               "together; a run's time is the earliest start to the latest end, its tokens and "
+               "limit those of all {0} (S_PP, S_TG and TG %lim are per replica: the JSON's "
+               "\"replicas\"; the decode step is replica 0's, measured alone)\n",
+               dp);
   fmt::print(out,
              "start-up (not timed): machine limits {} s, model {} s (weights {} s, warm-up {} s, "
              "graph capture {} s), warm-up request {} s\n",
@@ -257,27 +239,13 @@ void print_result(std::FILE* out, const json& r) {
                engine["chunked_step_mode"].get<std::string>(),
                engine["max_num_batched_tokens"].get<int>());
   if (!r["decode_step"].is_object()) {
-    fmt::print(out, "\ndecode step: - (CUDA only)\n");
+    fmt::print(out, "\ndecode step: - (measured on CUDA when --workloads has decode-step)\n");
     return;
   }
   // Older files hold only decode_step.
   const json steps =
       r.contains("decode_steps") ? r["decode_steps"] : json::array({r["decode_step"]});
   for (const json& d : steps) print_decode_step(out, d);
-}
-
-void print_scaling(std::FILE* out, const json& scaling) {
-  fmt::print(
-      out,
-      "\ntensor-parallel scaling (median output tok/s; speedup, efficiency vs the first size):\n");
-  for (const json& row : scaling) {
-    fmt::print(out, "{:<16}", row["workload"].get<std::string>());
-    for (size_t i = 0; i < row["tp"].size(); ++i)
-      fmt::print(out, "  tp {}: {} ({}x, {}%)", row["tp"][i].get<int>(),
-                 num(row["output_tok_s"][i], 1), num(row["speedup"][i], 2),
-                 num(row["efficiency_pct"][i], 0));
-    fmt::print(out, "\n");
-  }
 }
 
 }  // namespace nanovllm::bench

@@ -36,13 +36,7 @@ nlohmann::json machine_json(const std::optional<MachineLimits>& limits);
 // "model": the folder's name and the limit model's shape of it.
 nlohmann::json model_json(const std::string& name, const ModelShape& shape);
 
-// "scaling" over the results of several tp sizes (same workloads, in order): per workload the
-// median output tok/s at each size, the speedup over the first size and the efficiency
-// (speedup / (tp / first tp)).
-nlohmann::json scaling_json(const std::vector<nlohmann::json>& per_tp);
-
-// The table of one tp size's result, then (when given) the scaling table.
+// The table of one configuration's result (bench/nanovllm_bench_scaling.h compares several).
 void print_result(std::FILE* out, const nlohmann::json& result);
-void print_scaling(std::FILE* out, const nlohmann::json& scaling);
 
 }  // namespace nanovllm::bench

@@ -105,6 +105,7 @@ RunMeasure BenchRunner::run(const Workload& w, BenchProgress* progress) {
   executor_.take_steps();
 
   const auto start = Clock::now();
+  m.clock_start_s = std::chrono::duration<double>(start.time_since_epoch()).count();
   LLMEngine engine(engine_, executor_, tokenizer_);
   add_requests(engine, w.name, w.requests, 0);
   // Request `id` has `count` completion tokens after the step that ended at now_s.

@@ -35,6 +35,9 @@ struct InterferenceMeasure {
 // One repetition of a workload.
 struct RunMeasure {
   double elapsed_s = 0;  // the first add_request to the last token, wall clock
+  // When it started, seconds on the steady clock (CLOCK_MONOTONIC: one clock for every
+  // process of the machine, so the replicas of a --dp run can be put on one time line).
+  double clock_start_s = 0;
   int64_t num_requests = 0;
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;   // completion tokens the requests got

@@ -110,6 +110,7 @@ class Progress {
   std::string summary() const;
 
   int64_t num_done() const { return num_ok_ + num_failed_; }
+  int64_t output_tokens() const { return output_tokens_; }
 
  private:
   double now() const;

@@ -248,26 +248,33 @@ void validate_request(Request& r, const RequestValidator& v, const SamplingLevel
 }
 
 std::vector<Request> read_requests(std::istream& in, const RequestValidator& validator,
-                                   const SamplingLevels& levels) {
+                                   const SamplingLevels& levels, const RequestShard& shard) {
   std::vector<Request> requests = parse_requests(in);
+  if (shard.count > 1) {  // after the id checks, which span the whole file
+    std::vector<Request> mine;
+    for (size_t i = 0; i < requests.size(); ++i)
+      if (shard.holds(static_cast<int64_t>(i))) mine.push_back(std::move(requests[i]));
+    requests = std::move(mine);
+  }
   for (Request& r : requests) validate_request(r, validator, levels);
   return requests;
 }
 
-bool has_request_lines(const std::filesystem::path& path) {
+bool has_request_lines(const std::filesystem::path& path, const RequestShard& shard) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw file_error("cannot open the prompts file", path);
+  int64_t index = 0;
   for (std::string line; std::getline(in, line);)
-    if (!is_blank(line)) return true;
+    if (!is_blank(line) && shard.holds(index++)) return true;
   return false;
 }
 
 std::vector<Request> read_requests_file(const std::filesystem::path& path,
                                         const RequestValidator& validator,
-                                        const SamplingLevels& levels) {
+                                        const SamplingLevels& levels, const RequestShard& shard) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw file_error("cannot open the prompts file", path);
-  return read_requests(in, validator, levels);
+  return read_requests(in, validator, levels, shard);
 }
 
 int64_t count_failed(const std::vector<Request>& requests) {

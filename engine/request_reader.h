@@ -56,17 +56,29 @@ std::vector<Request> parse_requests(std::istream& in);
 void validate_request(Request& request, const RequestValidator& validator,
                       const SamplingLevels& levels);
 
-// parse_requests + validate_request for every line.
-std::vector<Request> read_requests(std::istream& in, const RequestValidator& validator,
-                                   const SamplingLevels& levels);
-// Same for a file; throws std::runtime_error naming the file when it cannot be read.
-// True when the file holds at least one non-blank line (a request, good or bad). The launcher
-// asks before it forks or loads anything: an empty input is not worth a model.
-bool has_request_lines(const std::filesystem::path& path);
+// --shard K/N: the part of a prompts file one of N launchers answers. Request i (0-based,
+// counting non-blank lines, bad ones included) belongs to shard i mod N, so N launchers
+// together answer every line once, and each request keeps the id it has in the whole file.
+struct RequestShard {
+  int index = 0;  // K, in [0, count)
+  int count = 1;  // N >= 1; 1: the whole file
+  bool holds(int64_t request_index) const { return request_index % count == index; }
+};
 
+// parse_requests + validate_request for every line of `shard` (ids are checked for
+// uniqueness over the whole stream; only the shard's requests are tokenized and returned).
+std::vector<Request> read_requests(std::istream& in, const RequestValidator& validator,
+                                   const SamplingLevels& levels, const RequestShard& shard = {});
+// True when the file holds at least one non-blank line of `shard` (a request, good or bad).
+// The launcher asks before it forks or loads anything: an empty input is not worth a model.
+// Throws std::runtime_error naming the file when it cannot be read.
+bool has_request_lines(const std::filesystem::path& path, const RequestShard& shard = {});
+
+// read_requests on a file; throws std::runtime_error naming the file when it cannot be read.
 std::vector<Request> read_requests_file(const std::filesystem::path& path,
                                         const RequestValidator& validator,
-                                        const SamplingLevels& levels);
+                                        const SamplingLevels& levels,
+                                        const RequestShard& shard = {});
 
 // How many requests failed validation (non-zero: the run's exit status is non-zero).
 int64_t count_failed(const std::vector<Request>& requests);

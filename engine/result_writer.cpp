@@ -254,8 +254,14 @@ void ResultWriter::write_line(const nlohmann::json& line) {
   std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text += '\n';
   // One write and a flush per line: a crash leaves at most one partial last line.
-  out_->write(text.data(), static_cast<std::streamsize>(text.size()));
-  out_->flush();
+  const auto write = [&] {
+    out_->write(text.data(), static_cast<std::streamsize>(text.size()));
+    out_->flush();
+  };
+  if (options_.exclusive_write)
+    options_.exclusive_write(write);
+  else
+    write();
   if (!*out_) throw file_error("cannot write a result line to", name_);
 }
 

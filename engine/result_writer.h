@@ -69,6 +69,9 @@ struct ResultWriterOptions {
   // A token's raw bytes (Tokenizer::append_token_bytes, specials included), for the token
   // texts of logprobs; empty: texts are null.
   std::function<std::string(int32_t)> token_bytes;
+  // Runs a line's write and flush; data parallelism passes one that holds a lock shared by
+  // every replica writing the same output, so lines never interleave. Empty: write directly.
+  std::function<void(const std::function<void()>& write)> exclusive_write;
 };
 
 // The JSON of one result line (pure functions, so tests check them without a stream).

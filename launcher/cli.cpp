@@ -1,10 +1,13 @@
 #include "launcher/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
+#include <vector>
 
 #include "launcher/cli_parse.h"
 #include "launcher/gpu_probe.h"
@@ -61,6 +64,12 @@ void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus
     throw UsageError("--tp " + std::to_string(o.tensor_parallel_size) + " on --device cuda needs " +
                      std::to_string(o.tensor_parallel_size) + " GPUs; " +
                      std::to_string(visible_gpus) + " visible");
+  const int64_t gpus_needed = static_cast<int64_t>(o.data_parallel_size) * o.tensor_parallel_size;
+  if (o.device == Device::kCuda && gpus_needed > visible_gpus)
+    throw UsageError("--data-parallel-size " + std::to_string(o.data_parallel_size) + " x --tp " +
+                     std::to_string(o.tensor_parallel_size) + " on --device cuda needs " +
+                     std::to_string(gpus_needed) + " GPUs; " + std::to_string(visible_gpus) +
+                     " visible (CUDA_VISIBLE_DEVICES)");
 
   std::error_code ec;
   if (!fs::exists(o.model, ec))
@@ -76,6 +85,39 @@ void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus
     throw UsageError("-o '" + o.output->string() + "' is the prompts file '" + o.prompts.string() +
                      "' (the same file, a link to it or a hard link): writing results there "
                      "would destroy the input; choose another output file");
+}
+
+// "K/N" with 0 <= K < N.
+RequestShard parse_shard(const std::string& text) {
+  const auto bad = [&text](const std::string& why) {
+    return UsageError("--shard '" + text + "': " + why +
+                      " (K/N: this launcher answers the requests whose index is K mod N; "
+                      "0 <= K < N)");
+  };
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos) throw bad("expected K/N");
+  RequestShard shard;
+  try {
+    size_t used_k = 0, used_n = 0;
+    shard.index = std::stoi(text.substr(0, slash), &used_k);
+    shard.count = std::stoi(text.substr(slash + 1), &used_n);
+    if (used_k != slash || used_n != text.size() - slash - 1) throw bad("expected K/N");
+  } catch (const std::logic_error&) {  // stoi: not a number, out of range
+    throw bad("expected two whole numbers K/N");
+  }
+  if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
+    throw bad("K must be in [0, N) and N at least 1");
+  return shard;
+}
+
+// vLLM's single-dash spellings -tp N and -dp N, which CLI11 cannot declare.
+std::vector<std::string> with_long_flags(int argc, const char* const* argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args) {
+    if (a == "-dp") a = "--data-parallel-size";
+    if (a == "-tp") a = "--tensor-parallel-size";
+  }
+  return args;
 }
 
 // --hf-overrides and --rope-scaling as one object of config.json fields (UsageError naming the
@@ -129,6 +171,15 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
                  "tensor-parallel ranks (one process each)")
       ->check(positive)
       ->capture_default_str();
+  app.add_option("--dp,--data-parallel-size", o.data_parallel_size,
+                 "engine replicas (-dp), each of --tp ranks on its own GPUs; they take the "
+                 "requests as they have room and write one results file")
+      ->check(positive)
+      ->capture_default_str();
+  std::string shard;
+  app.add_option("--shard", shard,
+                 "K/N: answer only the requests whose index (non-blank lines from 0) is K mod "
+                 "N; N launchers with K = 0 ... N-1 answer the whole file");
   app.add_option("--device", device_flag, "cuda (default when a GPU is visible) or cpu")
       ->check(CLI::IsMember({"cuda", "cpu"}));
   // 2: one prompt token and one generated token; below it no request could run.
@@ -207,7 +258,11 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
 
   LaunchParse result;
   if (const auto exit = run_cli_parse(app, "nanovllm-launch", [&] {
-        app.parse(argc, argv);
+        std::vector<std::string> args = with_long_flags(argc, argv);
+        std::reverse(args.begin() + 1, args.end());  // CLI11 takes them last to first
+        args.erase(args.begin());
+        app.parse(std::move(args));
+        if (!shard.empty()) o.shard = parse_shard(shard);
         if (!output.empty()) o.output = output;
         if (ignore_eos) o.sampling.ignore_eos = true;
         o.log_level = spdlog::level::from_str(log_level);

@@ -13,6 +13,7 @@
 
 #include "engine/engine_config.h"
 #include "engine/request.h"
+#include "engine/request_reader.h"
 #include "kernels/tensor.h"
 
 namespace nanovllm {
@@ -22,7 +23,10 @@ struct LaunchOptions {
   std::filesystem::path prompts;  // prompts.jsonl (exists, is a regular file)
   std::optional<std::filesystem::path> output;  // -o; unset (or "-") = stdout
   int tensor_parallel_size = 1;                 // --tp
-  Device device = Device::kCuda;     // --device; default cuda when a GPU is visible, else cpu
+  // --data-parallel-size (-dp): engine replicas, each of --tp ranks, sharing the requests.
+  int data_parallel_size = 1;
+  RequestShard shard;             // --shard K/N: this launcher answers request i when i mod N == K
+  Device device = Device::kCuda;  // --device; default cuda when a GPU is visible, else cpu
   std::optional<int> max_model_len;  // unset: from the model's config
   int max_num_seqs = 512;
   int max_num_batched_tokens = 16384;  // tokens computed per step (the per-step budget)

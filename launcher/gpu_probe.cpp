@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <sstream>
+#include <vector>
 
 namespace nanovllm {
 
@@ -33,6 +35,24 @@ int visible_gpu_count(int nvml, const std::optional<std::string>& cuda_visible_d
   if (v.empty() || v.rfind("-1", 0) == 0) return 0;
   const int entries = 1 + static_cast<int>(std::count(v.begin(), v.end(), ','));
   return std::min(nvml, entries);
+}
+
+std::string replica_visible_devices(int visible,
+                                    const std::optional<std::string>& cuda_visible_devices,
+                                    int replica, int tp) {
+  std::vector<std::string> ids;
+  if (cuda_visible_devices) {
+    std::stringstream entries(*cuda_visible_devices);
+    for (std::string id; std::getline(entries, id, ',');) ids.push_back(id);
+  } else {
+    for (int i = 0; i < visible; ++i) ids.push_back(std::to_string(i));
+  }
+  const size_t first = static_cast<size_t>(replica) * static_cast<size_t>(tp);
+  if (visible < (replica + 1) * tp || ids.size() < first + static_cast<size_t>(tp)) return {};
+  std::string out;
+  for (size_t i = first; i < first + static_cast<size_t>(tp); ++i)
+    out += (out.empty() ? "" : ",") + ids[i];
+  return out;
 }
 
 int visible_gpu_count() {

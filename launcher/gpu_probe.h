@@ -19,4 +19,12 @@ int visible_gpu_count(int nvml, const std::optional<std::string>& cuda_visible_d
 // nvml_device_count() filtered by this process's CUDA_VISIBLE_DEVICES.
 int visible_gpu_count();
 
+// Data parallelism: the CUDA_VISIBLE_DEVICES value that gives replica `replica` of groups of
+// `tp` GPUs the visible GPUs replica * tp ... replica * tp + tp - 1, by the entries of
+// `cuda_visible_devices` (indexes or UUIDs, kept as written) or, unset, by index. Empty when
+// fewer than that many are visible.
+std::string replica_visible_devices(int visible,
+                                    const std::optional<std::string>& cuda_visible_devices,
+                                    int replica, int tp);
+
 }  // namespace nanovllm

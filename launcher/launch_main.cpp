@@ -16,6 +16,7 @@
 #include "engine/job/run_job.h"
 #include "engine/request_reader.h"
 #include "launcher/cli.h"
+#include "launcher/data_parallel_job.h"
 #include "launcher/logging.h"
 #include "launcher/rank_processes.h"
 #include "launcher/run_settings.h"
@@ -46,7 +47,7 @@ int launch_main(int argc, char** argv) {
   if (!parse.notice.empty()) spdlog::warn("{}", parse.notice);
   RunSettings settings;
   try {
-    if (!has_request_lines(o.prompts)) {  // before any fork, weight or device
+    if (!has_request_lines(o.prompts, o.shard)) {  // before any fork, weight or device
       spdlog::warn("no requests to run in {} (empty, or blank lines only)", o.prompts.string());
       if (o.output) leave_empty_results(*o.output, o.resume);
       return 0;
@@ -66,8 +67,10 @@ int launch_main(int argc, char** argv) {
     return run_job(settings.job, load_model);
   };
   const StallPolicy stall = stall_policy(o.stall_timeout_s, o.stall_log_interval_s);
-  if (settings.tp_size == 1) return run_single_process(settings, job, stall);
+  if (settings.tp_size == 1 && settings.replicas == 1)
+    return run_single_process(settings, job, stall);
   try {
+    if (settings.replicas > 1) return run_data_parallel(settings, o.log_level, stall);
     return run_rank_processes(settings, o.log_level, job, stall);
   } catch (const std::exception& e) {  // the segment could not be created, ...
     std::fprintf(stderr, "nanovllm-launch: %s\n", e.what());

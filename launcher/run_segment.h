@@ -1,17 +1,24 @@
 // The run's shared-memory segment as the launcher lays it out (ipc/README.md: the launcher
-// decides the layout): RunReport | step counters (one per rank) | ring region | communicator
-// region | rendezvous region, each 64-byte aligned. The report and the counters are the launcher's
-// own: what rank 0 tells it at the end, and what the stall watchdog reads while the ranks run.
+// decides the layout): the data-parallel part | step counters (one per process) | then, per
+// replica, RunReport | ring region | communicator region | rendezvous region, each 64-byte
+// aligned. One replica (no --data-parallel-size) is the tensor-parallel group alone. The
+// reports, the counters and the data-parallel part are the launcher's own: what each
+// replica's rank 0 tells it at the end, what the stall watchdog reads while the ranks run,
+// and what the replicas share (engine/job/replica_link.h).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
+
+#include "engine/job/replica_link.h"
+#include "ipc/process_mutex.h"
 
 namespace nanovllm {
 
-// What rank 0 tells the launcher. Rank 0's process itself exits 0 when only some requests
-// failed, since the supervisor reads any non-zero exit as a crash.
+// What a replica's rank 0 tells the launcher. Rank 0's process itself exits 0 when only some
+// requests failed, since the supervisor reads any non-zero exit as a crash.
 struct RunReport {
   std::atomic<int32_t> rank0_exit;           // the exit status rank 0 asks for
   std::atomic<int32_t> stop_signal;          // the job stopped on it (0: not); counts below
@@ -20,23 +27,36 @@ struct RunReport {
 };
 
 struct RunSegmentLayout {
-  size_t counters_offset = 0, ring_offset = 0, ring_bytes = 0, comm_offset = 0, comm_bytes = 0;
+  int replicas = 1, tp_size = 1;
+  size_t totals_offset = 0, counters_offset = 0;
+  size_t replica_offset = 0, replica_stride = 0;  // replica d's region: offset + d * stride
+  // Within a replica's region (the report is at its start):
+  size_t ring_offset = 0, ring_bytes = 0, comm_offset = 0, comm_bytes = 0;
   size_t rendezvous_offset = 0, rendezvous_bytes = 0;
   size_t total = 0;
 };
-RunSegmentLayout run_segment_layout(int tp_size, size_t ring_bytes, size_t comm_bytes,
+RunSegmentLayout run_segment_layout(int replicas, int tp_size, size_t ring_bytes, size_t comm_bytes,
                                     size_t rendezvous_bytes);
 
-// The launcher's parts of a mapped segment, constructed in place before fork (the ranks
-// inherit the mapping): the report says "rank 0 failed" until rank 0 says otherwise, every
-// counter starts at 0.
-struct RunSegment {
+// One replica's parts of the mapped segment.
+struct ReplicaRegion {
   RunReport* report = nullptr;
   std::atomic<uint64_t>* step_counters = nullptr;  // [tp_size], by rank
+  ReplicaTotals* totals = nullptr;
   void* ring = nullptr;
   void* comm = nullptr;
   void* rendezvous = nullptr;  // the ncclUniqueId hand-off (CUDA backend)
 };
-RunSegment init_run_segment(void* base, const RunSegmentLayout& layout, int tp_size);
+
+// The launcher's parts of a mapped segment, constructed in place before fork (the ranks
+// inherit the mapping): each report says "rank 0 failed" until its rank 0 says otherwise,
+// every counter starts at 0, the output lock is free.
+struct RunSegment {
+  std::atomic<int64_t>* next_request = nullptr;    // the replicas' claim counter
+  ProcessMutex* output_mutex = nullptr;            // around each result line (replicas)
+  std::atomic<uint64_t>* step_counters = nullptr;  // [replicas * tp_size], replica-major
+  std::vector<ReplicaRegion> replicas;
+};
+RunSegment init_run_segment(void* base, const RunSegmentLayout& layout);
 
 }  // namespace nanovllm

@@ -153,12 +153,15 @@ void check_kv_cache_fits(const KvCacheSizing& k, const ModelConfig& model, Devic
 
 }  // namespace
 
-int count_request_sequences(const std::filesystem::path& prompts, int limit) {
+int count_request_sequences(const std::filesystem::path& prompts, int limit,
+                            const RequestShard& shard) {
   std::ifstream in(prompts, std::ios::binary);
   if (!in) return limit;
   int64_t count = 0;
+  int64_t index = 0;  // of the non-blank line, for the shard
   for (std::string line; count < limit && std::getline(in, line);) {
     if (line.find_first_not_of(" \t\r\n\f\v") == std::string::npos) continue;
+    if (!shard.holds(index++)) continue;
     int64_t n = 1;
     if (line.find("\"n\"") != std::string::npos) {
       const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -206,7 +209,8 @@ RunSettings make_run_settings(const LaunchOptions& o) {
   s.model_dir = o.model;
   s.tp_size = o.tensor_parallel_size;
   s.device = o.device;
-  s.cpu_threads = std::max(1, available_cpus() / s.tp_size);
+  s.replicas = o.data_parallel_size;
+  s.cpu_threads = std::max(1, available_cpus() / (s.tp_size * s.replicas));
   s.model = load_model_config(s.model_dir, &o.hf_overrides);
   try {
     check_tensor_parallel_shape(s.model, s.tp_size);
@@ -220,15 +224,22 @@ RunSettings make_run_settings(const LaunchOptions& o) {
   job.prompts = o.prompts;
   job.output = o.output;
   job.resume = o.resume;
+  job.shard = o.shard;
   job.vocab_size = static_cast<int32_t>(s.model.vocab_size);
   job.engine = engine_config(o, s.model);
 
   // No more sequences ever run than the file's completions: a larger max_num_seqs only costs
-  // memory (sampling slots, ring slots, the CUDA warm-up's rows and graphs).
+  // memory (sampling slots, ring slots, the CUDA warm-up's rows and graphs). Replicas share
+  // them out: each gets room for its part (they take requests as they have room).
   const int flag_max_num_seqs = job.engine.max_num_seqs;
-  if (!o.prompts.empty())
-    job.engine.max_num_seqs =
-        std::max(1, count_request_sequences(o.prompts, job.engine.max_num_seqs));
+  int64_t count = 0;  // the sequences the requests ask for (up to the replicas' room)
+  if (!o.prompts.empty()) {
+    const int64_t limit = static_cast<int64_t>(flag_max_num_seqs) * s.replicas;
+    count = count_request_sequences(o.prompts, static_cast<int>(std::min<int64_t>(limit, INT_MAX)),
+                                    o.shard);
+    job.engine.max_num_seqs = static_cast<int>(
+        std::clamp<int64_t>((count + s.replicas - 1) / s.replicas, 1, flag_max_num_seqs));
+  }
 
   KvCacheSizing sizing;
   sizing.num_blocks_override = o.num_gpu_blocks_override;
@@ -262,14 +273,17 @@ RunSettings make_run_settings(const LaunchOptions& o) {
           ? std::to_string(e.max_num_seqs)
           : fmt::format(
                 "{} (--max-num-seqs {}, lowered to the {} sequence(s) the requests ask "
-                "for)",
-                e.max_num_seqs, flag_max_num_seqs, e.max_num_seqs);
+                "for{})",
+                e.max_num_seqs, flag_max_num_seqs, count,
+                s.replicas > 1 ? fmt::format(", over {} replicas", s.replicas) : "");
   spdlog::info(
-      "model {} ({} layers, hidden {}), --tp {}, device {}, max_model_len {}, max_num_seqs {}, "
+      "model {} ({} layers, hidden {}), --tp {}, --data-parallel-size {}, device {}, "
+      "max_model_len {}, max_num_seqs {}{}, "
       "{} tokens per step, chunked prefill {} (long prefill threshold {}), prefix caching {}, "
       "{} CPU threads per rank",
-      s.model_dir.string(), s.model.num_hidden_layers, s.model.hidden_size, s.tp_size,
-      s.device == Device::kCpu ? "cpu" : "cuda", e.max_model_len, seqs, e.max_num_batched_tokens,
+      s.model_dir.string(), s.model.num_hidden_layers, s.model.hidden_size, s.tp_size, s.replicas,
+      s.device == Device::kCpu ? "cpu" : "cuda", e.max_model_len, seqs,
+      s.replicas > 1 ? " per replica" : "", e.max_num_batched_tokens,
       e.enable_chunked_prefill ? "on" : "off", e.long_prefill_token_threshold,
       e.enable_prefix_caching ? "on" : "off", s.cpu_threads);
   spdlog::info("{}", kv_cache_line(sizing, s.model, s.device, e.num_kvcache_blocks));

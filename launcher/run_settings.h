@@ -17,6 +17,7 @@ namespace nanovllm {
 struct RunSettings {
   std::filesystem::path model_dir;
   int tp_size = 1;
+  int replicas = 1;  // --data-parallel-size: engines, each of tp_size ranks
   Device device = Device::kCpu;
   int cpu_threads = 1;                  // per rank: nproc / tp, at least 1
   double gpu_memory_utilization = 0.9;  // CUDA: KV cache sized from memory when blocks == 0
@@ -35,7 +36,9 @@ RunSettings make_run_settings(const LaunchOptions& options);
 // each non-blank line is one request of n completions (`n`, or an OpenAI line's `body.n`,
 // read only from lines that mention "n"; a line that does not parse counts 1, the reader
 // reports it later). Counting stops at `limit`; an unreadable file counts `limit`.
-int count_request_sequences(const std::filesystem::path& prompts, int limit);
+// Under --shard, only the shard's lines count.
+int count_request_sequences(const std::filesystem::path& prompts, int limit,
+                            const RequestShard& shard = {});
 
 // The start-up line about the KV cache: what was decided and from which flag, e.g.
 // "KV cache: 16 blocks of 256 tokens (8.0 MiB per rank, sized for 1 sequence of up to

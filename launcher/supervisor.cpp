@@ -25,8 +25,8 @@ std::string signal_text(int sig) {
          ::strsignal(sig) + ")";
 }
 
-[[noreturn]] void child_main(int rank, const std::function<int(int)>& entry, pid_t launcher,
-                             sigset_t mask) {
+[[noreturn]] void child_main(int rank, const std::string& name,
+                             const std::function<int(int)>& entry, pid_t launcher, sigset_t mask) {
   // Die with the launcher. The flag fires when the forking *thread* exits, so run() must be
   // called from the main thread; the getppid check closes the window before prctl.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -45,17 +45,18 @@ std::string signal_text(int sig) {
   try {
     rc = entry(rank);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] fatal: %s\n", rank, e.what());
+    std::fprintf(stderr, "[%s] fatal: %s\n", name.c_str(), e.what());
   } catch (...) {
-    std::fprintf(stderr, "[rank %d] fatal: unknown exception\n", rank);
+    std::fprintf(stderr, "[%s] fatal: unknown exception\n", name.c_str());
   }
   std::fflush(nullptr);
   ::_exit(rc);  // no atexit handlers or static destructors of the launcher's copy
 }
 
-RankExit exit_from_status(int rank, pid_t pid, int status) {
+RankExit exit_from_status(int rank, std::string name, pid_t pid, int status) {
   RankExit e;
   e.rank = rank;
+  e.name = std::move(name);
   e.pid = pid;
   if (WIFSIGNALED(status)) {
     e.signaled = true;
@@ -126,10 +127,10 @@ class RankGroup {
     std::fflush(nullptr);
     for (int r = 0; r < n_; ++r) {
       const pid_t pid = ::fork();
-      if (pid == 0) child_main(r, ranks[r], launcher, mask);
+      if (pid == 0) child_main(r, name_of(r), ranks[r], launcher, mask);
       if (pid < 0) {
         result_.failed_rank = r;
-        result_.message = "cannot fork rank " + std::to_string(r) + ": " + std::strerror(errno);
+        result_.message = "cannot fork " + name_of(r) + ": " + std::strerror(errno);
         break;
       }
       ::setpgid(pid, pid);  // also here: no race with the child's own call
@@ -157,6 +158,10 @@ class RankGroup {
   }
 
  private:
+  std::string name_of(int r) const {
+    return options_.rank_name ? options_.rank_name(r) : "rank " + std::to_string(r);
+  }
+
   // Plain time points, not optionals (GCC 12 reports optional<time_point> as uninitialised).
   static constexpr Clock::time_point kNever = Clock::time_point::max();
 
@@ -178,7 +183,7 @@ class RankGroup {
       if (pids_[r] <= 0 || done_[r] || ::waitpid(pids_[r], &status, WNOHANG) != pids_[r]) continue;
       done_[r] = true;
       --live_;
-      result_.ranks[r] = exit_from_status(r, pids_[r], status);
+      result_.ranks[r] = exit_from_status(r, name_of(r), pids_[r], status);
       if (!result_.ranks[r].ok() && !result_.failed_rank && result_.interrupted_by == 0) {
         result_.failed_rank = r;
         result_.message = result_.ranks[r].describe();
@@ -254,7 +259,8 @@ Supervisor::SigpipeIgnored::~SigpipeIgnored() {
 }
 
 std::string RankExit::describe() const {
-  const std::string who = "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
+  const std::string who =
+      (name.empty() ? "rank " + std::to_string(rank) : name) + " (pid " + std::to_string(pid) + ")";
   if (signaled) return who + " was killed by signal " + signal_text(signal);
   return who + " exited with code " + std::to_string(exit_code);
 }

@@ -43,11 +43,14 @@ struct SupervisorOptions {
   // ranks may take to finish (rank 0 writes out what is done) before SIGKILL. A second signal
   // kills at once.
   std::chrono::milliseconds interrupt_grace{8000};
+  // How messages name process i ("rank 1", "replica 2 rank 0"); empty: "rank <i>".
+  std::function<std::string(int index)> rank_name;
 };
 
 // How one rank ended.
 struct RankExit {
   int rank = -1;
+  std::string name;  // SupervisorOptions::rank_name's
   pid_t pid = 0;
   bool signaled = false;  // true: killed by `signal`; false: exited with `exit_code`
   int exit_code = 0;

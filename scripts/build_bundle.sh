@@ -18,6 +18,9 @@ bundle=${NANOVLLM_BUNDLE_DIR:-bundle}
 # gpu_generation_test; benches are bench/*_bench.cu.
 tests="$(find tests -name '*_cuda_test.cpp' -printf '%f\n' | sed 's/\.cpp$//' | sort) gpu_generation_test"
 benches=$(find bench -name '*_bench.cu' -printf '%f\n' | sed 's/\.cu$//' | sort)
+# NANOVLLM_BUNDLE_TOOLS_ONLY=1: the command-line tools alone (runtime checks such as
+# scripts/dp_check.sh need no test binary; minutes of build less).
+if [ "${NANOVLLM_BUNDLE_TOOLS_ONLY:-0}" = 1 ]; then tests="" benches=""; fi
 tools="nanovllm-mkmodel"
 optional_tools="nanovllm-launch nanovllm-bench"  # the GPU checks skip what is missing
 
@@ -57,6 +60,7 @@ fi
 # Shared libraries other than glibc, the GCC runtime and CUDA's own (the GPU machine,
 # Ubuntu 24.04, has newer ones of those); Debian keeps ours under /lib too, so go by name.
 for f in "$bundle"/tests/* "$bundle"/bench/* "$bundle"/bin/*; do
+  [ -e "$f" ] || continue  # an empty folder (a tools-only bundle)
   ldd "$f" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;

@@ -16,9 +16,9 @@ rm -f "$junit"
 rc=0
 ctest --output-on-failure -j "$(nproc)" --output-junit "$junit" "$@" || rc=$?
 # The skip reason is what the test printed: GTEST_SKIP()'s message (the line after
-# "file:line: Skipped"), else ctest's own (SKIP_RETURN_CODE=..., Disabled). The last line is
-# the plain count "run_tests: N passed, N failed, N skipped", so the run still closes on a
-# test count.
+# "file:line: Skipped") or a script's "SKIP: reason" line, else ctest's own
+# (SKIP_RETURN_CODE=..., Disabled). The last line is the plain count
+# "run_tests: N passed, N failed, N skipped", so the run still closes on a test count.
 python3 - "$junit" <<'PY' || true
 import collections, json, re, subprocess, sys
 import xml.etree.ElementTree as ET
@@ -36,7 +36,7 @@ labels = {t["name"]: next((p["value"] for p in t.get("properties", []) if p["nam
 groups = collections.Counter()
 for c in cases:
     out = c.findtext("system-out") or ""
-    m = re.search(r":\d+: Skipped\n(.+?)\n", out)
+    m = re.search(r":\d+: Skipped\n(.+?)\n", out) or re.search(r"^SKIP: (.+)$", out, re.M)
     skipped = c.find("skipped")
     reason = m.group(1).strip() if m else (skipped.get("message") if skipped is not None else "disabled")
     label = ", ".join(labels.get(c.get("name"), []))

@@ -10,6 +10,7 @@ packages=(
   libpcre2-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format-14 clang-tidy-14  # the style gates (scripts/check_style.sh), pinned
+  slurm-wlm munge  # a one-node Slurm cluster for tests/scripts/slurm_shard_test.sh
 )
 # node/npm run the reference tokenizer packages; the machine image may already ship its own
 # Node.js build (with npm inside), so ask Debian for them only when the commands are missing.

@@ -9,51 +9,28 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "engine/chat_template.h"
 #include "engine/job/interrupt.h"
+#include "engine/job/pending_work.h"
+#include "engine/job/replica_link.h"
+#include "engine/job/request_feed.h"
 #include "engine/job/work_left.h"
 #include "engine/llm_engine.h"
 #include "engine/progress.h"
-#include "engine/request_reader.h"
 #include "engine/result_writer.h"
 #include "engine/resume.h"
-#include "engine/sampling_defaults.h"
-#include "engine/tokenizer.h"
 #include "kernels/check.h"
 
 namespace nanovllm {
 
 namespace {
 
-// Reads and validates every line before any weight is loaded, so a bad file costs seconds.
-std::vector<Request> read_and_validate(const JobSettings& s, const Tokenizer& tokenizer) {
-  RequestValidator validator;
-  // Ids the model can embed: its vocab_size (>= the tokenizer's, padded for the GPU).
-  validator.vocab_size = s.vocab_size;
-  validator.max_model_len = s.engine.max_model_len;
-  validator.encode = [&tokenizer](std::string_view text) { return tokenizer.encode(text); };
-  validator.render_chat = [](const nlohmann::json& messages, bool enable_thinking) {
-    return render_chat(messages, /*add_generation_prompt=*/true, enable_thinking);
-  };
-  const SamplingLevels levels{load_generation_config(s.model_dir), s.cli_sampling};
-  std::vector<Request> requests = read_requests_file(s.prompts, validator, levels);
-  std::string raised;  // lines whose temperature was raised to the minimum
-  for (Request& r : requests) {
-    if (r.ok() && !r.sampling_params.seed)
-      r.sampling_params.seed = derive_request_seed(s.seed, r.id);
-    if (r.ok() && r.temperature_raised)
-      raised += (raised.empty() ? "" : ", ") + std::to_string(r.line);
-  }
-  if (!raised.empty())
-    spdlog::warn("temperature below {} raised to {} (as vLLM does) on line(s) {}",
-                 kMinSamplingTemperature, kMinSamplingTemperature, raised);
-  return requests;
-}
-
-// `tokenizer` must outlive the writer (the token texts of logprobs).
-std::unique_ptr<ResultWriter> open_writer(const JobSettings& s, const Tokenizer& tokenizer) {
+// `tokenizer` must outlive the writer (the token texts of logprobs). A replica appends to the
+// output the launcher opened, under its exclusive_write.
+std::unique_ptr<ResultWriter> open_writer(const JobSettings& s, const Tokenizer& tokenizer,
+                                          const ReplicaLink* link) {
   ResultWriterOptions options;
   const std::filesystem::path model = s.model_dir.lexically_normal();
   options.served_model = (model.has_filename() ? model : model.parent_path()).filename().string();
@@ -62,7 +39,8 @@ std::unique_ptr<ResultWriter> open_writer(const JobSettings& s, const Tokenizer&
     tokenizer.append_token_bytes(id, /*skip_special_tokens=*/false, bytes);
     return bytes;
   };
-  if (s.output) return ResultWriter::open(*s.output, /*append=*/s.resume, options);
+  if (link) options.exclusive_write = link->exclusive_write;
+  if (s.output) return ResultWriter::open(*s.output, /*append=*/s.resume || link, options);
   return std::make_unique<ResultWriter>(std::cout, options);
 }
 
@@ -86,68 +64,25 @@ CompletionOutput completion_of(const RequestOutput& out, int32_t index, const Re
   return c;
 }
 
-}  // namespace
-
-uint64_t derive_request_seed(uint64_t base_seed, std::string_view request_id) {
-  return XXH64(request_id.data(), request_id.size(), base_seed);
-}
-
-std::string kv_cache_shortfall(int num_blocks, int block_size, int max_model_len) {
-  const int needed = (max_model_len + block_size - 1) / block_size;
-  if (num_blocks >= needed) return {};
-  return "the KV cache holds " + std::to_string(num_blocks) + " blocks of " +
-         std::to_string(block_size) + " tokens, fewer than the " + std::to_string(needed) +
-         " blocks one sequence of max_model_len " + std::to_string(max_model_len) +
-         " tokens needs; lower --max-model-len, or give the cache more room "
-         "(--gpu-memory-utilization, --cpu-kv-cache-space, --num-gpu-blocks-override)";
-}
-
-namespace {
-
-// The requests to run, and for each (same positions) the completion indexes --resume found
-// already written (empty without --resume).
-struct PendingWork {
-  std::vector<Request> requests;
-  std::vector<std::vector<int32_t>> written;
-};
-
-// Every request of the file, validated, less those --resume finds answered.
-PendingWork pending_requests_of(const JobSettings& s, const Tokenizer& tokenizer) {
-  PendingWork work{read_and_validate(s, tokenizer), {}};
-  if (s.resume) {
-    const ResumeState state = prepare_resume(*s.output);
-    const size_t before = work.requests.size();
-    work.requests = pending_requests(std::move(work.requests), state);
-    int64_t partial = 0;
-    for (const Request& r : work.requests) {
-      work.written.push_back(written_completions(r, state));
-      partial += work.written.back().empty() ? 0 : 1;
-    }
-    spdlog::info("--resume: {} of {} requests already answered in {}; {} to go",
-                 before - work.requests.size(), before, s.output->string(), work.requests.size());
-    if (partial > 0)
-      spdlog::info(
-          "--resume: {} of them have some of their n completions written; only the "
-          "missing ones run",
-          partial);
-  }
-  work.written.resize(work.requests.size());
-  return work;
-}
-
 // The engine loop over the valid requests; results written as they finish: a native
 // request's completions one line each, at once; an OpenAI request's in one record once all n
 // are in. A request counts as finished (progress) when all its completions are written.
-int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
-               const Tokenizer& tokenizer, ResultWriter& writer, Progress& progress) {
+int run_engine(const JobSettings& s, StepExecutor& executor, const PendingWork& work,
+               const Tokenizer& tokenizer, ResultWriter& writer, Progress& progress,
+               const ReplicaLink* link) {
   // Generation time starts here, as nanovllm-bench's elapsed_s does: before the engine and
   // its requests, after the model load.
   progress.begin_generation();
-  std::vector<Request>& requests = work.requests;
+  const std::vector<Request>& requests = work.requests;
+  // Requests the engine refused (answered with an error; their other completions, already
+  // submitted, finish unwritten).
+  std::vector<char> rejected(requests.size(), 0);
   EngineConfig engine_config = s.engine;
   engine_config.num_kvcache_blocks = executor.num_kv_blocks();  // what every rank allocated
   // With the tokenizer: stop strings, and the completion text in every RequestOutput.
   LLMEngine engine(engine_config, executor, &tokenizer);
+  TotalsPublisher totals(link);
+  totals.state(ReplicaTotals::kGenerating);
   // What one engine request (add_request's id) answers: which of `requests`, and, for a
   // single completion run on its own, its index (else the engine's RequestOutput::index).
   struct Submitted {
@@ -159,9 +94,10 @@ int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
   std::unordered_map<int64_t, Submitted> submitted;    // RequestOutput::request_id -> ...
   std::vector<int32_t> remaining(requests.size(), 0);  // completions still to write
   std::vector<std::vector<CompletionOutput>> buffered(requests.size());  // OpenAI, until all n
-  for (size_t i = 0; i < requests.size(); ++i) {
-    Request& r = requests[i];
-    if (!r.ok()) continue;
+  RequestFeed feed(requests.size(), link, engine_config.max_num_seqs);
+  const auto submit = [&](size_t i) {
+    const Request& r = requests[i];
+    if (!r.ok()) return;  // its error result is written already
     const int32_t n = std::max(r.sampling_params.n, 1);
     // A native request resumed with some completions written runs only the missing ones
     // (completion_runs says how; resume.h).
@@ -178,21 +114,31 @@ int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
       submitted.emplace(*added.seq_id, Submitted{i, run.index, budget});
       remaining[i] += run.index ? 1 : n;
     }
-    if (error.empty()) continue;
-    // Completions already submitted finish unwritten (the request is no longer ok()).
+    if (error.empty()) return;
     remaining[i] = 0;
-    r.fail(error, "");
-    writer.write_error(r);
+    rejected[i] = 1;
+    Request failed = r;
+    failed.fail(error, "");
+    writer.write_error(failed);
     progress.request_finished(false);
-  }
+    totals.request_finished(false);
+  };
+  const auto top_up = [&] {
+    while (const std::optional<size_t> i = feed.next(engine.num_unfinished_requests())) submit(*i);
+  };
 
-  while (!engine.is_finished() && !interrupt_requested()) {
+  top_up();
+  while (!interrupt_requested()) {
+    if (engine.is_finished()) {
+      top_up();  // a replica may find more in the shared list
+      if (engine.is_finished()) break;
+    }
     for (const RequestOutput& out : engine.step()) {
       const Submitted& from = submitted.at(out.request_id);
       work_left.finished(from.output_budget);
       progress.add_output_tokens(static_cast<int64_t>(out.completion_token_ids.size()));
-      Request& r = requests[from.request];
-      if (!r.ok()) continue;
+      const Request& r = requests[from.request];
+      if (rejected[from.request]) continue;
       CompletionOutput c = completion_of(out, from.index.value_or(out.index), r, tokenizer);
       if (r.format == RequestFormat::kNative) {
         writer.write(r, c);
@@ -203,19 +149,29 @@ int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
           buffered[from.request].clear();
         }
       }
-      if (--remaining[from.request] == 0) progress.request_finished(true);
+      if (--remaining[from.request] == 0) {
+        progress.request_finished(true);
+        totals.request_finished(true);
+      }
     }
+    top_up();
     progress.set_tokens(engine.stats().num_prefill_tokens, engine.stats().num_decode_tokens);
-    // The ETA's input walks the running batch: only when a line is drawn.
-    if (progress.output_due())
-      progress.set_work_left(work_left.left(engine.stats(), engine.scheduler().running()));
+    totals.tokens(engine.stats(), progress.output_tokens(), writer.num_ok() + writer.num_failed());
+    // The ETA's input walks the running batch: only when a line is drawn (or published).
+    if (progress.output_due() || totals.work_due()) {
+      const WorkLeft left = work_left.left(engine.stats(), engine.scheduler().running());
+      progress.set_work_left(left);
+      if (totals.work_due()) totals.work(left);
+    }
     progress.update();
   }
   engine.stop_workers();
   progress.finish();
+  totals.state(ReplicaTotals::kDone);
   if (interrupt_requested()) {  // the launcher's closing line says what was kept
     // Unfinished: not every completion written (an OpenAI request's buffered ones are lost;
-    // --resume runs it again whole).
+    // --resume runs it again whole). A replica counts what it claimed; the launcher adds the
+    // requests nobody claimed.
     const auto unfinished = std::ranges::count_if(remaining, [](int32_t k) { return k > 0; });
     record_interrupted_job({writer.num_ok() + writer.num_failed(), unfinished});
     return kExitInterrupted;
@@ -223,14 +179,42 @@ int run_engine(const JobSettings& s, StepExecutor& executor, PendingWork& work,
   return writer.num_failed() > 0 ? kExitRequestsFailed : kExitOk;
 }
 
+// Loads the model, checks its KV cache holds one sequence, runs the engine.
+int load_and_run(const JobSettings& s, const PreparedJob& job, const ExecutorFactory& load_model,
+                 ResultWriter& writer, Progress& progress, const ReplicaLink* link) {
+  progress.begin_startup();
+  const std::unique_ptr<StepExecutor> executor = load_model();
+  progress.end_startup(executor->startup_timing());
+  const std::string shortfall = kv_cache_shortfall(
+      executor->num_kv_blocks(), s.engine.kvcache_block_size, s.engine.max_model_len);
+  if (!shortfall.empty()) {
+    executor->execute(StepCommand{});  // EXIT: the workers leave their loops
+    throw JobConfigError(shortfall);
+  }
+  return run_engine(s, *executor, job.work, job.tokenizer, writer, progress, link);
+}
+
 }  // namespace
+
+uint64_t derive_request_seed(uint64_t base_seed, std::string_view request_id) {
+  return XXH64(request_id.data(), request_id.size(), base_seed);
+}
+
+std::string kv_cache_shortfall(int num_blocks, int block_size, int max_model_len) {
+  const int needed = (max_model_len + block_size - 1) / block_size;
+  if (num_blocks >= needed) return {};
+  return "the KV cache holds " + std::to_string(num_blocks) + " blocks of " +
+         std::to_string(block_size) + " tokens, fewer than the " + std::to_string(needed) +
+         " blocks one sequence of max_model_len " + std::to_string(max_model_len) +
+         " tokens needs; lower --max-model-len, or give the cache more room "
+         "(--gpu-memory-utilization, --cpu-kv-cache-space, --num-gpu-blocks-override)";
+}
 
 int run_job(const JobSettings& s, const ExecutorFactory& load_model) {
   const double run_start = monotonic_seconds();  // the summary's wall time
-  const Tokenizer tokenizer = Tokenizer::from_file((s.model_dir / "tokenizer.json").string());
-  PendingWork work = pending_requests_of(s, tokenizer);
-  const std::vector<Request>& requests = work.requests;
-  const std::unique_ptr<ResultWriter> writer = open_writer(s, tokenizer);
+  const PreparedJob job = prepare_job(s);
+  const std::vector<Request>& requests = job.work.requests;
+  const std::unique_ptr<ResultWriter> writer = open_writer(s, job.tokenizer, nullptr);
   ProgressOptions progress_options;
   progress_options.live = stderr_is_terminal();
   progress_options.run_start = run_start;
@@ -249,17 +233,25 @@ int run_job(const JobSettings& s, const ExecutorFactory& load_model) {
     progress.finish();
     return failed > 0 ? kExitRequestsFailed : kExitOk;
   }
+  return load_and_run(s, job, load_model, *writer, progress, nullptr);
+}
 
-  progress.begin_startup();
-  const std::unique_ptr<StepExecutor> executor = load_model();
-  progress.end_startup(executor->startup_timing());
-  const std::string shortfall = kv_cache_shortfall(
-      executor->num_kv_blocks(), s.engine.kvcache_block_size, s.engine.max_model_len);
-  if (!shortfall.empty()) {
-    executor->execute(StepCommand{});  // EXIT: the workers leave their loops
-    throw JobConfigError(shortfall);
-  }
-  return run_engine(s, *executor, work, tokenizer, *writer, progress);
+int run_replica_job(const JobSettings& s, const PreparedJob& job, const ExecutorFactory& load_model,
+                    const ReplicaLink& link) {
+  CHECK(link.next_request != nullptr && link.totals != nullptr);
+  const std::unique_ptr<ResultWriter> writer = open_writer(s, job.tokenizer, &link);
+  // Its own figures go to the log only (start-up line, summary): the launcher draws the run's
+  // one progress line from every replica's totals.
+  ProgressOptions progress_options;
+  progress_options.log_interval_s = 1e18;
+  progress_options.log = [replica = link.replica](const std::string& line) {
+    spdlog::info("replica {}: {}", replica, line);
+  };
+  Progress progress(static_cast<int64_t>(job.work.requests.size()), progress_options);
+  const int rc = load_and_run(s, job, load_model, *writer, progress, &link);
+  // Validation errors are the launcher's to write and count; the exit code says them too.
+  if (rc == kExitOk && count_failed(job.work.requests) > 0) return kExitRequestsFailed;
+  return rc;
 }
 
 }  // namespace nanovllm

@@ -18,6 +18,7 @@
 
 #include "engine/engine_config.h"
 #include "engine/request.h"
+#include "engine/request_reader.h"
 #include "ipc/step_executor.h"
 
 namespace nanovllm {
@@ -31,7 +32,11 @@ struct JobSettings {
   EngineConfig engine;             // validated; num_kvcache_blocks comes from the executor
   SamplingOverrides cli_sampling;  // command-line defaults; the seed is not one of them:
   uint64_t seed = 0;               // --seed, the base of every derived request seed
+  RequestShard shard;              // --shard K/N: the requests of the file this run answers
 };
+
+struct PreparedJob;  // engine/job/pending_work.h
+struct ReplicaLink;  // engine/job/replica_link.h
 
 // Exit codes of run_job.
 inline constexpr int kExitOk = 0;
@@ -60,5 +65,13 @@ uint64_t derive_request_seed(uint64_t base_seed, std::string_view request_id);
 // or another error when fatal (unreadable files, a dead peer, a bug). Ends by sending the
 // workers an EXIT command when it loaded the model.
 int run_job(const JobSettings& settings, const ExecutorFactory& load_model);
+
+// One replica's job under data parallelism: the launcher prepared the requests (and wrote the
+// validation errors) before fork; this replica loads its model, then claims requests through
+// `link` while it has room for more sequences, appends its results to the shared output under
+// link.exclusive_write, and publishes its totals. Its own start-up line and summary go to the
+// log, prefixed with the replica. Same exit codes and errors as run_job.
+int run_replica_job(const JobSettings& settings, const PreparedJob& job,
+                    const ExecutorFactory& load_model, const ReplicaLink& link);
 
 }  // namespace nanovllm

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/nanovllm_bench_report.h"
+#include "bench/nanovllm_bench_scaling.h"
 
 namespace nanovllm::bench {
 namespace {

@@ -266,7 +266,9 @@ TEST(NanovllmBenchE2E, TpListRunsEverySizeAndReportsScaling) {
   EXPECT_EQ(j["sampling"]["mode"], "model-defaults");
   EXPECT_EQ(j["sampling"]["model_defaults"]["top_k"], 20);  // the tiny folder's config
   EXPECT_EQ(j["sampling"]["flags"]["temperature"], 0.0);
-  EXPECT_NE(run.out.find("tensor-parallel scaling"), std::string::npos) << run.out;
+  EXPECT_EQ(j["scaling"][0]["dp"], Json::array({1, 1}));  // no --dp: one engine each
+  for (const Json& r : j["per_tp"]) EXPECT_EQ(r["dp"], 1);
+  EXPECT_NE(run.out.find("scaling over the configurations"), std::string::npos) << run.out;
 }
 
 // long and interference need --max-model-len 33792 / 32016: at 256 both are skipped with a

@@ -221,6 +221,51 @@ TEST_F(LaunchCli, CudaWithTooFewGpusIsRefused) {
   EXPECT_EQ(ok({model_, prompts_, "--tp", "2"}, 2).tensor_parallel_size, 2);
 }
 
+TEST_F(LaunchCli, DataParallelSizeParsesInEverySpellingAndNeedsDpTimesTpGpus) {
+  EXPECT_EQ(ok({model_, prompts_}).data_parallel_size, 1);
+  EXPECT_EQ(ok({model_, prompts_, "--data-parallel-size", "3"}).data_parallel_size, 3);
+  EXPECT_EQ(ok({model_, prompts_, "--dp", "2"}).data_parallel_size, 2);
+  const LaunchOptions vllm = ok({model_, prompts_, "-dp", "4", "-tp", "2"}, 8);
+  EXPECT_EQ(vllm.data_parallel_size, 4);
+  EXPECT_EQ(vllm.tensor_parallel_size, 2);
+  bad({model_, prompts_, "--dp", "0"}, "--dp");
+  // CUDA: every replica needs its own --tp GPUs.
+  bad({model_, prompts_, "--device", "cuda", "--dp", "2", "--tp", "2"},
+      "--data-parallel-size 2 x --tp 2 on --device cuda needs 4 GPUs; 3 visible", 3);
+  EXPECT_EQ(
+      ok({model_, prompts_, "--device", "cuda", "--dp", "2", "--tp", "2"}, 4).data_parallel_size,
+      2);
+  // The CPU backend runs replicas as processes: no GPU count applies.
+  EXPECT_EQ(ok({model_, prompts_, "--device", "cpu", "--dp", "8"}).data_parallel_size, 8);
+}
+
+TEST_F(LaunchCli, ShardIsKOverNWithKBelowNAndBadSpellingsAreNamed) {
+  const LaunchOptions whole = ok({model_, prompts_});
+  EXPECT_EQ(whole.shard.index, 0);
+  EXPECT_EQ(whole.shard.count, 1);
+  const LaunchOptions third = ok({model_, prompts_, "--shard", "2/3"});
+  EXPECT_EQ(third.shard.index, 2);
+  EXPECT_EQ(third.shard.count, 3);
+  for (const char* text : {"3/3", "-1/2", "0/0", "1", "a/2", "1/2x", "1/", "/2", "1/99999999999"})
+    bad({model_, prompts_, "--shard", text}, std::string("--shard '") + text + "'");
+}
+
+// A launcher started by Slurm without --shard answers the whole file: it never guesses a
+// shard from SLURM_ARRAY_TASK_ID / SLURM_PROCID.
+TEST_F(LaunchCli, SlurmVariablesWithoutShardLeaveTheWholeFile) {
+  ::setenv("SLURM_ARRAY_TASK_ID", "1", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "3", 1);
+  ::setenv("SLURM_PROCID", "1", 1);
+  ::setenv("SLURM_NTASKS", "3", 1);
+  const LaunchOptions o = ok({model_, prompts_});
+  ::unsetenv("SLURM_ARRAY_TASK_ID");
+  ::unsetenv("SLURM_ARRAY_TASK_COUNT");
+  ::unsetenv("SLURM_PROCID");
+  ::unsetenv("SLURM_NTASKS");
+  EXPECT_EQ(o.shard.index, 0);
+  EXPECT_EQ(o.shard.count, 1);
+}
+
 TEST_F(LaunchCli, StallTimeoutDefaultsToFiveMinutesZeroIsOffAndTheLogIntervalIsHidden) {
   const LaunchOptions d = ok({model_, prompts_});
   EXPECT_EQ(d.stall_timeout_s, 300.0);
@@ -452,6 +497,24 @@ TEST_F(LaunchBudget, MaxNumSeqsIsLoweredToTheSequencesTheRequestsAskFor) {
   EXPECT_EQ(settings({}).job.engine.max_num_seqs, 9);
   EXPECT_EQ(settings({"--max-num-seqs", "4"}).job.engine.max_num_seqs, 4);
   EXPECT_EQ(count_request_sequences(dir_ / "missing.jsonl", 7), 7);
+  // --shard counts only its requests (non-blank lines from 0): 0 and 2 of 4 for 0/2.
+  EXPECT_EQ(count_request_sequences(prompts_, 512, {0, 2}), 3 + 4);
+  EXPECT_EQ(count_request_sequences(prompts_, 512, {1, 2}), 1 + 1);
+}
+
+// Replicas share the file's sequences out: each gets room for its part (rounded up), never
+// more than --max-num-seqs; the CPU threads are shared by every process.
+TEST_F(LaunchBudget, ReplicasEachGetRoomForTheirPartOfTheSequences) {
+  std::ofstream out(prompts_);
+  for (int i = 0; i < 10; ++i) out << "{\"prompt\": \"a\"}\n";
+  out.close();
+  EXPECT_EQ(settings({}).job.engine.max_num_seqs, 10);
+  EXPECT_EQ(settings({"--dp", "2"}).job.engine.max_num_seqs, 5);
+  EXPECT_EQ(settings({"--dp", "3"}).job.engine.max_num_seqs, 4);
+  EXPECT_EQ(settings({"--dp", "3", "--max-num-seqs", "2"}).job.engine.max_num_seqs, 2);
+  EXPECT_EQ(settings({"--dp", "20"}).job.engine.max_num_seqs, 1);
+  EXPECT_EQ(settings({"--dp", "2"}).replicas, 2);
+  EXPECT_EQ(settings({"--dp", "2", "--shard", "1/2"}).job.shard.index, 1);
 }
 
 TEST_F(LaunchBudget, CpuKvCacheDefaultsToWhatTheRequestsNeed) {

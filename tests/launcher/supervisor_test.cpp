@@ -100,6 +100,26 @@ TEST(Supervisor, RankKilledBySigkillIsNamedWithItsSignal) {
   EXPECT_LT(ms, 10000.0);
 }
 
+// Data parallelism names a process by replica and rank ("replica 1 rank 0").
+TEST(Supervisor, RankNameOptionNamesTheFailedProcess) {
+  SupervisorOptions o = test_options();
+  o.rank_name = [](int i) {
+    return "replica " + std::to_string(i / 2) + " rank " + std::to_string(i % 2);
+  };
+  Supervisor sup(o);
+  const SupervisorResult r = sup.run({sleep_until_stopped, sleep_until_stopped,
+                                      [](int) {
+                                        ::usleep(100 * 1000);
+                                        return 3;
+                                      },
+                                      sleep_until_stopped});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.failed_rank, std::optional<int>(2));
+  EXPECT_NE(r.message.find("replica 1 rank 0 (pid"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("exited with code 3"), std::string::npos) << r.message;
+  EXPECT_EQ(r.ranks[2].name, "replica 1 rank 0");
+}
+
 TEST(Supervisor, RankIgnoringSigtermIsKilledAfterTheGrace) {
   SupervisorOptions o = test_options();
   o.kill_grace = 300ms;

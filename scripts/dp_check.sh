@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# On the GPU machine (from the repository root, with the bundle; NANOVLLM_BUNDLE_TOOLS_ONLY=1
+# scripts/build_bundle.sh is enough): data parallelism in the whole runtime, on as many GPUs
+# as are visible (2 or 4).
+#   1. nano-vllm's workload (bench/data/nanovllm_workload.jsonl, 256 requests) repeated once
+#      per replica, through nanovllm-launch --data-parallel-size 1, 2[, 4] on PRESET: the
+#      summary's output tok/s, the ratio to dp 1, and when every replica had loaded;
+#   2. nanovllm-bench --dp 1,2[,4] on PRESET (nano-vllm's workload, once; % of limit);
+#   3. kill -9 of replica 1's rank 0 mid-run: seconds until the launcher exits, the replica
+#      and rank it names, and that nvidia-smi shows none of our processes afterwards;
+#   4. with a second preset (the 8B shape): nanovllm-bench --layouts over every split of the
+#      GPUs into replicas x --tp (dp N x tp 1, ..., dp 1 x tp N) beside one GPU.
+# Usage: bash scripts/dp_check.sh PRESET [PRESET_8B]   (logs in $OUT or /tmp)
+# DP_CHECK_PHASES picks phases (default "launch bench kill layouts").
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+preset=${1:?usage: dp_check.sh PRESET [PRESET_8B]}
+big=${2:-}
+bundle=bundle out=${OUT:-/tmp} work=/tmp/nanovllm_gpu
+[ -d "$bundle" ] || tar -xJf build-bundle/bundle.tar.xz
+nccl_lib=$(python3 -c 'import importlib.util as u; print(list(u.find_spec("nvidia.nccl").submodule_search_locations)[0] + "/lib")' 2>/dev/null)
+export LD_LIBRARY_PATH="$PWD/$bundle/lib${nccl_lib:+:$nccl_lib}" NCCL_NVLS_ENABLE=0
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+mkdir -p "$work"
+make_model() {
+  [ -f "$work/$1/config.json" ] || "$bundle/bin/nanovllm-mkmodel" --preset "$1" --seed 1 \
+    --threads "$(nproc)" --tokenizer-dir "$bundle/tokenizer" "$work/$1" >/dev/null
+}
+# The workload k times over, ids made unique per copy (the results are keyed by id).
+repeat_workload() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+k, dst = int(sys.argv[1]), sys.argv[2]
+lines = [json.loads(l) for l in open("bench/data/nanovllm_workload.jsonl")]
+with open(dst, "w") as f:
+    for c in range(k):
+        for j in lines:
+            j = dict(j, id=f"{j['id']}-{c}")
+            f.write(json.dumps(j) + "\n")
+PY
+}
+# One run: prints "<tag>: rc, output tok/s, when all replicas loaded"; log in $out/<tag>.log.
+run() {
+  local tag=$1 model=$2 prompts=$3; shift 3
+  local t0=$(date +%s.%N)
+  timeout 300 "$bundle/bin/nanovllm-launch" "$work/$model" "$prompts" --device cuda \
+    -o "$out/$tag.jsonl" "$@" >"$out/$tag.log" 2>&1
+  local rc=$? t1=$(date +%s.%N)
+  local tput=$(grep -o 'throughput: [0-9.]* output tok/s' "$out/$tag.log" | tail -1 | grep -o '[0-9.]*' | head -1)
+  local loaded=$(grep -o 'all [0-9]* replicas loaded [0-9.]* s after fork' "$out/$tag.log" | head -1)
+  local startup=$(grep -o '\[launcher\] \[info\] start-up [0-9.]* s' "$out/$tag.log" | head -1 | grep -o '[0-9.]* s')
+  echo "$tag: rc=$rc, ${tput:-?} output tok/s, lines $(wc -l <"$out/$tag.jsonl" 2>/dev/null), wall $(python3 -c "print(f'{$t1-$t0:.1f}')") s, start-up ${startup:-?}${loaded:+, $loaded}"
+  echo "$tput" >"$out/$tag.tput"
+}
+ratio() { python3 -c "import sys; a, b = (open(p).read().strip() for p in sys.argv[1:]); print(f'{float(b)/float(a):.3f}x' if a and b else '?')" "$out/$1.tput" "$out/$2.tput"; }
+
+phases=" ${DP_CHECK_PHASES:-launch bench kill layouts} "
+has() { [[ "$phases" == *" $1 "* ]]; }
+# The bench's summary rows: configuration, out tok/s, % of limit, ratio.
+bench_rows() {
+  python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d.get("per_tp", [d]):
+    w = {x["name"]: x for x in r["workloads"]}.get("nanovllm", {}).get("median", {})
+    print(f"  tp {r['tp']} x dp {r.get('dp', 1)}: {w.get('output_tok_s', 0):.0f} out tok/s "
+          f"({w.get('pct_of_limit') or 0:.1f} % of limit)")
+PY
+}
+
+make_model "$preset"
+dps=1; for d in 2 4; do [ "$gpus" -ge "$d" ] && dps="$dps $d"; done
+has launch && for d in $dps; do
+  repeat_workload "$d" "$out/work_x$d.jsonl"
+  run "${preset}_dp$d" "$preset" "$out/work_x$d.jsonl" --data-parallel-size "$d"
+  [ "$d" = 1 ] || echo "  ${preset} dp $d vs dp 1 (work x$d): $(ratio "${preset}_dp1" "${preset}_dp$d")"
+done
+
+if has bench; then
+  timeout 420 "$bundle/bin/nanovllm-bench" "$work/$preset" --device cuda --workloads nanovllm \
+    --runs 1 --dp "${dps// /,}" --json "$out/bench_dp_$preset.json" \
+    >"$out/bench_dp_$preset.txt" 2>"$out/bench_dp_$preset.err"
+  echo "bench $preset --dp ${dps// /,} rc=$?"
+  bench_rows "$out/bench_dp_$preset.json"
+  tail -n 12 "$out/bench_dp_$preset.txt"
+fi
+
+# kill -9 of replica 1's rank 0 while it decodes.
+if has kill && [ "$gpus" -ge 2 ]; then
+  [ -f "$out/work_x2.jsonl" ] || repeat_workload 2 "$out/work_x2.jsonl"
+  "$bundle/bin/nanovllm-launch" "$work/$preset" "$out/work_x2.jsonl" --device cuda \
+    --data-parallel-size 2 -o "$out/kill.jsonl" >"$out/kill.log" 2>&1 &
+  launcher=$!
+  for _ in $(seq 600); do grep -q 'all 2 replicas loaded' "$out/kill.log" && [ -s "$out/kill.jsonl" ] && break; sleep 0.1; done
+  victim=$(grep -o 'replica 1 rank 0 started (pid [0-9]*)' "$out/kill.log" | grep -o '[0-9]*)' | tr -d ')')
+  t0=$(date +%s.%N); kill -9 "$victim"; wait "$launcher"; rc=$?; t1=$(date +%s.%N)
+  sleep 1
+  left=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)
+  echo "kill -9 replica 1 rank 0 (pid $victim): launcher exit $rc after $(python3 -c "print(f'{$t1-$t0:.2f}')") s;" \
+    "$(grep -o 'nanovllm-launch: replica 1 rank 0 (pid [0-9]*) was killed by signal 9' "$out/kill.log" | head -1);" \
+    "$(wc -l <"$out/kill.jsonl") finished lines kept; GPU processes left: $left"
+fi
+
+if has layouts && [ -n "$big" ] && [ "$gpus" -ge 2 ]; then
+  make_model "$big"
+  layouts=dp1xtp1
+  for t in 1 2 4; do [ "$gpus" -ge "$t" ] && [ $((gpus % t)) = 0 ] && layouts="$layouts,dp$((gpus / t))xtp$t"; done
+  timeout 540 "$bundle/bin/nanovllm-bench" "$work/$big" --device cuda --workloads nanovllm \
+    --runs 1 --layouts "$layouts" --json "$out/bench_layouts_$big.json" \
+    >"$out/bench_layouts_$big.txt" 2>"$out/bench_layouts_$big.err"
+  echo "bench $big --layouts $layouts rc=$?"
+  bench_rows "$out/bench_layouts_$big.json"
+  tail -n 12 "$out/bench_layouts_$big.txt"
+fi
