@@ -43,7 +43,8 @@ void print_decode_step(std::FILE* out, const json& d) {
   fmt::print(out,
              "  sampling cost {}%, host share {}%; phases (ms):", num(d["sampling_cost_pct"], 1),
              num(d["host_share_pct"], 1));
-  for (const char* phase : {"attention", "gemm", "elementwise", "all_reduce", "sampling", "host"})
+  for (const char* phase :
+       {"attention", "gemm", "elementwise", "all_reduce", "logits_gather", "sampling", "host"})
     fmt::print(out, " {} {}", phase, num(d["phases_ms"].value(phase, json(nullptr)), 3));
   fmt::print(out, "\n");
 }

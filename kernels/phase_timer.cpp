@@ -16,6 +16,8 @@ const char* phase_name(Phase phase) {
       return "all_reduce";
     case Phase::kSampling:
       return "sampling";
+    case Phase::kLogitsGather:
+      return "logits_gather";
   }
   return "?";
 }

@@ -20,9 +20,20 @@
 
 namespace nanovllm {
 
-enum class Phase : uint8_t { kAttention, kGemm, kElementwise, kAllReduce, kSampling };
-inline constexpr size_t kNumPhases = 5;
-// "attention", "gemm", "elementwise", "all_reduce", "sampling" (the benchmark JSON's keys).
+// kLogitsGather: the vocabulary-parallel LM head's gather of every rank's logits to rank 0
+// (tensor parallelism), apart from the all-reduces because it grows with the vocabulary and
+// the batch, not with the hidden size.
+enum class Phase : uint8_t {
+  kAttention,
+  kGemm,
+  kElementwise,
+  kAllReduce,
+  kSampling,
+  kLogitsGather
+};
+inline constexpr size_t kNumPhases = 6;
+// "attention", "gemm", "elementwise", "all_reduce", "sampling", "logits_gather" (the benchmark
+// JSON's keys).
 const char* phase_name(Phase phase);
 
 // Milliseconds per phase, indexed by Phase.

@@ -54,18 +54,23 @@ NcclRank::~NcclRank() {
 }
 
 std::unique_ptr<NcclRank> start_nccl_rank0(RendezvousPublisher& publisher, int world_size,
-                                           pid_t launcher, bool peer_all_reduce) {
+                                           StopPredicate stop, bool peer_all_reduce) {
   const auto began = std::chrono::steady_clock::now();
   bind_gpu(0);
   const ncclUniqueId id = NcclCommunicator::create_unique_id();
   publisher.publish(NcclCommunicator::unique_id_bytes(id));
-  return std::make_unique<NcclRank>(
-      0, world_size, id,
+  return std::make_unique<NcclRank>(0, world_size, id, std::move(stop), began, peer_all_reduce);
+}
+
+std::unique_ptr<NcclRank> start_nccl_rank0(RendezvousPublisher& publisher, int world_size,
+                                           pid_t launcher, bool peer_all_reduce) {
+  return start_nccl_rank0(
+      publisher, world_size,
       [launcher] {
         check_launcher_alive(launcher);  // throws: the watchdog aborts and reports it
         return false;
       },
-      began, peer_all_reduce);
+      peer_all_reduce);
 }
 
 std::unique_ptr<NcclRank> join_nccl_rank(RendezvousWaiter& waiter, int rank, int world_size,

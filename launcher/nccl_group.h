@@ -46,6 +46,10 @@ class NcclRank {
 // launcher ends any wait inside NCCL (the watchdog aborts the communicator).
 std::unique_ptr<NcclRank> start_nccl_rank0(RendezvousPublisher& publisher, int world_size,
                                            pid_t launcher, bool peer_all_reduce);
+// The same with the caller's stop predicate (an embedded rank 0 watches its spawned workers:
+// throwing from it aborts the communicator).
+std::unique_ptr<NcclRank> start_nccl_rank0(RendezvousPublisher& publisher, int world_size,
+                                           StopPredicate stop, bool peer_all_reduce);
 
 // Rank r >= 1: waits for rank 0's id; nullptr when rank 0 abandoned the rendezvous (nothing
 // to run). Binds GPU r and joins; a dead rank 0 or launcher ends any wait inside NCCL.

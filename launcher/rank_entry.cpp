@@ -1,5 +1,6 @@
 #include "launcher/rank_entry.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace nanovllm {
@@ -18,6 +19,12 @@ std::unique_ptr<ModelRunner> load_model_runner(const RunSettings& s, Communicato
   options.cpu_threads = s.cpu_threads;
   options.nccl_setup_s = nccl ? nccl->setup_s() : 0.0;
   return std::make_unique<ModelRunner>(s.model_dir, s.model, comm, options);
+}
+
+size_t comm_elems(const RunSettings& s) {
+  return std::min<size_t>(size_t{1} << 20,
+                          static_cast<size_t>(s.model.hidden_size) *
+                              static_cast<size_t>(s.job.engine.max_num_batched_tokens));
 }
 
 int announce_interruption(int sig, const std::optional<InterruptedJob>& job) {

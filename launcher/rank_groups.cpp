@@ -26,7 +26,7 @@
 #include "launcher/stall_monitor.h"
 #include "launcher/supervisor.h"
 #include "launcher/usage_error.h"
-#include "rank/worker_loop.h"
+#include "launcher/worker_rank.h"
 
 namespace nanovllm {
 
@@ -99,17 +99,10 @@ TickHook replica_stall_hooks(const StallPolicy& stall, const RunSegment& seg,
 int run_replica_groups(const RunSettings& s, spdlog::level::level_enum level, ReplicaGroupsJob& job,
                        const StallPolicy& stall) {
   const GroupShape shape{job.replicas(), s.tp_size};
-  const EngineConfig& engine = s.job.engine;
   const bool ring_needed = shape.tp > 1;
   const RingConfig ring =
-      step_ring_config(step_limits(engine), static_cast<uint32_t>(std::max(shape.tp - 1, 1)));
-  // Collectives on larger tensors run in chunks of the staging area.
-  const size_t comm_elems = std::min<size_t>(
-      size_t{1} << 20, static_cast<size_t>(s.model.hidden_size * engine.max_num_batched_tokens));
-  const RunSegmentLayout layout =
-      run_segment_layout(shape.replicas, shape.tp, ring_needed ? ring_region_bytes(ring) : 0,
-                         ring_needed ? shm_communicator_region_bytes(shape.tp, comm_elems) : 0,
-                         ring_needed ? rendezvous_region_bytes() : 0);
+      step_ring_config(step_limits(s.job.engine), static_cast<uint32_t>(std::max(shape.tp - 1, 1)));
+  const RunSegmentLayout layout = run_layout(s, shape.replicas);
 
   SupervisorOptions options;
   if (const char* prefix = std::getenv("NANOVLLM_SHM_PREFIX"); prefix && *prefix)
@@ -121,7 +114,7 @@ int run_replica_groups(const RunSettings& s, spdlog::level::level_enum level, Re
   for (const ReplicaRegion& region : seg.replicas) {
     if (!ring_needed) continue;
     ring_init(region.ring, layout.ring_bytes, ring);
-    shm_communicator_init(region.comm, layout.comm_bytes, shape.tp, comm_elems);
+    shm_communicator_init(region.comm, layout.comm_bytes, shape.tp, comm_elems(s));
     rendezvous_init(region.rendezvous, layout.rendezvous_bytes);
   }
   job.attach(seg);
@@ -216,21 +209,7 @@ int run_replica_groups(const RunSettings& s, spdlog::level::level_enum level, Re
       processes.emplace_back([&, d, region](int index) {
         const int rank = index % shape.tp;
         enter(d, rank);
-        RingReader reader(region.ring, layout.ring_bytes, kStepCommandSchemaVersion,
-                          static_cast<uint32_t>(rank - 1));
-        std::unique_ptr<ShmCommunicator> shm;
-        RendezvousWaiter waiter(region.rendezvous, layout.rendezvous_bytes);
-        std::unique_ptr<NcclRank> nccl;
-        if (cuda) {
-          nccl = join_nccl_rank(waiter, rank, shape.tp, s.custom_all_reduce);
-          if (!nccl) return 0;  // rank 0 had nothing to run
-        } else {
-          shm = std::make_unique<ShmCommunicator>(region.comm, layout.comm_bytes, rank);
-        }
-        Communicator& comm = cuda ? nccl->comm() : *shm;
-        CountingStepExecutor runner(load_model_runner(s, comm), region.step_counters[rank]);
-        ignore_stop_signals();
-        return run_worker_loop(runner, reader);
+        return run_worker_rank(s, layout, region, rank);
       });
   }
   const TickHook stall_hook = replica_stall_hooks(stall, seg, shape);

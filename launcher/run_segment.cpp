@@ -44,30 +44,44 @@ RunSegmentLayout run_segment_layout(int replicas, int tp_size, size_t ring_bytes
   return l;
 }
 
-RunSegment init_run_segment(void* base, const RunSegmentLayout& l) {
+RunSegment map_run_segment(void* base, const RunSegmentLayout& l) {
   auto* bytes = static_cast<uint8_t*>(base);
   RunSegment s;
-  auto* head = new (bytes) SharedHead{};
-  head->next_request = 0;
-  process_mutex_init(&head->output_mutex);
+  auto* head = reinterpret_cast<SharedHead*>(bytes);
   s.next_request = &head->next_request;
   s.output_mutex = &head->output_mutex;
   auto* totals = reinterpret_cast<ReplicaTotals*>(bytes + l.totals_offset);
   s.step_counters = reinterpret_cast<std::atomic<uint64_t>*>(bytes + l.counters_offset);
-  for (int i = 0; i < l.replicas * l.tp_size; ++i)
-    new (&s.step_counters[i]) std::atomic<uint64_t>(0);
   for (int d = 0; d < l.replicas; ++d) {
     uint8_t* region = bytes + l.replica_offset + l.replica_stride * static_cast<size_t>(d);
     ReplicaRegion r;
-    r.report = new (region) RunReport{};
-    r.report->rank0_exit = 1;  // until rank 0 says otherwise
+    r.report = reinterpret_cast<RunReport*>(region);
     r.step_counters = s.step_counters + static_cast<ptrdiff_t>(d) * l.tp_size;
-    r.totals = new (&totals[d]) ReplicaTotals{};
+    r.totals = &totals[d];
     r.ring = region + l.ring_offset;
     r.comm = region + l.comm_offset;
     r.rendezvous = region + l.rendezvous_offset;
     s.replicas.push_back(r);
   }
+  return s;
+}
+
+RunSegment init_run_segment(void* base, const RunSegmentLayout& l) {
+  auto* bytes = static_cast<uint8_t*>(base);
+  auto* head = new (bytes) SharedHead{};
+  head->next_request = 0;
+  process_mutex_init(&head->output_mutex);
+  auto* totals = reinterpret_cast<ReplicaTotals*>(bytes + l.totals_offset);
+  auto* counters = reinterpret_cast<std::atomic<uint64_t>*>(bytes + l.counters_offset);
+  for (int i = 0; i < l.replicas * l.tp_size; ++i) new (&counters[i]) std::atomic<uint64_t>(0);
+  for (int d = 0; d < l.replicas; ++d) {
+    uint8_t* region = bytes + l.replica_offset + l.replica_stride * static_cast<size_t>(d);
+    new (region) RunReport{};
+    new (&totals[d]) ReplicaTotals{};
+  }
+  RunSegment s = map_run_segment(base, l);
+  for (const ReplicaRegion& r : s.replicas)
+    r.report->rank0_exit = 1;  // until rank 0 says otherwise
   return s;
 }
 

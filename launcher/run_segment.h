@@ -58,5 +58,8 @@ struct RunSegment {
   std::vector<ReplicaRegion> replicas;
 };
 RunSegment init_run_segment(void* base, const RunSegmentLayout& layout);
+// The same pointers into a segment another process initialised (a spawned worker maps it by
+// name); constructs nothing.
+RunSegment map_run_segment(void* base, const RunSegmentLayout& layout);
 
 }  // namespace nanovllm

@@ -69,8 +69,8 @@ void ParallelLMHead::forward(const TensorView& logits, const TensorView& hidden,
     const PhaseScope phase(ctx, Phase::kGemm);
     kernels::linear(shard_logits, hidden, w, TensorView(), ctx);
   }
-  // The gather and the copy of each rank's columns into place: the collective's phase.
-  const PhaseScope phase(ctx, Phase::kAllReduce);
+  // The gather and the copy of each rank's columns into place.
+  const PhaseScope phase(ctx, Phase::kLogitsGather);
   comm_->gather_to_root(shard_logits, gathered, ctx);
   if (comm_->rank() != 0) return;
   // gathered [tp, S, shard] -> logits [S, V]: rank r's columns go to [r * shard, ...),

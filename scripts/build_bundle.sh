@@ -22,7 +22,8 @@ benches=$(find bench -name '*_bench.cu' -printf '%f\n' | sed 's/\.cu$//' | sort)
 # scripts/dp_check.sh need no test binary; minutes of build less).
 if [ "${NANOVLLM_BUNDLE_TOOLS_ONLY:-0}" = 1 ]; then tests="" benches=""; fi
 tools="nanovllm-mkmodel"
-optional_tools="nanovllm-launch nanovllm-bench"  # the GPU checks skip what is missing
+# the GPU checks skip what is missing; the C library and its worker serve the Python API
+optional_tools="nanovllm-launch nanovllm-bench nanovllm-worker nanovllm_c_api"
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
@@ -41,6 +42,10 @@ for b in $benches; do cp "$build/bench/$b" "$bundle"/bench/; done
 for t in $tools $optional_tools; do  # launcher/ holds the tools, bench/ nanovllm-bench
   for dir in launcher bench; do
     if [ -x "$build/$dir/$t" ]; then cp "$build/$dir/$t" "$bundle"/bin/; fi
+    # A library target's file is lib<OUTPUT_NAME>.so (nanovllm_c_api -> libnanovllm.so).
+    if [ "$t" = nanovllm_c_api ] && [ -f "$build/$dir/libnanovllm.so" ]; then
+      cp "$build/$dir/libnanovllm.so" "$bundle"/bin/
+    fi
   done
 done
 # nanovllm-bench looks for its workload files beside itself, as an installed copy does

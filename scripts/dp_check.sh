@@ -16,16 +16,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset=${1:?usage: dp_check.sh PRESET [PRESET_8B]}
 big=${2:-}
-bundle=bundle out=${OUT:-/tmp} work=/tmp/nanovllm_gpu
-[ -d "$bundle" ] || tar -xJf build-bundle/bundle.tar.xz
-nccl_lib=$(python3 -c 'import importlib.util as u; print(list(u.find_spec("nvidia.nccl").submodule_search_locations)[0] + "/lib")' 2>/dev/null)
-export LD_LIBRARY_PATH="$PWD/$bundle/lib${nccl_lib:+:$nccl_lib}" NCCL_NVLS_ENABLE=0
-gpus=$(nvidia-smi -L | grep -c '^GPU')
-mkdir -p "$work"
-make_model() {
-  [ -f "$work/$1/config.json" ] || "$bundle/bin/nanovllm-mkmodel" --preset "$1" --seed 1 \
-    --threads "$(nproc)" --tokenizer-dir "$bundle/tokenizer" "$work/$1" >/dev/null
-}
+source scripts/gpu_check_env.sh
 # The workload k times over, ids made unique per copy (the results are keyed by id).
 repeat_workload() {
   python3 - "$1" "$2" <<'PY'

@@ -11,6 +11,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format-14 clang-tidy-14  # the style gates (scripts/check_style.sh), pinned
   slurm-wlm munge  # a one-node Slurm cluster for tests/scripts/slurm_shard_test.sh
+  # The Python API: its tests (tests/python) and its offline install (scripts/install_python.sh)
+  python3-pytest python3-venv python3-setuptools python3-wheel
 )
 # node/npm run the reference tokenizer packages; the machine image may already ship its own
 # Node.js build (with npm inside), so ask Debian for them only when the commands are missing.

@@ -8,13 +8,8 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset=${1:?usage: tp_peer_check.sh PRESET [RUNS]}
 runs=${2:-1}
-bundle=bundle out=${OUT:-/tmp} work=/tmp/nanovllm_gpu
-[ -d "$bundle" ] || tar -xJf build-bundle/bundle.tar.xz
-nccl_lib=$(python3 -c 'import importlib.util as u; print(list(u.find_spec("nvidia.nccl").submodule_search_locations)[0] + "/lib")' 2>/dev/null)
-export LD_LIBRARY_PATH="$PWD/$bundle/lib${nccl_lib:+:$nccl_lib}" NCCL_NVLS_ENABLE=0
-gpus=$(nvidia-smi -L | grep -c '^GPU')
-[ -f "$work/$preset/config.json" ] || "$bundle/bin/nanovllm-mkmodel" --preset "$preset" --seed 1 \
-  --threads "$(nproc)" --tokenizer-dir "$bundle/tokenizer" "$work/$preset" >/dev/null
+source scripts/gpu_check_env.sh
+make_model "$preset"
 tps=1; for t in 2 4; do [ "$gpus" -ge "$t" ] && tps="$tps,$t"; done
 for tp in ${tps//,/ }; do
   for way in peer nccl; do

@@ -16,6 +16,7 @@
 #include "engine/job/pending_work.h"
 #include "engine/job/replica_link.h"
 #include "engine/job/request_feed.h"
+#include "engine/job/request_runner.h"
 #include "engine/job/work_left.h"
 #include "engine/llm_engine.h"
 #include "engine/progress.h"
@@ -44,26 +45,6 @@ std::unique_ptr<ResultWriter> open_writer(const JobSettings& s, const Tokenizer&
   return std::make_unique<ResultWriter>(std::cout, options);
 }
 
-// Completion `index` of `r` as the engine gave it. The engine's text (detokenized with the
-// request's settings, cut at a stop string) when it has one, else decoded here.
-CompletionOutput completion_of(const RequestOutput& out, int32_t index, const Request& r,
-                               const Tokenizer& tokenizer) {
-  CompletionOutput c;
-  c.index = index;
-  c.token_ids = out.completion_token_ids;
-  c.text =
-      out.text ? *out.text : tokenizer.decode(c.token_ids, r.sampling_params.skip_special_tokens);
-  c.finish_reason = out.finish_reason;
-  c.stop_string = out.stop_string;
-  c.stop_token_id = out.stop_token_id;
-  c.prompt_tokens = static_cast<int32_t>(out.prompt_token_ids.size());
-  c.cached_tokens = out.num_cached_tokens;
-  c.logprobs = out.logprobs;
-  c.cumulative_logprob = out.cumulative_logprob;
-  c.prompt_logprobs = out.prompt_logprobs;
-  return c;
-}
-
 // The engine loop over the valid requests; results written as they finish: a native
 // request's completions one line each, at once; an OpenAI request's in one record once all n
 // are in. A request counts as finished (progress) when all its completions are written.
@@ -74,49 +55,20 @@ int run_engine(const JobSettings& s, StepExecutor& executor, const PendingWork& 
   // its requests, after the model load.
   progress.begin_generation();
   const std::vector<Request>& requests = work.requests;
-  // Requests the engine refused (answered with an error; their other completions, already
-  // submitted, finish unwritten).
-  std::vector<char> rejected(requests.size(), 0);
   EngineConfig engine_config = s.engine;
   engine_config.num_kvcache_blocks = executor.num_kv_blocks();  // what every rank allocated
-  // With the tokenizer: stop strings, and the completion text in every RequestOutput.
-  LLMEngine engine(engine_config, executor, &tokenizer);
+  RequestRunner runner(engine_config, executor, tokenizer);
   TotalsPublisher totals(link);
   totals.state(ReplicaTotals::kGenerating);
-  // What one engine request (add_request's id) answers: which of `requests`, and, for a
-  // single completion run on its own, its index (else the engine's RequestOutput::index).
-  struct Submitted {
-    size_t request;
-    std::optional<int32_t> index;
-    int64_t output_budget;  // each of its sequences' (WorkLeftTracker)
-  };
-  WorkLeftTracker work_left(engine_config.max_model_len);
-  std::unordered_map<int64_t, Submitted> submitted;    // RequestOutput::request_id -> ...
-  std::vector<int32_t> remaining(requests.size(), 0);  // completions still to write
+  std::vector<char> unfinished(requests.size(), 0);  // submitted, not every completion written
   std::vector<std::vector<CompletionOutput>> buffered(requests.size());  // OpenAI, until all n
   RequestFeed feed(requests.size(), link, engine_config.max_num_seqs);
   const auto submit = [&](size_t i) {
     const Request& r = requests[i];
     if (!r.ok()) return;  // its error result is written already
-    const int32_t n = std::max(r.sampling_params.n, 1);
-    // A native request resumed with some completions written runs only the missing ones
-    // (completion_runs says how; resume.h).
-    std::string error;
-    for (const CompletionRun& run : completion_runs(r, work.written[i])) {
-      const AddRequestResult added = engine.add_request(r.prompt_token_ids, run.params, r.id);
-      if (!added.ok()) {  // the prompt cannot run: the same for every completion
-        error = added.error;
-        break;
-      }
-      const int32_t num_seqs = run.index ? 1 : n;
-      const int64_t budget =
-          work_left.add(static_cast<int64_t>(r.prompt_token_ids.size()), run.params, num_seqs);
-      submitted.emplace(*added.seq_id, Submitted{i, run.index, budget});
-      remaining[i] += run.index ? 1 : n;
-    }
+    const std::string error = runner.submit(r, i, work.written[i]);
+    unfinished[i] = error.empty();
     if (error.empty()) return;
-    remaining[i] = 0;
-    rejected[i] = 1;
     Request failed = r;
     failed.fail(error, "");
     writer.write_error(failed);
@@ -124,56 +76,55 @@ int run_engine(const JobSettings& s, StepExecutor& executor, const PendingWork& 
     totals.request_finished(false);
   };
   const auto top_up = [&] {
-    while (const std::optional<size_t> i = feed.next(engine.num_unfinished_requests())) submit(*i);
+    while (const std::optional<size_t> i = feed.next(runner.num_unfinished_sequences())) submit(*i);
   };
 
   top_up();
   while (!interrupt_requested()) {
-    if (engine.is_finished()) {
+    if (runner.is_finished()) {
       top_up();  // a replica may find more in the shared list
-      if (engine.is_finished()) break;
+      if (runner.is_finished()) break;
     }
-    for (const RequestOutput& out : engine.step()) {
-      const Submitted& from = submitted.at(out.request_id);
-      work_left.finished(from.output_budget);
-      progress.add_output_tokens(static_cast<int64_t>(out.completion_token_ids.size()));
-      const Request& r = requests[from.request];
-      if (rejected[from.request]) continue;
-      CompletionOutput c = completion_of(out, from.index.value_or(out.index), r, tokenizer);
+    for (RequestRunner::Finished& f : runner.step()) {
+      progress.add_output_tokens(static_cast<int64_t>(f.output.token_ids.size()));
+      if (f.refused) continue;
+      const Request& r = requests[f.index];
       if (r.format == RequestFormat::kNative) {
-        writer.write(r, c);
+        writer.write(r, f.output);
       } else {
-        buffered[from.request].push_back(std::move(c));
-        if (remaining[from.request] == 1) {
-          writer.write(r, std::span<const CompletionOutput>(buffered[from.request]));
-          buffered[from.request].clear();
+        buffered[f.index].push_back(std::move(f.output));
+        if (f.completions_left == 0) {
+          writer.write(r, std::span<const CompletionOutput>(buffered[f.index]));
+          buffered[f.index].clear();
         }
       }
-      if (--remaining[from.request] == 0) {
+      if (f.completions_left == 0) {
+        unfinished[f.index] = 0;
         progress.request_finished(true);
         totals.request_finished(true);
       }
     }
     top_up();
-    progress.set_tokens(engine.stats().num_prefill_tokens, engine.stats().num_decode_tokens);
-    totals.tokens(engine.stats(), progress.output_tokens(), writer.num_ok() + writer.num_failed());
+    const EngineStats& stats = runner.stats();
+    progress.set_tokens(stats.num_prefill_tokens, stats.num_decode_tokens);
+    totals.tokens(stats, progress.output_tokens(), writer.num_ok() + writer.num_failed());
     // The ETA's input walks the running batch: only when a line is drawn (or published).
     if (progress.output_due() || totals.work_due()) {
-      const WorkLeft left = work_left.left(engine.stats(), engine.scheduler().running());
+      const WorkLeft left = runner.work_left();
       progress.set_work_left(left);
       if (totals.work_due()) totals.work(left);
     }
     progress.update();
   }
-  engine.stop_workers();
+  runner.engine().stop_workers();
   progress.finish();
   totals.state(ReplicaTotals::kDone);
   if (interrupt_requested()) {  // the launcher's closing line says what was kept
     // Unfinished: not every completion written (an OpenAI request's buffered ones are lost;
     // --resume runs it again whole). A replica counts what it claimed; the launcher adds the
     // requests nobody claimed.
-    const auto unfinished = std::ranges::count_if(remaining, [](int32_t k) { return k > 0; });
-    record_interrupted_job({writer.num_ok() + writer.num_failed(), unfinished});
+    const auto left = std::ranges::count(unfinished, char{1});
+    record_interrupted_job({writer.num_ok() + writer.num_failed(), left});
     return kExitInterrupted;
   }
   return writer.num_failed() > 0 ? kExitRequestsFailed : kExitOk;

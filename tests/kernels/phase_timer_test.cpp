@@ -81,6 +81,7 @@ TEST(PhaseTimer, NamesAreTheBenchmarkJsonKeys) {
   EXPECT_STREQ(phase_name(Phase::kElementwise), "elementwise");
   EXPECT_STREQ(phase_name(Phase::kAllReduce), "all_reduce");
   EXPECT_STREQ(phase_name(Phase::kSampling), "sampling");
+  EXPECT_STREQ(phase_name(Phase::kLogitsGather), "logits_gather");
 }
 
 }  // namespace
