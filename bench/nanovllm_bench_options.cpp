@@ -109,6 +109,10 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_option("--cpu-kv-cache-space", o.cpu_kv_cache_space_gib, "GiB of KV cache on the CPU")
       ->capture_default_str();
   app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype,
+                 "KV cache element: auto, bfloat16, fp8 or fp8_e4m3 (the launcher's flag)")
+      ->check(CLI::IsMember({"auto", "bfloat16", "fp8", "fp8_e4m3"}))
+      ->capture_default_str();
   app.add_flag("--disable-custom-all-reduce", o.disable_custom_all_reduce,
                "--tp on GPUs: every all-reduce through NCCL, none through peer memory");
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching,
@@ -260,6 +264,8 @@ LaunchOptions launch_options(const BenchOptions& o, int tp, int dp) {
   l.num_gpu_blocks_override = o.num_gpu_blocks_override;
   l.cpu_kv_cache_space_gib = o.cpu_kv_cache_space_gib;
   l.enforce_eager = o.enforce_eager;
+  if (o.kv_cache_dtype == "fp8" || o.kv_cache_dtype == "fp8_e4m3")
+    l.kv_cache_dtype = DType::kFp8E4M3;
   l.log_level = o.log_level;
   return l;
 }

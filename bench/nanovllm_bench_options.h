@@ -49,6 +49,7 @@ struct BenchOptions {
   std::optional<int> num_gpu_blocks_override;
   double cpu_kv_cache_space_gib = 4.0;
   bool enforce_eager = false;
+  std::string kv_cache_dtype = "auto";     // --kv-cache-dtype (launcher/cli.h)
   bool enable_prefix_caching = true;       // --[no-]enable-prefix-caching
   bool disable_custom_all_reduce = false;  // NCCL for every all-reduce (vLLM's flag)
   // false: --max-num-batched-tokens was not given (then --no-enable-chunked-prefill raises the

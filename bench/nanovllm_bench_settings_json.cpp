@@ -53,7 +53,8 @@ json engine_json(const EngineConfig& e, const RunSettings& s) {
           {"enable_chunked_prefill", e.enable_chunked_prefill},
           {"long_prefill_token_threshold", e.long_prefill_token_threshold},
           {"chunked_step_mode", e.mixed_chunked_steps ? "mixed" : "alternating"},
-          {"enforce_eager", s.enforce_eager}};
+          {"enforce_eager", s.enforce_eager},
+          {"kv_cache_dtype", dtype_name(s.kv_cache_dtype)}};
 }
 
 std::string model_name(const std::filesystem::path& dir) {

@@ -8,9 +8,11 @@ namespace nanovllm::kernels {
 // The paged KV cache of one layer. Token t of sequence b lives in
 //   block block_tables[b][t / block_size], row t % block_size.
 struct PagedKV {
-  TensorView k_cache;       // [num_blocks, block_size, Hkv, D] bf16
-  TensorView v_cache;       // [num_blocks, block_size, Hkv, D] bf16
+  TensorView k_cache;       // [num_blocks, block_size, Hkv, D] bf16 (CPU: or fp8 e4m3)
+  TensorView v_cache;       // [num_blocks, block_size, Hkv, D] bf16 (CPU: or fp8 e4m3)
   TensorView block_tables;  // [B, max_blocks_per_seq] i32, unused entries -1
+  // fp8 only: [num_blocks, block_size, Hkv] i8, each row's exponent (value = fp8 * 2^e).
+  TensorView k_scale, v_scale;
 };
 
 // Variable-length prefill over the paged cache (the new tokens' K/V are already stored):

@@ -7,11 +7,15 @@ namespace nanovllm::kernels {
 
 // Writes each token's K and V into its cache slot: slot = block_id * block_size + offset.
 // k, v:         [T, Hkv, D] bf16 (views into qkv)
-// k_cache, v_cache: [num_blocks, block_size, Hkv, D] bf16 (one layer's slice)
+// k_cache, v_cache: [num_blocks, block_size, Hkv, D] bf16, or fp8 e4m3 (kernels/fp8.h: each
+//               row scaled by its power of two, rounded to nearest, saturating; the CPU backend
+//               only, so far) (one layer's slice)
+// k_scale, v_scale: fp8 only, [num_blocks, block_size, Hkv] i8: each row's exponent
 // slot_mapping: [T] i32; -1 stores nothing (padding, warm-up).
 namespace cpu {
 void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k_cache,
-                   const TensorView& v_cache, const TensorView& slot_mapping);
+                   const TensorView& v_cache, const TensorView& slot_mapping,
+                   const TensorView& k_scale = {}, const TensorView& v_scale = {});
 }
 namespace cuda {
 void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k_cache,

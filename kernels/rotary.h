@@ -62,10 +62,11 @@ inline void qk_norm_rope_store(const TensorView& q, const TensorView& k, const T
                                const TensorView& q_norm_weight, const TensorView& k_norm_weight,
                                const TensorView& positions, float eps, const RopeFrequencies& rope,
                                const TensorView& k_cache, const TensorView& v_cache,
-                               const TensorView& slot_mapping, const ExecContext& ctx) {
+                               const TensorView& slot_mapping, const ExecContext& ctx,
+                               const TensorView& k_scale = {}, const TensorView& v_scale = {}) {
   if (q.on_cpu()) {
     cpu::qk_norm_rope(q, k, q_norm_weight, k_norm_weight, positions, eps, rope);
-    cpu::store_kvcache(k, v, k_cache, v_cache, slot_mapping);
+    cpu::store_kvcache(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale);
   } else {
     cuda::qk_norm_rope_store(q, k, v, q_norm_weight, k_norm_weight, positions, eps, rope, k_cache,
                              v_cache, slot_mapping, ctx.stream);

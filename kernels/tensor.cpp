@@ -18,6 +18,10 @@ const char* dtype_name(DType t) {
       return "i64";
     case DType::kU16:
       return "u16";
+    case DType::kFp8E4M3:
+      return "fp8_e4m3";
+    case DType::kI8:
+      return "i8";
   }
   return "?";
 }

@@ -12,11 +12,16 @@
 
 namespace nanovllm {
 
-enum class DType : uint8_t { kBf16, kF16, kF32, kI32, kI64, kU16 };
+// kFp8E4M3: OCP FP8 E4M3 (no infinities, max 448), the KV cache's --kv-cache-dtype fp8, whose
+// rows carry a power-of-two scale exponent each (kI8).
+enum class DType : uint8_t { kBf16, kF16, kF32, kI32, kI64, kU16, kFp8E4M3, kI8 };
 enum class Device : uint8_t { kCpu, kCuda };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
+    case DType::kFp8E4M3:
+    case DType::kI8:
+      return 1;
     case DType::kBf16:
     case DType::kF16:
     case DType::kU16:

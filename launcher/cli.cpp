@@ -222,6 +222,12 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
                  "needs, min(--max-num-seqs, its completions) sequences of max_model_len, at "
                  "most 4 GiB and at least one sequence)");
   app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
+  std::string kv_cache_dtype = "auto";
+  app.add_option("--kv-cache-dtype", kv_cache_dtype,
+                 "KV cache element: auto (the model's bf16), bfloat16, fp8 or fp8_e4m3 (half the "
+                 "bytes a token; CPU backend only so far)")
+      ->check(CLI::IsMember({"auto", "bfloat16", "fp8", "fp8_e4m3"}))
+      ->capture_default_str();
   app.add_flag("--disable-custom-all-reduce", o.disable_custom_all_reduce,
                "--tp on GPUs: every all-reduce through NCCL, none through peer memory");
   std::string hf_overrides, rope_scaling;
@@ -263,6 +269,8 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
         args.erase(args.begin());
         app.parse(std::move(args));
         if (!shard.empty()) o.shard = parse_shard(shard);
+        if (kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3")
+          o.kv_cache_dtype = DType::kFp8E4M3;
         if (!output.empty()) o.output = output;
         if (ignore_eos) o.sampling.ignore_eos = true;
         o.log_level = spdlog::level::from_str(log_level);

@@ -35,7 +35,7 @@ const std::map<std::string, Keyword>& keywords() {
       {"disable_custom_all_reduce", {Kind::kBool, "--disable-custom-all-reduce"}},
       {"cpu_kv_cache_space", {Kind::kFloat, "--cpu-kv-cache-space"}},
       {"hf_overrides", {Kind::kObject, "--hf-overrides"}},
-      {"kv_cache_dtype", {Kind::kString, ""}},
+      {"kv_cache_dtype", {Kind::kString, "--kv-cache-dtype"}},
       {"log_level", {Kind::kString, "--log-level"}},
       {"worker_path", {Kind::kString, ""}},
   };
@@ -123,9 +123,6 @@ EngineOptions engine_options_from_json(const nlohmann::json& options) {
       throw EngineOptionError(
           "TypeError", "LLM(" + name + "=" + value.dump() + "): expected " + kind_name(k.kind));
     if (name == "worker_path") out.worker_path = value.get<std::string>();
-    if (name == "kv_cache_dtype" && value != "auto" && value != "bfloat16")
-      throw EngineOptionError("ValueError", "LLM(kv_cache_dtype=" + value.dump() +
-                                                "): only 'auto' and 'bfloat16' are supported");
     if (*k.flag == '\0') continue;
     // nano-vllm's num_kvcache_blocks = -1: sized from memory, as when not given.
     if (name == "num_kvcache_blocks" && value.get<int64_t>() < 0) continue;

@@ -17,6 +17,7 @@ std::unique_ptr<ModelRunner> load_model_runner(const RunSettings& s, Communicato
   options.max_num_seqs = s.job.engine.max_num_seqs;
   options.max_model_len = s.job.engine.max_model_len;
   options.cpu_threads = s.cpu_threads;
+  options.kv_cache_dtype = s.kv_cache_dtype;
   options.nccl_setup_s = nccl ? nccl->setup_s() : 0.0;
   return std::make_unique<ModelRunner>(s.model_dir, s.model, comm, options);
 }

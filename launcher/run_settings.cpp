@@ -122,9 +122,9 @@ void check_kv_cache_fits(const KvCacheSizing& k, const ModelConfig& model, Devic
   if (num_blocks <= 0) return;  // CUDA: sized from memory after the warm-up
   const uint64_t memory = machine_memory_bytes();
   if (device == Device::kCpu && memory > 0) {
-    const double kv =
-        static_cast<double>(ModelRunner::kv_block_bytes(model, k.tp_size, k.block_size)) *
-        num_blocks * k.tp_size;
+    const double kv = static_cast<double>(
+                          ModelRunner::kv_block_bytes(model, k.tp_size, k.block_size, k.kv_dtype)) *
+                      num_blocks * k.tp_size;
     const double sampling = 6.0 * max_num_seqs * static_cast<double>(model.vocab_size);
     if (kv + sampling > static_cast<double>(memory)) {
       std::string parts;
@@ -178,7 +178,8 @@ int count_request_sequences(const std::filesystem::path& prompts, int limit,
 std::string kv_cache_line(const KvCacheSizing& k, const ModelConfig& model, Device device,
                           int num_blocks) {
   if (num_blocks <= 0) return "KV cache: sized from GPU memory after the warm-up";
-  const size_t block_bytes = ModelRunner::kv_block_bytes(model, k.tp_size, k.block_size);
+  const size_t block_bytes =
+      ModelRunner::kv_block_bytes(model, k.tp_size, k.block_size, k.kv_dtype);
   std::string why;
   if (k.num_blocks_override) {
     why = "--num-gpu-blocks-override " + std::to_string(*k.num_blocks_override);
@@ -200,7 +201,8 @@ std::string kv_cache_line(const KvCacheSizing& k, const ModelConfig& model, Devi
       why = fmt::format("room for 1 of the {}, the least that runs", seqs);
     why += "; --cpu-kv-cache-space sets it";
   }
-  return fmt::format("KV cache: {} blocks of {} tokens ({} per rank, {})", num_blocks, k.block_size,
+  return fmt::format("KV cache: {} blocks of {} tokens{} ({} per rank, {})", num_blocks,
+                     k.block_size, k.kv_dtype == DType::kFp8E4M3 ? " in fp8" : "",
                      format_bytes(static_cast<double>(block_bytes) * num_blocks), why);
 }
 
@@ -218,6 +220,10 @@ RunSettings make_run_settings(const LaunchOptions& o) {
     throw UsageError(std::string("--tp ") + std::to_string(s.tp_size) + ": " + err.what());
   }
   if (s.device == Device::kCuda && s.tp_size > 1) use_nccl_defaults();
+  if (s.device == Device::kCuda && o.kv_cache_dtype == DType::kFp8E4M3)
+    throw UsageError(
+        "--kv-cache-dtype fp8 on --device cuda: the CUDA attention kernels do not read an fp8 "
+        "cache yet; use --device cpu, or --kv-cache-dtype auto");
 
   JobSettings& job = s.job;
   job.model_dir = o.model;
@@ -248,6 +254,8 @@ RunSettings make_run_settings(const LaunchOptions& o) {
   sizing.tp_size = s.tp_size;
   sizing.sequences = job.engine.max_num_seqs;
   sizing.max_model_len = job.engine.max_model_len;
+  sizing.kv_dtype = o.kv_cache_dtype;
+  s.kv_cache_dtype = o.kv_cache_dtype;
   try {
     job.engine.num_kvcache_blocks = plan_kv_cache_blocks(sizing, s.model, s.device);
   } catch (const std::runtime_error& err) {  // --cpu-kv-cache-space holds not one block

@@ -37,11 +37,14 @@ Qwen3Attention::Qwen3Attention(const ModelConfig& c, const Checkpoint& ckpt, int
   }
 }
 
-void Qwen3Attention::bind_kv_cache(const TensorView& k_cache, const TensorView& v_cache) {
+void Qwen3Attention::bind_kv_cache(const TensorView& k_cache, const TensorView& v_cache,
+                                   const TensorView& k_scale, const TensorView& v_scale) {
   CHECK_EQ(k_cache.size(2), num_kv_heads());
   CHECK_EQ(k_cache.size(3), head_dim_);
   k_cache_ = k_cache;
   v_cache_ = v_cache;
+  k_scale_ = k_scale;
+  v_scale_ = v_scale;
 }
 
 void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
@@ -67,10 +70,10 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
                                         rope_attention_scaling_};
     kernels::qk_norm_rope_store(q, k, v, q_norm_ ? q_norm_->view() : TensorView(),
                                 k_norm_ ? k_norm_->view() : TensorView(), positions, eps_, rope,
-                                k_cache_, v_cache_, meta.slot_mapping, ctx);
+                                k_cache_, v_cache_, meta.slot_mapping, ctx, k_scale_, v_scale_);
   }
   std::optional<PhaseScope> phase(std::in_place, ctx, Phase::kAttention);
-  const kernels::PagedKV kv{k_cache_, v_cache_, meta.block_tables};
+  const kernels::PagedKV kv{k_cache_, v_cache_, meta.block_tables, k_scale_, v_scale_};
   const TensorView o = attn.reshape({t, hq, d});
   if (meta.is_prefill) {
     kernels::PrefillAttentionParams p;

@@ -16,8 +16,10 @@ class Qwen3Attention {
   Qwen3Attention(const ModelConfig& config, const Checkpoint& ckpt, int layer,
                  const ShardInfo& shard, Communicator& comm);
 
-  // This layer's slice of the KV cache: [num_blocks, block_size, kv_heads_local, head_dim].
-  void bind_kv_cache(const TensorView& k_cache, const TensorView& v_cache);
+  // This layer's slice of the KV cache: [num_blocks, block_size, kv_heads_local, head_dim]; an
+  // fp8 cache's row exponents [num_blocks, block_size, kv_heads_local] i8 beside it.
+  void bind_kv_cache(const TensorView& k_cache, const TensorView& v_cache,
+                     const TensorView& k_scale = {}, const TensorView& v_scale = {});
 
   // out, x: [T, H] bf16 (distinct). qkv: [T, qkv_width()] bf16 scratch; attn: [T, q_width()]
   // bf16 scratch. positions: [T] i32.
@@ -40,6 +42,7 @@ class Qwen3Attention {
   RowParallelLinear o_proj_;
   std::optional<Parameter> q_norm_, k_norm_;  // [D] bf16 (Qwen3)
   TensorView k_cache_, v_cache_;
+  TensorView k_scale_, v_scale_;  // fp8 cache only
 };
 
 }  // namespace nanovllm

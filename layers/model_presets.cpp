@@ -46,6 +46,9 @@ const std::vector<ModelPreset>& model_presets() {
       {"qwen3-1.7b", qwen3(2048, 6144, 28, 16, 8, 128, true)},
       {"qwen3-4b", qwen3(2560, 9728, 36, 32, 8, 128, true)},
       {"qwen3-8b", qwen3(4096, 12288, 36, 32, 8, 128, false)},
+      // The multi-GPU shapes: 14B fits one H100 in bf16 (29.5 GB), 32B one H200 (65.5 GB).
+      {"qwen3-14b", qwen3(5120, 17408, 40, 40, 8, 128, false)},
+      {"qwen3-32b", qwen3(5120, 25600, 64, 64, 8, 128, false)},
   };
   return presets;
 }

@@ -55,19 +55,31 @@ Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& c, const Checkpoint& ckpt,
                                                                       c.vocab_size, shard, comm);
 }
 
-void Qwen3ForCausalLM::bind_kv_cache(const TensorView& kv_cache) {
+void Qwen3ForCausalLM::bind_kv_cache(const TensorView& kv_cache, const TensorView& kv_scales) {
   CHECK_EQ(kv_cache.ndim, 6);
   CHECK_EQ(kv_cache.size(0), 2);
   CHECK_EQ(kv_cache.size(1), static_cast<int64_t>(layers_.size()));
   const int64_t nb = kv_cache.size(2), bs = kv_cache.size(3), hkv = kv_cache.size(4),
                 d = kv_cache.size(5);
-  const int64_t layer_elems = nb * bs * hkv * d;
-  auto* base = static_cast<uint16_t*>(kv_cache.data);
+  // Bytes, not elements: the cache is bf16 or fp8 (--kv-cache-dtype).
+  const int64_t layer_bytes = nb * bs * hkv * d * static_cast<int64_t>(dtype_size(kv_cache.dtype));
+  auto* base = static_cast<char*>(kv_cache.data);
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const TensorView k(base + i * layer_elems, DType::kBf16, {nb, bs, hkv, d}, kv_cache.device);
-    const TensorView v(base + (layers_.size() + i) * layer_elems, DType::kBf16, {nb, bs, hkv, d},
-                       kv_cache.device);
-    layers_[i]->self_attn().bind_kv_cache(k, v);
+    const TensorView k(base + static_cast<int64_t>(i) * layer_bytes, kv_cache.dtype,
+                       {nb, bs, hkv, d}, kv_cache.device);
+    const TensorView v(base + static_cast<int64_t>(layers_.size() + i) * layer_bytes,
+                       kv_cache.dtype, {nb, bs, hkv, d}, kv_cache.device);
+    TensorView k_scale, v_scale;
+    if (kv_cache.dtype == DType::kFp8E4M3) {
+      CHECK(kv_scales.dtype == DType::kI8 && kv_scales.ndim == 5);
+      auto* scales = static_cast<int8_t*>(kv_scales.data);
+      const int64_t layer_rows = nb * bs * hkv;
+      k_scale = TensorView(scales + static_cast<int64_t>(i) * layer_rows, DType::kI8, {nb, bs, hkv},
+                           kv_cache.device);
+      v_scale = TensorView(scales + static_cast<int64_t>(layers_.size() + i) * layer_rows,
+                           DType::kI8, {nb, bs, hkv}, kv_cache.device);
+    }
+    layers_[i]->self_attn().bind_kv_cache(k, v, k_scale, v_scale);
   }
 }
 

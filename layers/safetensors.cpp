@@ -100,6 +100,10 @@ const char* safetensors_dtype_name(DType t) {
       return "I64";
     case DType::kU16:
       return "U16";
+    case DType::kFp8E4M3:
+      return "F8_E4M3";
+    case DType::kI8:
+      return "I8";
   }
   return "?";
 }

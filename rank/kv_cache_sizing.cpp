@@ -25,7 +25,8 @@ int plan_kv_cache_blocks(const KvCacheSizing& sizing, const ModelConfig& config,
   if (device == Device::kCuda) return 0;  // measured by the ModelRunner after its warm-up
   CHECK_GT(sizing.block_size, 0);
   CHECK_GT(sizing.max_model_len, 0);
-  const size_t block_bytes = ModelRunner::kv_block_bytes(config, sizing.tp_size, sizing.block_size);
+  const size_t block_bytes =
+      ModelRunner::kv_block_bytes(config, sizing.tp_size, sizing.block_size, sizing.kv_dtype);
   if (sizing.cpu_kv_cache_space_gib) {
     const int blocks = cpu_kv_cache_blocks(*sizing.cpu_kv_cache_space_gib, block_bytes);
     if (blocks <= 0)

@@ -25,6 +25,7 @@ struct KvCacheSizing {
   // asks for), at most kDefaultCpuKvCacheMaxGib per rank, and never less than one sequence.
   int sequences = 1;
   int max_model_len = 4096;
+  DType kv_dtype = DType::kBf16;  // --kv-cache-dtype: fp8 halves a block's bytes
 };
 
 // The most the CPU cache takes per rank unless --cpu-kv-cache-space says otherwise (the old

@@ -70,10 +70,13 @@ struct ModelRunner::StepEvents {
   StepEvents& operator=(const StepEvents&) = delete;
 };
 
-size_t ModelRunner::kv_block_bytes(const ModelConfig& c, int tp_size, int block_size) {
+size_t ModelRunner::kv_block_bytes(const ModelConfig& c, int tp_size, int block_size,
+                                   DType kv_dtype) {
   const int64_t kv_heads = std::max<int64_t>(1, c.num_key_value_heads / tp_size);
-  return static_cast<size_t>(2 * c.num_hidden_layers * block_size * kv_heads * c.head_dim) *
-         dtype_size(DType::kBf16);
+  const auto rows = static_cast<size_t>(2 * c.num_hidden_layers * block_size * kv_heads);
+  // fp8: each row's i8 exponent beside its head_dim values.
+  if (kv_dtype == DType::kFp8E4M3) return rows * static_cast<size_t>(c.head_dim + 1);
+  return rows * static_cast<size_t>(c.head_dim) * dtype_size(kv_dtype);
 }
 
 ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConfig& config,
@@ -82,6 +85,7 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
       comm_(&comm),
       num_kv_blocks_(0),
       block_size_(options.block_size),
+      kv_dtype_(options.kv_cache_dtype),
       device_(options.device),
       inputs_(options.device) {
   const Device device = options.device;
@@ -149,12 +153,17 @@ void ModelRunner::allocate_kv_cache(int num_blocks) {
   kv_cache_ = DeviceBuffer();  // the old cache goes first: its memory may be needed now
   num_kv_blocks_ = num_blocks;
   const int64_t hkv = model_->num_kv_heads_local();
-  kv_cache_ =
-      DeviceBuffer(kv_block_bytes(config_, comm_->world_size(), block_size_) * num_blocks, device_);
+  kv_cache_ = DeviceBuffer(
+      kv_block_bytes(config_, comm_->world_size(), block_size_, kv_dtype_) * num_blocks, device_);
   kv_cache_.zero();
   if (device_ == Device::kCuda) CUDA_CHECK(cudaDeviceSynchronize());  // zeroed on the legacy stream
-  model_->bind_kv_cache(kv_cache_.view(DType::kBf16, {2, config_.num_hidden_layers, num_blocks,
-                                                      block_size_, hkv, config_.head_dim}));
+  const TensorView cache = kv_cache_.view(
+      kv_dtype_, {2, config_.num_hidden_layers, num_blocks, block_size_, hkv, config_.head_dim});
+  TensorView scales;  // fp8: the rows' exponents, after the values
+  if (kv_dtype_ == DType::kFp8E4M3)
+    scales = TensorView(static_cast<char*>(cache.data) + cache.nbytes(), DType::kI8,
+                        {2, config_.num_hidden_layers, num_blocks, block_size_, hkv}, device_);
+  model_->bind_kv_cache(cache, scales);
 }
 
 int ModelRunner::num_cuda_graphs() const {

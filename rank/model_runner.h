@@ -38,6 +38,7 @@ struct ModelRunnerOptions {
   int max_num_seqs = 512;               // the largest batch (decode rows, logits rows)
   int max_model_len = 4096;             // the longest sequence (block-table width)
   int cpu_threads = 0;                  // CPU: <= 0 picks hardware_concurrency()
+  DType kv_cache_dtype = DType::kBf16;  // --kv-cache-dtype: bf16, or fp8 e4m3 (CPU so far)
   // CUDA: time every step with events from the start (set_step_timing switches it later).
   // Each timed step waits for its end event, so it is for rank 0, whose steps wait anyway.
   bool time_steps = false;
@@ -71,7 +72,9 @@ class ModelRunner final : public StepExecutor {
   std::vector<int32_t> sample(const StepCommand& cmd, const TensorView& logits);
 
   // Bytes of KV cache per block on this rank (both K and V, every layer).
-  static size_t kv_block_bytes(const ModelConfig& config, int tp_size, int block_size);
+  // `kv_dtype`: the cache's element (bf16, or fp8 e4m3: half the bytes).
+  static size_t kv_block_bytes(const ModelConfig& config, int tp_size, int block_size,
+                               DType kv_dtype = DType::kBf16);
 
   const ModelConfig& config() const { return config_; }
   int block_size() const { return block_size_; }
@@ -125,6 +128,7 @@ class ModelRunner final : public StepExecutor {
   ModelConfig config_;
   Communicator* comm_;
   int num_kv_blocks_, block_size_;
+  DType kv_dtype_;  // the cache's element: ModelRunnerOptions::kv_cache_dtype
   Device device_;
   std::unique_ptr<CudaExecResources> cuda_;  // CUDA only; outlives everything that uses ctx_
   ExecContext ctx_;

@@ -88,7 +88,7 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
                            : CudaGraphRunner::graph_bytes_estimate(
                                  CudaGraphRunner::graph_batch_sizes(o.max_num_seqs).size(),
                                  comm_->world_size(), static_cast<int>(config_.num_hidden_layers));
-  m.kv_block_bytes = kv_block_bytes(config_, comm_->world_size(), block_size_);
+  m.kv_block_bytes = kv_block_bytes(config_, comm_->world_size(), block_size_, kv_dtype_);
   m.gpu_memory_utilization = o.gpu_memory_utilization;
   const GpuMemoryBudget budget = plan_gpu_memory(m);
   spdlog::info("rank {}: {}", rank, describe_gpu_memory(m, budget));

@@ -1,10 +1,12 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/fp8.h"
 
 namespace nanovllm::kernels::cpu {
 
@@ -14,7 +16,24 @@ struct Scratch {
   std::vector<float> q;       // [D]
   std::vector<float> scores;  // [num_keys]
   std::vector<float> acc;     // [D]
+  std::vector<float> row;     // [D]: one cached K or V row, in f32
 };
+
+// Cached row j of `kv_head` in f32, whichever the cache's dtype (bf16, or fp8 through its
+// table times the row's power of two).
+void load_row(const TensorView& cache, const TensorView& scale, int64_t block, int64_t offset,
+              int64_t kv_head, float* out) {
+  const int64_t d = cache.size(3);
+  if (cache.dtype == DType::kFp8E4M3) {
+    const std::array<float, 256>& table = fp8_e4m3_table();
+    const uint8_t* r = elem<uint8_t>(cache, block, offset, kv_head);
+    const float f = std::ldexp(1.0f, *elem<int8_t>(scale, block, offset, kv_head));
+    for (int64_t i = 0; i < d; ++i) out[i] = table[r[i]] * f;
+    return;
+  }
+  const uint16_t* r = elem<uint16_t>(cache, block, offset, kv_head);
+  for (int64_t i = 0; i < d; ++i) out[i] = bf16_to_float(r[i]);
+}
 
 // One query head over keys [0, num_keys) of one sequence, read through its block table row.
 // Softmax and the weighted sum of V in f32; out gets the bf16-rounded result.
@@ -25,18 +44,20 @@ void attend(uint16_t* out, const uint16_t* q, const PagedKV& kv, const int32_t* 
   s.q.resize(d);
   s.acc.assign(d, 0.0f);
   s.scores.resize(std::max<int64_t>(num_keys, 1));
+  s.row.resize(d);
   for (int64_t i = 0; i < d; ++i) s.q[i] = bf16_to_float(q[i]);
-  auto key_row = [&](const TensorView& cache, int64_t j) {
+  auto key_row = [&](const TensorView& cache, const TensorView& scale, int64_t j) {
     const int32_t block = block_row[j / block_size];
     CHECK_GE(block, 0);
     CHECK_LT(block, cache.size(0));
-    return elem<uint16_t>(cache, block, j % block_size, kv_head);
+    load_row(cache, scale, block, j % block_size, kv_head, s.row.data());
+    return s.row.data();
   };
   float max_score = -INFINITY;
   for (int64_t j = 0; j < num_keys; ++j) {
-    const uint16_t* k = key_row(kv.k_cache, j);
+    const float* k = key_row(kv.k_cache, kv.k_scale, j);
     float dot = 0.0f;
-    for (int64_t i = 0; i < d; ++i) dot += s.q[i] * bf16_to_float(k[i]);
+    for (int64_t i = 0; i < d; ++i) dot += s.q[i] * k[i];
     s.scores[j] = dot * scale;
     max_score = std::max(max_score, s.scores[j]);
   }
@@ -44,8 +65,8 @@ void attend(uint16_t* out, const uint16_t* q, const PagedKV& kv, const int32_t* 
   for (int64_t j = 0; j < num_keys; ++j) {
     const float p = std::exp(s.scores[j] - max_score);
     denom += p;
-    const uint16_t* v = key_row(kv.v_cache, j);
-    for (int64_t i = 0; i < d; ++i) s.acc[i] += p * bf16_to_float(v[i]);
+    const float* v = key_row(kv.v_cache, kv.v_scale, j);
+    for (int64_t i = 0; i < d; ++i) s.acc[i] += p * v[i];
   }
   const float inv = num_keys > 0 ? 1.0f / denom : 0.0f;
   for (int64_t i = 0; i < d; ++i) out[i] = float_to_bf16(s.acc[i] * inv);
@@ -53,7 +74,11 @@ void attend(uint16_t* out, const uint16_t* q, const PagedKV& kv, const int32_t* 
 
 void check_common(const TensorView& out, const TensorView& q, const PagedKV& kv) {
   CHECK(out.dtype == DType::kBf16 && q.dtype == DType::kBf16);
-  CHECK(kv.k_cache.dtype == DType::kBf16 && kv.v_cache.dtype == DType::kBf16);
+  CHECK(kv.k_cache.dtype == kv.v_cache.dtype);
+  CHECK(kv.k_cache.dtype == DType::kBf16 || kv.k_cache.dtype == DType::kFp8E4M3);
+  if (kv.k_cache.dtype == DType::kFp8E4M3)
+    CHECK(kv.k_scale.dtype == DType::kI8 && kv.v_scale.dtype == DType::kI8 &&
+          kv.k_scale.ndim == 3 && kv.v_scale.ndim == 3);
   CHECK(kv.k_cache.is_contiguous() && kv.v_cache.is_contiguous());
   CHECK(q.ndim == 3 && out.ndim == 3 && kv.k_cache.ndim == 4);
   CHECK(q.stride[2] == 1 && out.stride[2] == 1);

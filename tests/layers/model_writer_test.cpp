@@ -180,6 +180,8 @@ TEST(ModelWriter, PresetParameterCountsMatchPublishedQwen3Sizes) {
   EXPECT_EQ(parameter_count(model_preset("qwen3-1.7b")), count(2048, 6144, 28, 16, 8, true));
   EXPECT_EQ(parameter_count(model_preset("qwen3-4b")), count(2560, 9728, 36, 32, 8, true));
   EXPECT_EQ(parameter_count(model_preset("qwen3-8b")), count(4096, 12288, 36, 32, 8, false));
+  EXPECT_EQ(parameter_count(model_preset("qwen3-14b")), count(5120, 17408, 40, 40, 8, false));
+  EXPECT_EQ(parameter_count(model_preset("qwen3-32b")), count(5120, 25600, 64, 64, 8, false));
   // Published sizes (Qwen3 model cards): total and non-embedding, in billions.
   auto billions = [](int64_t n) { return static_cast<double>(n) / 1e9; };
   EXPECT_NEAR(billions(parameter_count(model_preset("qwen3-0.6b"))), 0.596, 0.001);
@@ -190,6 +192,11 @@ TEST(ModelWriter, PresetParameterCountsMatchPublishedQwen3Sizes) {
   EXPECT_NEAR(billions(parameter_count(model_preset("qwen3-4b")) - 151936 * 2560), 3.6, 0.05);
   EXPECT_NEAR(billions(parameter_count(model_preset("qwen3-8b"))), 8.2, 0.05);
   EXPECT_NEAR(billions(parameter_count(model_preset("qwen3-8b")) - 2 * 151936 * 4096), 6.95, 0.05);
+  // 14.8B (13.2B non-embedding) and 32.8B (31.2B), untied.
+  EXPECT_NEAR(billions(parameter_count(model_preset("qwen3-14b"))), 14.8, 0.05);
+  EXPECT_NEAR(billions(parameter_count(model_preset("qwen3-14b")) - 2 * 151936 * 5120), 13.2, 0.05);
+  EXPECT_NEAR(billions(parameter_count(model_preset("qwen3-32b"))), 32.8, 0.05);
+  EXPECT_NEAR(billions(parameter_count(model_preset("qwen3-32b")) - 2 * 151936 * 5120), 31.2, 0.05);
   EXPECT_THROW(model_preset("qwen3-70b"), std::invalid_argument);
 }
 

@@ -48,6 +48,16 @@ TEST(TensorParallelShape, Qwen3EightBillionReplicatesKvHeadsPastEightRanks) {
   EXPECT_NE(refusal(c, 64).find("over 64 ranks"), std::string::npos);
 }
 
+// The 8-GPU shapes: 40 q heads (14B) split over 8 ranks but not 16; 64 (32B) over up to 64
+// ranks as far as q heads go, 8 kv heads replicated past 8.
+TEST(TensorParallelShape, FourteenAndThirtyTwoBillionSplitOverEightRanks) {
+  const ModelConfig& b14 = model_preset("qwen3-14b");
+  for (int tp : {1, 2, 4, 8}) EXPECT_EQ(refusal(b14, tp), "") << "14b tp " << tp;
+  EXPECT_NE(refusal(b14, 16).find("40 attention (q) heads"), std::string::npos);
+  const ModelConfig& b32 = model_preset("qwen3-32b");
+  for (int tp : {1, 2, 4, 8, 16}) EXPECT_EQ(refusal(b32, tp), "") << "32b tp " << tp;
+}
+
 TEST(TensorParallelShape, KvHeadsIntermediateAndVocabularyRulesNameTheirNumbers) {
   ModelConfig c = model_preset("qwen3-0.6b");
   c.num_attention_heads = 24;
