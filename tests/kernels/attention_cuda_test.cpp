@@ -190,6 +190,13 @@ TEST(PrefillAttentionCuda, NoGqaOddLengths) {
   check_prefill({{127, 129}, {200, 200}}, 64, 2, 2, 256, 14);
 }
 
+// Qwen3-14B: 40 q heads over 8 kv heads (a group of 5: the mma.sync kernel, the Hopper one
+// takes powers of two).
+TEST(PrefillAttentionCuda, Gqa5OfTheFourteenBillionShape) {
+  SKIP_WITHOUT_CUDA();
+  check_prefill({{300, 300}, {17, 600}, {1, 1}}, 128, 40, 8, 256, 17);
+}
+
 TEST(PrefillAttentionCuda, MaxModelLen4096) {
   SKIP_WITHOUT_CUDA();
   check_prefill({{4096, 4096}}, 128, 2, 1, 256, 15);
@@ -205,10 +212,10 @@ TEST(DecodeAttentionCuda, Batch1TileEdgesAndLongContextsInEverySplitMode) {
   }
 }
 
-TEST(DecodeAttentionCuda, MixedLengthsInOneBatchGqa1248HeadDims64And128) {
+TEST(DecodeAttentionCuda, MixedLengthsInOneBatchGqa12458HeadDims64And128) {
   SKIP_WITHOUT_CUDA();
   const std::vector<int> lens{1, 31, 32, 33, 255, 256, 257, 1000, 4096, 2, 64, 65, 700, 16};
-  for (int64_t g : {1, 2, 4, 8}) {
+  for (int64_t g : {1, 2, 4, 5, 8}) {  // 5: Qwen3-14B's 40 q over 8 kv heads
     for (Split split : kAllSplits) {
       check_decode(lens, {128, 2 * g, 2, 256}, split, 23);
       check_decode(lens, {64, 4 * g, 4, 16}, split, 24);
