@@ -43,14 +43,14 @@ EngineOptions options_of(const std::string& options_json) {
 }  // namespace
 
 EmbeddedEngine::EmbeddedEngine(const std::string& options_json, const std::string& library_dir)
-    : s_([&] {
-        const EngineOptions o = options_of(options_json);
+    : options_([&] {
+        EngineOptions o = options_of(options_json);
         configure_logging(o.launch.log_level, "nanovllm");
-        return settings_of(o);
+        return o;
       }()),
+      s_(settings_of(options_)),
       tokenizer_(Tokenizer::from_file((s_.model_dir / "tokenizer.json").string())),
       levels_{load_generation_config(s_.model_dir), s_.job.cli_sampling} {
-  const EngineOptions o = options_of(options_json);
   const std::filesystem::path model = s_.model_dir.lexically_normal();
   result_options_.served_model =
       (model.has_filename() ? model : model.parent_path()).filename().string();
@@ -64,8 +64,8 @@ EmbeddedEngine::EmbeddedEngine(const std::string& options_json, const std::strin
     executor_ = load_model_runner(s_, *single_);
   } else {
     const std::filesystem::path worker =
-        o.worker_path.empty() ? std::filesystem::path(library_dir) / "nanovllm-worker"
-                              : o.worker_path;
+        options_.worker_path.empty() ? std::filesystem::path(library_dir) / "nanovllm-worker"
+                                     : options_.worker_path;
     workers_ = std::make_unique<WorkerGroup>(s_, worker, options_json);
     const ReplicaRegion& region = workers_->region();
     const RunSegmentLayout& layout = workers_->layout();

@@ -16,6 +16,7 @@
 #include "engine/result_writer.h"
 #include "engine/sampling_defaults.h"
 #include "engine/tokenizer.h"
+#include "launcher/engine_options.h"
 #include "launcher/nccl_group.h"
 #include "launcher/run_settings.h"
 #include "launcher/worker_group.h"
@@ -53,6 +54,7 @@ class EmbeddedEngine {
  private:
   void check_workers() const;  // throws WorkerDied once one is gone
 
+  EngineOptions options_;  // the keywords, parsed once (the workers parse the same JSON)
   RunSettings s_;
   Tokenizer tokenizer_;
   SamplingLevels levels_;
