@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "engine/job/interrupt.h"
-#include "engine/step_builder.h"
 #include "ipc/broadcast_step_executor.h"
 #include "ipc/shm_communicator.h"
 #include "ipc/step_command_serialization.h"
 #include "ipc/step_ring_sizing.h"
 #include "launcher/counting_step_executor.h"
 #include "launcher/gpu_probe.h"
+#include "launcher/group_segment.h"
 #include "launcher/logging.h"
 #include "launcher/nccl_group.h"
 #include "launcher/rank_entry.h"
@@ -100,8 +100,7 @@ int run_replica_groups(const RunSettings& s, spdlog::level::level_enum level, Re
                        const StallPolicy& stall) {
   const GroupShape shape{job.replicas(), s.tp_size};
   const bool ring_needed = shape.tp > 1;
-  const RingConfig ring =
-      step_ring_config(step_limits(s.job.engine), static_cast<uint32_t>(std::max(shape.tp - 1, 1)));
+  const RingConfig ring = run_ring_config(s);
   const RunSegmentLayout layout = run_layout(s, shape.replicas);
 
   SupervisorOptions options;
@@ -111,12 +110,7 @@ int run_replica_groups(const RunSettings& s, spdlog::level::level_enum level, Re
   options.rank_name = [shape](int index) { return shape.name(index); };
   Supervisor supervisor(options);
   const RunSegment seg = init_run_segment(supervisor.segment().data(), layout);
-  for (const ReplicaRegion& region : seg.replicas) {
-    if (!ring_needed) continue;
-    ring_init(region.ring, layout.ring_bytes, ring);
-    shm_communicator_init(region.comm, layout.comm_bytes, shape.tp, comm_elems(s));
-    rendezvous_init(region.rendezvous, layout.rendezvous_bytes);
-  }
+  init_group_regions(seg, layout, s);
   job.attach(seg);
   const bool cuda = s.device == Device::kCuda;
   const pid_t launcher = ::getpid();

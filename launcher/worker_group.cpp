@@ -11,13 +11,9 @@
 #include <stdexcept>
 
 #include "engine/job/interrupt.h"
-#include "engine/step_builder.h"
 #include "ipc/broadcast_ring.h"
 #include "ipc/rendezvous.h"
-#include "ipc/shm_communicator.h"
-#include "ipc/step_ring_sizing.h"
-#include "launcher/rank_entry.h"
-#include "launcher/worker_rank.h"
+#include "launcher/group_segment.h"
 
 extern char** environ;
 
@@ -78,11 +74,7 @@ WorkerGroup::WorkerGroup(const RunSettings& s, const std::filesystem::path& work
         return ShmSegment::create(make_segment_name(segment_prefix()), layout_.total);
       }()) {
   segment_map_ = init_run_segment(segment_.data(), layout_);
-  const ReplicaRegion& r = region();
-  ring_init(r.ring, layout_.ring_bytes,
-            step_ring_config(step_limits(s.job.engine), static_cast<uint32_t>(s.tp_size - 1)));
-  shm_communicator_init(r.comm, layout_.comm_bytes, s.tp_size, comm_elems(s));
-  rendezvous_init(r.rendezvous, layout_.rendezvous_bytes);
+  init_group_regions(segment_map_, layout_, s);
   std::error_code ec;
   if (!std::filesystem::is_regular_file(worker, ec)) {
     ShmSegment::remove(segment_.name());

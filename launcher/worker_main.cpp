@@ -17,6 +17,7 @@
 #include "ipc/shm_segment.h"
 #include "kernels/check.h"
 #include "launcher/engine_options.h"
+#include "launcher/group_segment.h"
 #include "launcher/logging.h"
 #include "launcher/worker_rank.h"
 

@@ -2,7 +2,7 @@
 // CUDA, the shared-memory all-reduce on the CPU), loads its shard of the model and executes
 // rank 0's step commands from the ring until EXIT. The body of nanovllm-launch's forked
 // workers (launcher/rank_groups.cpp) and of the nanovllm-worker processes the C library
-// spawns (launcher/worker_main.cpp), over the same segment layout.
+// spawns (launcher/worker_main.cpp), over the same segment layout (launcher/group_segment.h).
 #pragma once
 
 #include <cstddef>
@@ -11,10 +11,6 @@
 #include "launcher/run_settings.h"
 
 namespace nanovllm {
-
-// The segment of one run of `replicas` groups of s.tp_size ranks, as the launcher and the C
-// library lay it out (ring, all-reduce staging, rendezvous: the same sizes on every side).
-RunSegmentLayout run_layout(const RunSettings& s, int replicas);
 
 // Returns the process's exit code (0: EXIT received, or rank 0 had nothing to run). Stop
 // signals are ignored once the model is loaded: rank 0 ends the loop.

@@ -59,6 +59,18 @@ for r in d.get("per_tp", [d]):
 PY
 }
 
+# nanovllm-bench on nano-vllm's workload, once: `bench_run TAG MODEL TIMEOUT FLAGS...` prints
+# its configurations' rows and its table; output in $out/TAG.{json,txt,err}.
+bench_run() {
+  local tag=$1 model=$2 limit=$3
+  shift 3
+  timeout "$limit" "$bundle/bin/nanovllm-bench" "$work/$model" --device cuda --workloads nanovllm \
+    --runs 1 "$@" --json "$out/$tag.json" >"$out/$tag.txt" 2>"$out/$tag.err"
+  echo "bench $model $* rc=$?"
+  bench_rows "$out/$tag.json"
+  tail -n 12 "$out/$tag.txt"
+}
+
 make_model "$preset"
 dps=1; for d in 2 4; do [ "$gpus" -ge "$d" ] && dps="$dps $d"; done
 has launch && for d in $dps; do
@@ -67,39 +79,19 @@ has launch && for d in $dps; do
   [ "$d" = 1 ] || echo "  ${preset} dp $d vs dp 1 (work x$d): $(ratio "${preset}_dp1" "${preset}_dp$d")"
 done
 
-if has bench; then
-  timeout 420 "$bundle/bin/nanovllm-bench" "$work/$preset" --device cuda --workloads nanovllm \
-    --runs 1 --dp "${dps// /,}" --json "$out/bench_dp_$preset.json" \
-    >"$out/bench_dp_$preset.txt" 2>"$out/bench_dp_$preset.err"
-  echo "bench $preset --dp ${dps// /,} rc=$?"
-  bench_rows "$out/bench_dp_$preset.json"
-  tail -n 12 "$out/bench_dp_$preset.txt"
-fi
+has bench && bench_run "bench_dp_$preset" "$preset" 420 --dp "${dps// /,}"
 
 # kill -9 of replica 1's rank 0 while it decodes.
 if has kill && [ "$gpus" -ge 2 ]; then
   [ -f "$out/work_x2.jsonl" ] || repeat_workload 2 "$out/work_x2.jsonl"
   "$bundle/bin/nanovllm-launch" "$work/$preset" "$out/work_x2.jsonl" --device cuda \
     --data-parallel-size 2 -o "$out/kill.jsonl" >"$out/kill.log" 2>&1 &
-  launcher=$!
-  for _ in $(seq 600); do grep -q 'all 2 replicas loaded' "$out/kill.log" && [ -s "$out/kill.jsonl" ] && break; sleep 0.1; done
-  victim=$(grep -o 'replica 1 rank 0 started (pid [0-9]*)' "$out/kill.log" | grep -o '[0-9]*)' | tr -d ')')
-  t0=$(date +%s.%N); kill -9 "$victim"; wait "$launcher"; rc=$?; t1=$(date +%s.%N)
-  sleep 1
-  left=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)
-  echo "kill -9 replica 1 rank 0 (pid $victim): launcher exit $rc after $(python3 -c "print(f'{$t1-$t0:.2f}')") s;" \
-    "$(grep -o 'nanovllm-launch: replica 1 rank 0 (pid [0-9]*) was killed by signal 9' "$out/kill.log" | head -1);" \
-    "$(wc -l <"$out/kill.jsonl") finished lines kept; GPU processes left: $left"
+  kill_mid_run 'replica 1 rank 0' "$out/kill.log" "$out/kill.jsonl" $!
 fi
 
 if has layouts && [ -n "$big" ] && [ "$gpus" -ge 2 ]; then
   make_model "$big"
   layouts=dp1xtp1
   for t in 1 2 4; do [ "$gpus" -ge "$t" ] && [ $((gpus % t)) = 0 ] && layouts="$layouts,dp$((gpus / t))xtp$t"; done
-  timeout 540 "$bundle/bin/nanovllm-bench" "$work/$big" --device cuda --workloads nanovllm \
-    --runs 1 --layouts "$layouts" --json "$out/bench_layouts_$big.json" \
-    >"$out/bench_layouts_$big.txt" 2>"$out/bench_layouts_$big.err"
-  echo "bench $big --layouts $layouts rc=$?"
-  bench_rows "$out/bench_layouts_$big.json"
-  tail -n 12 "$out/bench_layouts_$big.txt"
+  bench_run "bench_layouts_$big" "$big" 540 --layouts "$layouts"
 fi

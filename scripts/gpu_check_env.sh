@@ -5,6 +5,11 @@
 #   bundle out work gpus   the bundle folder, where logs go ($OUT or /tmp), the models' folder,
 #                          how many GPUs are visible
 #   make_model PRESET      writes the random-weight preset (seed 1) under $work once
+#   kill_mid_run WHO LOG RESULTS LAUNCHER_PID
+#                          once LOG shows "WHO started (pid N)", every replica loaded and a
+#                          first line in RESULTS, kill -9 N; prints the seconds until the
+#                          launcher exits, the line naming N, the lines kept and the GPU
+#                          processes left
 bundle=bundle out=${OUT:-/tmp} work=/tmp/nanovllm_gpu
 [ -d "$bundle" ] || tar -xJf build-bundle/bundle.tar.xz
 nccl_lib=$(python3 -c 'import importlib.util as u; print(list(u.find_spec("nvidia.nccl").submodule_search_locations)[0] + "/lib")' 2>/dev/null)
@@ -14,4 +19,20 @@ mkdir -p "$work"
 make_model() {
   [ -f "$work/$1/config.json" ] || "$bundle/bin/nanovllm-mkmodel" --preset "$1" --seed 1 \
     --threads "$(nproc)" --tokenizer-dir "$bundle/tokenizer" "$work/$1" >/dev/null
+}
+kill_mid_run() {
+  local who=$1 log=$2 results=$3 launcher=$4 victim t0 t1 rc left
+  # Mid-run: a first result written and, with replicas, every replica loaded.
+  for _ in $(seq 900); do
+    [ -s "$results" ] && { grep -q 'replicas loaded' "$log" || ! grep -q 'data parallelism:' "$log"; } &&
+      break
+    sleep 0.1
+  done
+  victim=$(grep -o "$who started (pid [0-9]*)" "$log" | grep -o '[0-9]*)' | tr -d ')')
+  t0=$(date +%s.%N); kill -9 "$victim"; wait "$launcher"; rc=$?; t1=$(date +%s.%N)
+  sleep 1
+  left=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)
+  echo "kill -9 $who (pid $victim): launcher exit $rc after $(python3 -c "print(f'{$t1-$t0:.2f}')") s;" \
+    "$(grep -o "nanovllm-launch: $who (pid [0-9]*) was killed by signal 9" "$log" | head -1);" \
+    "$(wc -l <"$results") finished lines kept; GPU processes left: $left"
 }

@@ -15,14 +15,8 @@ for tp in 2 4; do
   log=$out/kill_tp$tp.log results=$out/kill_tp$tp.jsonl
   "$bundle/bin/nanovllm-launch" "$work/$preset" bench/data/nanovllm_workload.jsonl --device cuda \
     --tp "$tp" -o "$results" >"$log" 2>&1 &
-  launcher=$!
-  for _ in $(seq 900); do grep -q 'rank 0: model loaded' "$log" && [ -s "$results" ] && break; sleep 0.1; done
-  victim=$(grep -o 'rank 1 started (pid [0-9]*)' "$log" | grep -o '[0-9]*)' | tr -d ')')
+  echo -n "tp $tp: "
+  kill_mid_run 'rank 1' "$log" "$results" $!  # not in $(...): it waits for the launcher
   peer=$(grep -o 'peer-memory all-reduce over[^;]*' "$log" | head -1)
-  t0=$(date +%s.%N); kill -9 "$victim"; wait "$launcher"; rc=$?; t1=$(date +%s.%N)
-  sleep 1
-  left=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)
-  echo "tp $tp (${peer:-peer path: see $log}): kill -9 rank 1 (pid $victim) -> launcher exit $rc" \
-    "after $(python3 -c "print(f'{$t1-$t0:.2f}')") s; $(grep -o 'nanovllm-launch: rank 1 (pid [0-9]*) was killed by signal 9' "$log" | head -1);" \
-    "$(wc -l <"$results") finished lines kept; GPU processes left: $left"
+  echo "  (${peer:-no peer-memory all-reduce: see $log})"
 done

@@ -44,7 +44,7 @@ std::string RequestRunner::submit(const Request& r, size_t index,
   for (const CompletionRun& run : completion_runs(r, written)) {
     const AddRequestResult added = engine_.add_request(r.prompt_token_ids, run.params, r.id);
     if (!added.ok()) {  // the prompt cannot run: the same for every completion
-      refused_[index] = true;
+      refused_.insert(index);
       left_.erase(index);
       return added.error;
     }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/job/work_left.h"
@@ -65,7 +66,7 @@ class RequestRunner {
   WorkLeftTracker work_left_;
   std::unordered_map<int64_t, Submitted> submitted_;  // RequestOutput::request_id -> ...
   std::unordered_map<size_t, int32_t> left_;          // index -> completions not yet finished
-  std::unordered_map<size_t, bool> refused_;
+  std::unordered_set<size_t> refused_;                // indexes the engine refused
 };
 
 }  // namespace nanovllm

@@ -109,10 +109,11 @@ int run_engine(const JobSettings& s, StepExecutor& executor, const PendingWork& 
     progress.set_tokens(stats.num_prefill_tokens, stats.num_decode_tokens);
     totals.tokens(stats, progress.output_tokens(), writer.num_ok() + writer.num_failed());
     // The ETA's input walks the running batch: only when a line is drawn (or published).
-    if (progress.output_due() || totals.work_due()) {
+    const bool publish = totals.work_due();
+    if (progress.output_due() || publish) {
       const WorkLeft left = runner.work_left();
       progress.set_work_left(left);
-      if (totals.work_due()) totals.work(left);
+      if (publish) totals.work(left);
     }
     progress.update();
   }

@@ -36,16 +36,21 @@ const fs::path& work_dir() {
   return dir;
 }
 
-const fs::path& tiny_model() {
-  static const fs::path dir = [] {
-    const fs::path d = work_dir() / "tiny";
+fs::path preset_model(const std::string& preset, uint64_t seed) {
+  // The folder's name is the preset's: results name the served model after it.
+  const fs::path d = work_dir() / ("seed-" + std::to_string(seed)) / preset;
+  if (!fs::exists(d / "config.json")) {
     ModelWriterOptions options;
-    options.preset = "tiny";
-    options.seed = 1;
+    options.preset = preset;
+    options.seed = seed;
     options.tokenizer_dir = tokenizer_dir();
-    write_model_folder(model_preset("tiny"), d, options);
-    return d;
-  }();
+    write_model_folder(model_preset(preset), d, options);
+  }
+  return d;
+}
+
+const fs::path& tiny_model() {
+  static const fs::path dir = preset_model("tiny", 1);
   return dir;
 }
 

@@ -25,6 +25,8 @@ fs::path tokenizer_dir();
 
 const fs::path& work_dir();    // one temp dir per test binary, removed at exit
 const fs::path& tiny_model();  // `tiny`, seed 1, with the Qwen3 tokenizer, written once
+// Preset `preset` with weights of `seed` and the Qwen3 tokenizer, written once per binary.
+fs::path preset_model(const std::string& preset, uint64_t seed);
 
 std::string unique_prefix();  // a segment prefix of this test alone
 std::vector<std::string> segments(const std::string& prefix);  // ours in /dev/shm

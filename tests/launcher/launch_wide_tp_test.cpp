@@ -8,25 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "layers/model_presets.h"
-#include "layers/model_writer.h"
 #include "tests/launcher/launch_test_support.h"
 
 namespace nanovllm::testing {
 namespace {
-
-const fs::path& tiny128_model() {
-  static const fs::path dir = [] {
-    const fs::path d = work_dir() / "tiny-128";
-    ModelWriterOptions options;
-    options.preset = "tiny-128";
-    options.seed = 3;
-    options.tokenizer_dir = tokenizer_dir();
-    write_model_folder(model_preset("tiny-128"), d, options);
-    return d;
-  }();
-  return dir;
-}
 
 // (id, completion index) -> token ids.
 std::map<std::pair<std::string, int>, Json> tokens_of(const fs::path& out) {
@@ -49,8 +34,9 @@ TEST(LaunchWideTensorParallel, Tp4AndTp8ReproduceTp1OnAShapeThatSplitsEightWays)
   std::map<int, std::map<std::pair<std::string, int>, Json>> by_tp;
   for (int tp : {1, 4, 8}) {
     const fs::path out = work_dir() / ("wide-tp" + std::to_string(tp) + ".out");
-    const Launch l = spawn_with_model(tiny128_model(), prompts, "wide-tp" + std::to_string(tp),
-                                      {"--tp", std::to_string(tp), "-o", out.string()});
+    const Launch l =
+        spawn_with_model(preset_model("tiny-128", 3), prompts, "wide-tp" + std::to_string(tp),
+                         {"--tp", std::to_string(tp), "-o", out.string()});
     ASSERT_EQ(finish(l), 0) << run_args(l);
     by_tp[tp] = tokens_of(out);
   }
