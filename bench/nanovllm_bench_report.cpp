@@ -26,10 +26,9 @@ double median_of(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// A figure for the table: "-" where the JSON has null (or nothing).
-std::string num(const json& v, int decimals) {
-  if (!v.is_number()) return "-";
-  return fmt::format("{:.{}f}", v.get<double>(), decimals);
+// OBJECT's KEY for the tables, "-" where it is null or missing.
+std::string figure(const json& object, const char* key, int decimals) {
+  return table_number(optional_field(object, key), decimals);
 }
 
 // One decode-step entry: its time against the limit, then its phases.
@@ -37,19 +36,31 @@ void print_decode_step(std::FILE* out, const json& d) {
   fmt::print(out,
              "\ndecode step (batch {}, context {}): {} ms (greedy {} ms, eager profiled {} ms), "
              "limit {} ms = {}% of limit\n",
-             d["batch"].get<int>(), d["context"].get<int>(), num(d["step_ms"], 3),
-             num(d["greedy_step_ms"], 3), num(d["eager_step_ms"], 3), num(d["limit_ms"], 3),
-             num(d["pct_of_limit"], 1));
+             d["batch"].get<int>(), d["context"].get<int>(), figure(d, "step_ms", 3),
+             figure(d, "greedy_step_ms", 3), figure(d, "eager_step_ms", 3),
+             figure(d, "limit_ms", 3), figure(d, "pct_of_limit", 1));
   fmt::print(out,
-             "  sampling cost {}%, host share {}%; phases (ms):", num(d["sampling_cost_pct"], 1),
-             num(d["host_share_pct"], 1));
+             "  sampling cost {}%, host share {}%; phases (ms):", figure(d, "sampling_cost_pct", 1),
+             figure(d, "host_share_pct", 1));
+  const json phases = optional_field(d, "phases_ms");
   for (const char* phase :
        {"attention", "gemm", "elementwise", "all_reduce", "logits_gather", "sampling", "host"})
-    fmt::print(out, " {} {}", phase, num(d["phases_ms"].value(phase, json(nullptr)), 3));
+    fmt::print(out, " {} {}", phase,
+               phases.is_object() ? figure(phases, phase, 3) : std::string("-"));
   fmt::print(out, "\n");
 }
 
 }  // namespace
+
+json optional_field(const json& object, const char* key) {
+  const auto it = object.find(key);
+  return it == object.end() ? json(nullptr) : *it;
+}
+
+std::string table_number(const json& v, int decimals) {
+  if (!v.is_number()) return "-";
+  return fmt::format("{:.{}f}", v.get<double>(), decimals);
+}
 
 json run_json(const RunMeasure& m) {
   json r;
@@ -188,12 +199,13 @@ void print_result(std::FILE* out, const json& r) {
   fmt::print(out,
              "start-up (not timed): machine limits {} s, model {} s (weights {} s, warm-up {} s, "
              "graph capture {} s), warm-up request {} s\n",
-             num(s["machine_limits_s"], 2), num(s["load_s"], 2), num(s["weights_s"], 2),
-             num(s["warmup_s"], 2), num(s["graph_capture_s"], 2), num(s["warmup_request_s"], 2));
+             figure(s, "machine_limits_s", 2), figure(s, "load_s", 2), figure(s, "weights_s", 2),
+             figure(s, "warmup_s", 2), figure(s, "graph_capture_s", 2),
+             figure(s, "warmup_request_s", 2));
   if (machine["device"].is_string())
     fmt::print(out, "machine: {}, {} GB/s copy, {} TFLOP/s bf16 (the limit's ceilings)\n",
-               machine["device"].get<std::string>(), num(machine["copy_bandwidth_gbs"], 0),
-               num(machine["bf16_tflops"], 0));
+               machine["device"].get<std::string>(), figure(machine, "copy_bandwidth_gbs", 0),
+               figure(machine, "bf16_tflops", 0));
   else
     fmt::print(out, "machine: not measured (CPU backend): no limit, % of limit is '-'\n");
   fmt::print(
@@ -209,10 +221,10 @@ void print_result(std::FILE* out, const json& r) {
         "{:<16}{:>6}{:>10}{:>10}{:>9}{:>9}{:>11}{:>11}{:>11}{:>11}{:>9}{:>9}{:>9}{:>9}{:>9}{:>8}\n",
         w["name"].get<std::string>(), w["num_requests"].get<int64_t>(),
         w["prompt_tokens"].get<int64_t>(), w["output_tokens"].get<int64_t>(),
-        num(m["elapsed_s"], 3), num(m["requests_per_s"], 2), num(m["total_tok_s"], 1),
-        num(m["output_tok_s"], 1), num(m["prefill_tok_s"], 1), num(m["decode_tok_s"], 1),
-        num(m["ttft_ms"], 1), num(m["tpot_ms"], 2), num(m["cached_tokens"], 0),
-        num(m["pct_of_limit"], 1), num(m["decode_pct_of_limit"], 1),
+        figure(m, "elapsed_s", 3), figure(m, "requests_per_s", 2), figure(m, "total_tok_s", 1),
+        figure(m, "output_tok_s", 1), figure(m, "prefill_tok_s", 1), figure(m, "decode_tok_s", 1),
+        figure(m, "ttft_ms", 1), figure(m, "tpot_ms", 2), figure(m, "cached_tokens", 0),
+        figure(m, "pct_of_limit", 1), figure(m, "decode_pct_of_limit", 1),
         fmt::format("{:.1f}%{}", spread, spread > kSpreadWarnPct ? "!" : ""));
   }
   for (const json& w : r["workloads"]) {
@@ -221,15 +233,17 @@ void print_result(std::FILE* out, const json& r) {
       fmt::print(out,
                  "\n{}: prefill {} prompt tok/s over {} s of prefill steps, {} TFLOP = {}% of "
                  "the BF16 rate\n",
-                 w["name"].get<std::string>(), num(m["prefill_tok_s"], 1), num(m["prefill_s"], 3),
-                 num(json(w["flop_count"].get<double>() / 1e12), 1), num(w["prefill_flop_pct"], 1));
+                 w["name"].get<std::string>(), figure(m, "prefill_tok_s", 1),
+                 figure(m, "prefill_s", 3),
+                 table_number(json(w["flop_count"].get<double>() / 1e12), 1),
+                 figure(w, "prefill_flop_pct", 1));
     const json im = w.value("interference", json(nullptr));
     if (im.is_object())
       fmt::print(out,
                  "\n{}: longest token gap of the running sequences {} ms while the late prompt "
                  "prefilled (baseline {} ms), its TTFT {} ms\n",
-                 w["name"].get<std::string>(), num(im["max_gap_ms"], 1),
-                 num(im["baseline_max_gap_ms"], 1), num(im["long_ttft_ms"], 1));
+                 w["name"].get<std::string>(), figure(im, "max_gap_ms", 1),
+                 figure(im, "baseline_max_gap_ms", 1), figure(im, "long_ttft_ms", 1));
   }
   const json& engine = r["engine"];
   if (engine.contains("enable_chunked_prefill"))
@@ -239,13 +253,14 @@ void print_result(std::FILE* out, const json& r) {
                engine["long_prefill_token_threshold"].get<int>(),
                engine["chunked_step_mode"].get<std::string>(),
                engine["max_num_batched_tokens"].get<int>());
-  if (!r["decode_step"].is_object()) {
+  // value(): a const json's operator[] on a missing key is undefined behaviour.
+  if (!r.value("decode_step", json(nullptr)).is_object()) {
     fmt::print(out, "\ndecode step: - (measured on CUDA when --workloads has decode-step)\n");
     return;
   }
   // Older files hold only decode_step.
   const json steps =
-      r.contains("decode_steps") ? r["decode_steps"] : json::array({r["decode_step"]});
+      r.contains("decode_steps") ? r["decode_steps"] : json::array({r.at("decode_step")});
   for (const json& d : steps) print_decode_step(out, d);
 }
 

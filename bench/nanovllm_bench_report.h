@@ -36,6 +36,12 @@ nlohmann::json machine_json(const std::optional<MachineLimits>& limits);
 // "model": the folder's name and the limit model's shape of it.
 nlohmann::json model_json(const std::string& name, const ModelShape& shape);
 
+// OBJECT's KEY, or null where it has none: files of older versions lack newer keys, and a
+// const json's operator[] on a missing key is undefined behaviour.
+nlohmann::json optional_field(const nlohmann::json& object, const char* key);
+// A figure for the tables: "-" where the JSON has null.
+std::string table_number(const nlohmann::json& v, int decimals);
+
 // The table of one configuration's result (bench/nanovllm_bench_scaling.h compares several).
 void print_result(std::FILE* out, const nlohmann::json& result);
 

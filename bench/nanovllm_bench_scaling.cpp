@@ -4,19 +4,11 @@
 
 #include <string>
 
+#include "bench/nanovllm_bench_report.h"
+
 namespace nanovllm::bench {
 
 using nlohmann::json;
-
-namespace {
-
-// A figure for the table: "-" where the JSON has null (or nothing).
-std::string num(const json& v, int decimals) {
-  if (!v.is_number()) return "-";
-  return fmt::format("{:.{}f}", v.get<double>(), decimals);
-}
-
-}  // namespace
 
 json scaling_json(const std::vector<json>& per_tp) {
   json out = json::array();
@@ -30,17 +22,17 @@ json scaling_json(const std::vector<json>& per_tp) {
              {"pct_of_limit", json::array()},
              {"speedup", json::array()},
              {"efficiency_pct", json::array()}};
-    const json base_rate = base["workloads"][w]["median"]["output_tok_s"];
+    const json base_rate = optional_field(base["workloads"][w].at("median"), "output_tok_s");
     for (const json& r : per_tp) {
-      const json& median = r["workloads"][w]["median"];
-      const json rate_here = median["output_tok_s"];
+      const json& median = r.at("workloads").at(w).at("median");
+      const json rate_here = optional_field(median, "output_tok_s");
       const bool ok = rate_here.is_number() && base_rate.is_number() && base_rate.get<double>() > 0;
       const json speedup =
           ok ? json(rate_here.get<double>() / base_rate.get<double>()) : json(nullptr);
-      row["tp"].push_back(r["tp"]);
+      row["tp"].push_back(r.at("tp"));
       row["dp"].push_back(r.value("dp", 1));
       row["output_tok_s"].push_back(rate_here);
-      row["pct_of_limit"].push_back(median["pct_of_limit"]);
+      row["pct_of_limit"].push_back(optional_field(median, "pct_of_limit"));
       row["speedup"].push_back(speedup);
       row["efficiency_pct"].push_back(
           ok ? json(100.0 * speedup.get<double>() / (gpus(r) / gpus(base))) : json(nullptr));
@@ -65,8 +57,9 @@ void print_scaling(std::FILE* out, const json& scaling) {
       const json pct = row.contains("pct_of_limit") ? row["pct_of_limit"][i] : json(nullptr);
       fmt::print(out, "{:<16}{:>4}{:>4}{:>6}{:>12}{:>9}{:>9}{:>7}\n",
                  i == 0 ? row["workload"].get<std::string>() : "", tp, dp, tp * dp,
-                 num(row["output_tok_s"][i], 1), num(pct, 1), num(row["speedup"][i], 2) + "x",
-                 num(row["efficiency_pct"][i], 0));
+                 table_number(row["output_tok_s"][i], 1), table_number(pct, 1),
+                 table_number(row["speedup"][i], 2) + "x",
+                 table_number(row["efficiency_pct"][i], 0));
     }
 }
 
