@@ -43,7 +43,7 @@ OpCost gemm(const char* name, double t, double n, double k) {
   return {name, kBf16 * (n * k + t * k + t * n), 2 * t * n * k, 0};
 }
 
-OpCost attention(const RankShape& r, const Step& step) {
+OpCost attention(const RankShape& r, const Step& step, double kv_bytes_per_value) {
   double context = 0, attended = 0;  // Σ k_i; Σ over new tokens of the keys each attends
   for (const SeqStep& s : step.seqs) {
     const double q = static_cast<double>(s.new_tokens), k = static_cast<double>(s.context_len);
@@ -51,7 +51,7 @@ OpCost attention(const RankShape& r, const Step& step) {
     attended += q * (k - q) + q * (q + 1) / 2;
   }
   const double t = static_cast<double>(step.num_tokens());
-  const double kv_row = 2 * r.kv_heads * r.head_dim * kBf16;  // one token's K and V
+  const double kv_row = 2 * r.kv_heads * r.head_dim * kv_bytes_per_value;  // a token's K and V
   const double bytes = kv_row * context + kv_row * t + 2 * t * r.q_heads * r.head_dim * kBf16;
   return {"attention", bytes, 4 * r.head_dim * r.q_heads * attended, 0};
 }
@@ -62,6 +62,11 @@ void scale(OpCost& op, double times) {
 }
 
 }  // namespace
+
+double kv_cache_bytes_per_value(bool fp8, int64_t head_dim) {
+  CHECK_GT(head_dim, 0);
+  return fp8 ? static_cast<double>(head_dim + 1) / static_cast<double>(head_dim) : kBf16;
+}
 
 ModelShape model_shape(const ModelConfig& c) {
   return {c.hidden_size,         c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
@@ -101,7 +106,7 @@ std::vector<OpCost> step_breakdown(const LimitSetup& setup, const Step& step) {
   const double s = static_cast<double>(step.num_logits);
   std::vector<OpCost> ops = {
       gemm("qkv_proj", t, (r.q_heads + 2 * r.kv_heads) * r.head_dim, r.hidden),
-      attention(r, step),
+      attention(r, step, setup.kv_bytes_per_value),
       gemm("o_proj", t, r.hidden, r.q_heads * r.head_dim),
       gemm("gate_up_proj", t, 2 * r.intermediate, r.hidden),
       gemm("down_proj", t, r.hidden, r.intermediate),

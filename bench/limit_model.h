@@ -15,9 +15,10 @@
 //     bytes = 2·N·K + 2·T·K + 2·T·N,  FLOPs = 2·T·N·K; per layer with H = hidden_size:
 //     qkv_proj N = (qh + 2·kvh)·D, K = H    o_proj   N = H, K = qh·D
 //     gate_up  N = 2·I_r,          K = H    down     N = H, K = I_r
-//   attention, per layer (bf16 KV cache, each sequence's K and V read once):
-//     bytes = 4·kvh·D·Σ k_i   (K and V of the whole context read, 2 bytes each)
-//           + 4·kvh·D·T       (the new K and V written)
+//   attention, per layer (each sequence's K and V read once; c = 2 bytes a value for bf16,
+//   (D + 1) / D for fp8 with its row exponents):
+//     bytes = 2·c·kvh·D·Σ k_i   (K and V of the whole context read)
+//           + 2·c·kvh·D·T       (the new K and V written)
 //           + 4·qh·D·T        (q read, output written)
 //     FLOPs = 4·D·qh·Σ_i [q_i·(k_i − q_i) + q_i·(q_i + 1)/2]  (QKᵀ and PV; causal within the
 //             new tokens: new token j of q_i attends k_i − q_i + j keys)
@@ -55,7 +56,12 @@ struct LimitSetup {
   ModelShape model;
   int tp = 1;
   MachineLimits machine;  // only copy_bytes_per_s and bf16_flop_per_s are read
+  // Bytes of one cached K or V value: 2 (bf16), or (D + 1) / D with --kv-cache-dtype fp8 (one
+  // byte each plus the row's exponent byte; kv_cache_bytes_per_value).
+  double kv_bytes_per_value = 2;
 };
+// kv_bytes_per_value for a cache of this element (bf16 or fp8 e4m3) and head dim.
+double kv_cache_bytes_per_value(bool fp8, int64_t head_dim);
 
 // One sequence's part of a step.
 struct SeqStep {

@@ -123,7 +123,10 @@ void BenchBody::measure(const ExecutorFactory& load_model) {
   if (!executor.set_step_timing(true)) spdlog::info("no step timing on this backend (CUDA events)");
   const ModelShape shape = model_shape(s_.model);
   std::optional<LimitSetup> limit;
-  if (machine) limit = LimitSetup{shape, s_.tp_size, *machine};
+  if (machine)
+    limit =
+        LimitSetup{shape, s_.tp_size, *machine,
+                   kv_cache_bytes_per_value(s_.kv_cache_dtype == DType::kFp8E4M3, shape.head_dim)};
   // Stop strings need the completions' text.
   std::optional<Tokenizer> tokenizer;
   if (!o_.stop.empty())

@@ -55,13 +55,17 @@ inline float fp8_e4m3_to_float(uint8_t b) {
   return sign * std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, field - 7);
 }
 
-// The row exponent: the least e with max_abs / 2^e <= 448 (0 for an all-zero row), within the
-// i8 range.
+// The row exponent: the least e with max_abs / 2^e <= 448 (0 for an all-zero or non-finite
+// row), kept in [-126, 126] so that 2^e and 2^-e are both normal floats. Exact, from the
+// binary exponent alone (the CUDA store computes the same with frexpf): with max_abs = m 2^x,
+// m in [0.5, 1), and 448 = 0.875 2^9, max_abs <= 448 2^e holds exactly when e >= x - 9 for
+// m <= 0.875, else e >= x - 8.
 inline int8_t fp8_row_exponent(float max_abs) {
   if (!(max_abs > 0.0f) || !std::isfinite(max_abs)) return 0;
-  int e = static_cast<int>(std::ceil(std::log2(max_abs / kFp8E4M3Max)));
-  while (std::ldexp(max_abs, -e) > kFp8E4M3Max) ++e;  // log2's rounding
-  return static_cast<int8_t>(std::clamp(e, -127, 127));
+  int x = 0;
+  const float m = std::frexp(max_abs, &x);
+  const int e = m <= 0.875f ? x - 9 : x - 8;
+  return static_cast<int8_t>(std::clamp(e, -126, 126));
 }
 
 // Every byte's value: the CPU attention reads the cache through it.

@@ -8,9 +8,9 @@ namespace nanovllm::kernels {
 // Writes each token's K and V into its cache slot: slot = block_id * block_size + offset.
 // k, v:         [T, Hkv, D] bf16 (views into qkv)
 // k_cache, v_cache: [num_blocks, block_size, Hkv, D] bf16, or fp8 e4m3 (kernels/fp8.h: each
-//               row scaled by its power of two, rounded to nearest, saturating; the CPU backend
-//               only, so far) (one layer's slice)
-// k_scale, v_scale: fp8 only, [num_blocks, block_size, Hkv] i8: each row's exponent
+//               row scaled by its power of two, rounded to nearest, saturating) (one layer's
+//               slice). On CUDA the fused qk_norm_rope_store (kernels/rotary.h) stores fp8.
+// k_scale, v_scale: fp8 only, [num_blocks, Hkv, block_size] i8: each row's exponent
 // slot_mapping: [T] i32; -1 stores nothing (padding, warm-up).
 namespace cpu {
 void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k_cache,

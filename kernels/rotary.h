@@ -47,7 +47,8 @@ inline void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorV
 // place exactly as above (nothing reads k from qkv afterwards, but both backends agree on it);
 // each token with slot_mapping[t] >= 0 also lands in k_cache/v_cache at that slot.
 // v: [T, Hkv, D] bf16 (a view into qkv); k_cache, v_cache: [num_blocks, block_size, Hkv, D]
-// bf16; slot_mapping: [T] i32, -1 stores nothing.
+// bf16, or fp8 e4m3 with k_scale, v_scale [num_blocks, Hkv, block_size] i8 (kernels/kv_cache.h);
+// slot_mapping: [T] i32, -1 stores nothing.
 // CUDA: one kernel (a token's k heads go to the cache straight from registers; the separate
 // store would read them back). CPU: the two reference kernels in turn.
 namespace cuda {
@@ -55,7 +56,8 @@ void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorVi
                         const TensorView& q_norm_weight, const TensorView& k_norm_weight,
                         const TensorView& positions, float eps, const RopeFrequencies& rope,
                         const TensorView& k_cache, const TensorView& v_cache,
-                        const TensorView& slot_mapping, cudaStream_t stream);
+                        const TensorView& slot_mapping, cudaStream_t stream,
+                        const TensorView& k_scale = {}, const TensorView& v_scale = {});
 }
 
 inline void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -69,7 +71,7 @@ inline void qk_norm_rope_store(const TensorView& q, const TensorView& k, const T
     cpu::store_kvcache(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale);
   } else {
     cuda::qk_norm_rope_store(q, k, v, q_norm_weight, k_norm_weight, positions, eps, rope, k_cache,
-                             v_cache, slot_mapping, ctx.stream);
+                             v_cache, slot_mapping, ctx.stream, k_scale, v_scale);
   }
 }
 

@@ -225,7 +225,7 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
   std::string kv_cache_dtype = "auto";
   app.add_option("--kv-cache-dtype", kv_cache_dtype,
                  "KV cache element: auto (the model's bf16), bfloat16, fp8 or fp8_e4m3 (half the "
-                 "bytes a token; CPU backend only so far)")
+                 "bytes a token)")
       ->check(CLI::IsMember({"auto", "bfloat16", "fp8", "fp8_e4m3"}))
       ->capture_default_str();
   app.add_flag("--disable-custom-all-reduce", o.disable_custom_all_reduce,

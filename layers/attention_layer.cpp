@@ -85,6 +85,10 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
     p.max_seqlen_q = meta.max_seqlen_q;
     p.max_seqlen_k = meta.max_seqlen_k;
     p.scale = scale_;
+    p.staging_k = meta.fp8_staging_k;
+    p.staging_v = meta.fp8_staging_v;
+    p.staging_tables = meta.fp8_staging_tables;
+    p.kv_blocks = meta.kv_blocks;
     kernels::prefill_attention(p, ctx);
   } else {
     kernels::DecodeAttentionParams p;

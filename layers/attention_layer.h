@@ -17,7 +17,7 @@ class Qwen3Attention {
                  const ShardInfo& shard, Communicator& comm);
 
   // This layer's slice of the KV cache: [num_blocks, block_size, kv_heads_local, head_dim]; an
-  // fp8 cache's row exponents [num_blocks, block_size, kv_heads_local] i8 beside it.
+  // fp8 cache's row exponents [num_blocks, kv_heads_local, block_size] i8 beside it.
   void bind_kv_cache(const TensorView& k_cache, const TensorView& v_cache,
                      const TensorView& k_scale = {}, const TensorView& v_scale = {});
 

@@ -16,6 +16,11 @@ struct AttentionMetadata {
   TensorView cu_seqlens_k;  // [B + 1] i32
   int max_seqlen_q = 0;
   int max_seqlen_k = 0;
+  int64_t kv_blocks = 0;  // Σ_b ceil(k_len_b / block_size): the cache blocks the step reads
+  // Prefill on CUDA with an fp8 cache: bf16 staging for the Hopper kernel (kernels/attention.h,
+  // PrefillAttentionParams), filled by Qwen3ForCausalLM where kv_blocks fit; else null.
+  TensorView fp8_staging_k, fp8_staging_v;  // [staging_blocks, block_size, Hkv, D] bf16
+  TensorView fp8_staging_tables;            // [B, W] i32
   // Decode:
   TensorView context_lens;  // [B] i32
   int max_context_len = 0;

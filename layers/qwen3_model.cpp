@@ -61,6 +61,8 @@ void Qwen3ForCausalLM::bind_kv_cache(const TensorView& kv_cache, const TensorVie
   CHECK_EQ(kv_cache.size(1), static_cast<int64_t>(layers_.size()));
   const int64_t nb = kv_cache.size(2), bs = kv_cache.size(3), hkv = kv_cache.size(4),
                 d = kv_cache.size(5);
+  fp8_cuda_cache_ = kv_cache.dtype == DType::kFp8E4M3 && kv_cache.device == Device::kCuda;
+  kv_block_size_ = bs;
   // Bytes, not elements: the cache is bf16 or fp8 (--kv-cache-dtype).
   const int64_t layer_bytes = nb * bs * hkv * d * static_cast<int64_t>(dtype_size(kv_cache.dtype));
   auto* base = static_cast<char*>(kv_cache.data);
@@ -74,10 +76,10 @@ void Qwen3ForCausalLM::bind_kv_cache(const TensorView& kv_cache, const TensorVie
       CHECK(kv_scales.dtype == DType::kI8 && kv_scales.ndim == 5);
       auto* scales = static_cast<int8_t*>(kv_scales.data);
       const int64_t layer_rows = nb * bs * hkv;
-      k_scale = TensorView(scales + static_cast<int64_t>(i) * layer_rows, DType::kI8, {nb, bs, hkv},
+      k_scale = TensorView(scales + static_cast<int64_t>(i) * layer_rows, DType::kI8, {nb, hkv, bs},
                            kv_cache.device);
       v_scale = TensorView(scales + static_cast<int64_t>(layers_.size() + i) * layer_rows,
-                           DType::kI8, {nb, bs, hkv}, kv_cache.device);
+                           DType::kI8, {nb, hkv, bs}, kv_cache.device);
     }
     layers_[i]->self_attn().bind_kv_cache(k, v, k_scale, v_scale);
   }
@@ -105,6 +107,22 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
     // second launch.
     if (workspace_.slot_bytes(kSplitCounters) > 0)
       m.split_counters = workspace_.get(kSplitCounters, DType::kI32, {cells / 2});
+  }
+  if (m.is_prefill && fp8_cuda_cache_ && workspace_.slot_bytes(kFp8StagingK) > 0) {
+    const int64_t hkv = attn0.num_kv_heads(), d = config_.head_dim;
+    const int64_t block_bytes = kv_block_size_ * hkv * d * static_cast<int64_t>(sizeof(uint16_t));
+    const int64_t capacity =
+        static_cast<int64_t>(workspace_.slot_bytes(kFp8StagingK)) / block_bytes;
+    const int64_t entries = m.block_tables.numel();
+    if (m.kv_blocks > 0 && m.kv_blocks <= capacity &&
+        entries * 4 <= static_cast<int64_t>(workspace_.slot_bytes(kFp8StagingTables))) {
+      m.fp8_staging_k =
+          workspace_.get(kFp8StagingK, DType::kBf16, {capacity, kv_block_size_, hkv, d});
+      m.fp8_staging_v =
+          workspace_.get(kFp8StagingV, DType::kBf16, {capacity, kv_block_size_, hkv, d});
+      m.fp8_staging_tables = workspace_.get(kFp8StagingTables, DType::kI32,
+                                            {m.block_tables.size(0), m.block_tables.size(1)});
+    }
   }
 
   // The residual stream starts as the embedding; each norm adds the previous block's output.
@@ -149,6 +167,16 @@ void Qwen3ForCausalLM::reserve_decode_scratch() {
   // The merging CTA resets its counter, so zero once is zero between every later call.
   workspace_.get(kSplitCounters, DType::kI32, {cells / 2});
   workspace_.zero(kSplitCounters);
+}
+
+void Qwen3ForCausalLM::reserve_fp8_prefill_staging(int64_t blocks, int64_t table_entries) {
+  if (!fp8_cuda_cache_) return;
+  CHECK_GT(blocks, 0);
+  CHECK_GT(table_entries, 0);
+  const int64_t hkv = layers_.front()->self_attn().num_kv_heads();
+  workspace_.get(kFp8StagingK, DType::kBf16, {blocks, kv_block_size_, hkv, config_.head_dim});
+  workspace_.get(kFp8StagingV, DType::kBf16, {blocks, kv_block_size_, hkv, config_.head_dim});
+  workspace_.get(kFp8StagingTables, DType::kI32, {table_entries});
 }
 
 void Qwen3ForCausalLM::compute_logits(const TensorView& logits, const TensorView& hidden,

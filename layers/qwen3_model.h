@@ -50,7 +50,7 @@ class Qwen3ForCausalLM {
                    Communicator& comm);
 
   // kv_cache: [2, layers, num_blocks, block_size, kv_heads_local, head_dim] bf16 or fp8;
-  // kv_scales (fp8 only): [2, layers, num_blocks, block_size, kv_heads_local] i8, each row's
+  // kv_scales (fp8 only): [2, layers, num_blocks, kv_heads_local, block_size] i8, each row's
   // exponent (kernels/fp8.h).
   void bind_kv_cache(const TensorView& kv_cache, const TensorView& kv_scales = {});
   int64_t num_kv_heads_local() const { return layers_.front()->self_attn().num_kv_heads(); }
@@ -70,6 +70,11 @@ class Qwen3ForCausalLM {
   // shape only, so it serves any batch) and zeroes its merge counters, so graphs captured
   // later never see those slots grow.
   void reserve_decode_scratch();
+  // CUDA with an fp8 cache (bind_kv_cache first): allocates bf16 staging for `blocks` cache
+  // blocks and `table_entries` block-table entries, through which the Hopper prefill reads
+  // the blocks of any prefill step that fits (AttentionMetadata::fp8_staging_k); larger steps
+  // take the mma.sync kernel, which reads fp8 itself. A no-op otherwise.
+  void reserve_fp8_prefill_staging(int64_t blocks, int64_t table_entries);
   // No workspace slot may grow from here on (CUDA graphs hold their addresses).
   void freeze_workspace() { workspace_.freeze(); }
   size_t workspace_bytes() const { return workspace_.nbytes(); }
@@ -87,7 +92,10 @@ class Qwen3ForCausalLM {
     kGathered,
     kSplitOut,
     kSplitLse,
-    kSplitCounters
+    kSplitCounters,
+    kFp8StagingK,
+    kFp8StagingV,
+    kFp8StagingTables
   };
   // Rows of the CUDA decode kernel's split-KV scratch (kSplitOut [cells, G, D] f32, kSplitLse
   // [cells, G] f32, G = q heads per kv head of this rank): two per resident CTA slot of the
@@ -102,6 +110,8 @@ class Qwen3ForCausalLM {
   RMSNorm norm_;
   std::unique_ptr<ParallelLMHead> lm_head_;
   Workspace workspace_;
+  bool fp8_cuda_cache_ = false;  // bind_kv_cache's cache: fp8 on CUDA
+  int64_t kv_block_size_ = 0;
   // compute_logits for more rows than the warm-up sized (a caller wanting every position's
   // logits) after the freeze: growable, never seen by a CUDA graph.
   Workspace overflow_;

@@ -162,7 +162,7 @@ void ModelRunner::allocate_kv_cache(int num_blocks) {
   TensorView scales;  // fp8: the rows' exponents, after the values
   if (kv_dtype_ == DType::kFp8E4M3)
     scales = TensorView(static_cast<char*>(cache.data) + cache.nbytes(), DType::kI8,
-                        {2, config_.num_hidden_layers, num_blocks, block_size_, hkv}, device_);
+                        {2, config_.num_hidden_layers, num_blocks, hkv, block_size_}, device_);
   model_->bind_kv_cache(cache, scales);
 }
 
@@ -220,6 +220,9 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
     meta.cu_seqlens_k = upload(kCuK, cmd.cu_seqlens_k.data(), DType::kI32, {b + 1});
     meta.max_seqlen_q = cmd.max_seqlen_q;
     meta.max_seqlen_k = cmd.max_seqlen_k;
+    for (int64_t i = 0; i < b; ++i)
+      meta.kv_blocks +=
+          (cmd.cu_seqlens_k[i + 1] - cmd.cu_seqlens_k[i] + block_size_ - 1) / block_size_;
   } else {
     CHECK_EQ(b, t);
     meta.context_lens = upload(kContextLens, cmd.context_lens.data(), DType::kI32, {b});

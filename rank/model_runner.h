@@ -38,7 +38,7 @@ struct ModelRunnerOptions {
   int max_num_seqs = 512;               // the largest batch (decode rows, logits rows)
   int max_model_len = 4096;             // the longest sequence (block-table width)
   int cpu_threads = 0;                  // CPU: <= 0 picks hardware_concurrency()
-  DType kv_cache_dtype = DType::kBf16;  // --kv-cache-dtype: bf16, or fp8 e4m3 (CPU so far)
+  DType kv_cache_dtype = DType::kBf16;  // --kv-cache-dtype: bf16, or fp8 e4m3
   // CUDA: time every step with events from the start (set_step_timing switches it later).
   // Each timed step waits for its end event, so it is for rank 0, whose steps wait anyway.
   bool time_steps = false;

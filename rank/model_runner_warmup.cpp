@@ -58,6 +58,12 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
   CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
   allocate_kv_cache(1);  // placeholder, see warmup_step_command
   model_->reserve_decode_scratch();
+  // An fp8 cache's prefill staging (Qwen3ForCausalLM::reserve_fp8_prefill_staging), sized for
+  // a step of the whole token budget beside one sequence at max_model_len, plus a partial block
+  // per sequence: the prefills of long prompts and of batches without prefix hits fit.
+  model_->reserve_fp8_prefill_staging(
+      (o.max_num_batched_tokens + block_size_ - 1) / block_size_ + width + o.max_num_seqs,
+      static_cast<int64_t>(o.max_num_seqs) * width);
   logits_ = DeviceBuffer(static_cast<size_t>(rows * config_.vocab_size) * sizeof(float), device_);
   const auto t0 = std::chrono::steady_clock::now();
   const StepCommand cmd = warmup_step_command(shape, width, o.max_num_seqs);

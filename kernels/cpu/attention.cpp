@@ -27,7 +27,7 @@ void load_row(const TensorView& cache, const TensorView& scale, int64_t block, i
   if (cache.dtype == DType::kFp8E4M3) {
     const std::array<float, 256>& table = fp8_e4m3_table();
     const uint8_t* r = elem<uint8_t>(cache, block, offset, kv_head);
-    const float f = std::ldexp(1.0f, *elem<int8_t>(scale, block, offset, kv_head));
+    const float f = std::ldexp(1.0f, *elem<int8_t>(scale, block, kv_head, offset));
     for (int64_t i = 0; i < d; ++i) out[i] = table[r[i]] * f;
     return;
   }
@@ -78,7 +78,9 @@ void check_common(const TensorView& out, const TensorView& q, const PagedKV& kv)
   CHECK(kv.k_cache.dtype == DType::kBf16 || kv.k_cache.dtype == DType::kFp8E4M3);
   if (kv.k_cache.dtype == DType::kFp8E4M3)
     CHECK(kv.k_scale.dtype == DType::kI8 && kv.v_scale.dtype == DType::kI8 &&
-          kv.k_scale.ndim == 3 && kv.v_scale.ndim == 3);
+          kv.k_scale.ndim == 3 && kv.v_scale.ndim == 3 &&
+          kv.k_scale.size(1) == kv.k_cache.size(2) &&  // [num_blocks, Hkv, block_size]
+          kv.k_scale.size(2) == kv.k_cache.size(1));
   CHECK(kv.k_cache.is_contiguous() && kv.v_cache.is_contiguous());
   CHECK(q.ndim == 3 && out.ndim == 3 && kv.k_cache.ndim == 4);
   CHECK(q.stride[2] == 1 && out.stride[2] == 1);

@@ -30,6 +30,8 @@ void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k
           v_scale.ndim == 3);
     CHECK(k_scale.is_contiguous() && v_scale.is_contiguous());
     CHECK_EQ(k_scale.numel() * k.size(2), k_cache.numel());
+    CHECK_EQ(k_scale.size(1), k.size(1));  // [num_blocks, Hkv, block_size]
+    CHECK_EQ(k_scale.size(2), block_size);
   }
   const int64_t heads = k.size(1), d = k.size(2);
   const auto store_row = [&](const TensorView& cache, const TensorView& scale,
@@ -40,13 +42,12 @@ void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k
       return;
     }
     uint8_t* to = elem<uint8_t>(cache, block, offset);
-    int8_t* exponents = elem<int8_t>(scale, block, offset);
     for (int64_t h = 0; h < heads; ++h) {  // one exponent per head's row
       float max_abs = 0.0f;
       for (int64_t i = 0; i < d; ++i)
         max_abs = std::max(max_abs, std::fabs(bf16_to_float(from[h * d + i])));
       const int8_t e = fp8_row_exponent(max_abs);
-      exponents[h] = e;
+      *elem<int8_t>(scale, block, h, offset) = e;
       for (int64_t i = 0; i < d; ++i)
         to[h * d + i] = fp8_e4m3_from_float(std::ldexp(bf16_to_float(from[h * d + i]), -e));
     }

@@ -47,7 +47,7 @@ using decode::Layout;
 using decode::PlanSmem;
 
 // No scratch: grid (Hkv, B), one CTA per (sequence, kv head), writing the output.
-template <int D, int G>
+template <int D, int G, bool FP8>
 __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
     decode_whole_kernel(const DecodeArgs a) {
   decode::wait_then_allow_next();
@@ -55,8 +55,8 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
   const int hk = blockIdx.x, b = blockIdx.y;
   const int ctx = a.context_lens[b];
   bool waited = true;
-  decode::attend_tiles<D, G>(a, smem, b, hk, ctx, 0, context_tiles<D>(ctx), -1,
-                             waited);  // ctx 0: zeros
+  decode::attend_tiles<D, G, FP8>(a, smem, b, hk, ctx, 0, context_tiles<D>(ctx), -1,
+                                  waited);  // ctx 0: zeros
 }
 
 // Release / acquire at GPU scope, lighter than __threadfence's sequentially consistent fence.
@@ -101,7 +101,7 @@ __device__ void zero_padding_rows(const DecodeArgs& a) {
 }
 
 // With scratch: a fixed grid (gridDim.x CTAs), CTA j walks the pieces of its range in order.
-template <int D, int G, bool kFused>
+template <int D, int G, bool kFused, bool FP8>
 __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
     decode_split_kernel(const DecodeArgs a) {
   using L = Layout<D>;
@@ -137,10 +137,10 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
       const int first_tile = static_cast<int>(u - group_begin);
       const int ntiles = static_cast<int>(piece_end - u);
       if (group_begin >= begin && group_end <= end) {
-        decode::attend_tiles<D, G>(a, smem, b, hk, ctx, first_tile, ntiles, -1, waited);
+        decode::attend_tiles<D, G, FP8>(a, smem, b, hk, ctx, first_tile, ntiles, -1, waited);
       } else {
-        decode::attend_tiles<D, G>(a, smem, b, hk, ctx, first_tile, ntiles,
-                                   decode::partial_cell(deal, j, u), waited);
+        decode::attend_tiles<D, G, FP8>(a, smem, b, hk, ctx, first_tile, ntiles,
+                                        decode::partial_cell(deal, j, u), waited);
         if constexpr (kFused) merge_if_last<D, G>(a, smem, ps, b, hk, group_begin, group_end, deal);
       }
       __syncthreads();  // smem is free for the next piece
@@ -189,12 +189,12 @@ int sm_count() {
 
 // Resident CTAs per SM of one split-kernel instantiation (asked once; every rank's GPU is the
 // same kind).
-template <int D, int G, bool kFused>
+template <int D, int G, bool kFused, bool FP8>
 int ctas_per_sm() {
   static const int n = [] {
     int v = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, decode_split_kernel<D, G, kFused>,
-                                                             kThreads, 0));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &v, decode_split_kernel<D, G, kFused, FP8>, kThreads, 0));
     return std::max(v, 1);
   }();
   return n;
@@ -225,12 +225,12 @@ void dispatch_group(int64_t group, F&& f) {
   }
 }
 
-template <int D, int G>
+template <int D, int G, bool FP8>
 void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t hkv,
             cudaStream_t stream) {
   if (p.split_out.data == nullptr) {
     CHECK_LE(batch, 65535);  // gridDim.y
-    launch_dependent(decode_whole_kernel<D, G>,
+    launch_dependent(decode_whole_kernel<D, G, FP8>,
                      dim3(static_cast<unsigned>(hkv), static_cast<unsigned>(batch)), dim3(kThreads),
                      stream, a);
     return;
@@ -250,7 +250,7 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   a.split_out = p.split_out.ptr<float>();
   a.split_lse = p.split_lse.ptr<float>();
   const bool fused = p.split_counters.data != nullptr;
-  const int per_sm = fused ? ctas_per_sm<D, G, true>() : ctas_per_sm<D, G, false>();
+  const int per_sm = fused ? ctas_per_sm<D, G, true, FP8>() : ctas_per_sm<D, G, false, FP8>();
   int64_t ctas = std::min<int64_t>(static_cast<int64_t>(sm_count()) * per_sm, cells / 2);
   if (fused) {
     check_cuda_tensor(p.split_counters, DType::kI32, "split_counters");
@@ -260,9 +260,9 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   }
   const unsigned grid = static_cast<unsigned>(ctas);
   if (fused) {
-    launch_dependent(decode_split_kernel<D, G, true>, dim3(grid), dim3(kThreads), stream, a);
+    launch_dependent(decode_split_kernel<D, G, true, FP8>, dim3(grid), dim3(kThreads), stream, a);
   } else {
-    launch_dependent(decode_split_kernel<D, G, false>, dim3(grid), dim3(kThreads), stream, a);
+    launch_dependent(decode_split_kernel<D, G, false, FP8>, dim3(grid), dim3(kThreads), stream, a);
     // Same grid: same plan.
     launch_dependent(decode_merge_kernel<D, G>, dim3(grid), dim3(kThreads), stream, a);
   }
@@ -271,8 +271,14 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
 void dispatch(const DecodeAttentionParams& p, const DecodeArgs& a, cudaStream_t stream) {
   const int64_t batch = p.q.size(0), hq = p.q.size(1), dim = p.q.size(2);
   const int64_t hkv = p.kv.k_cache.size(2);
+  const bool fp8 = paged_kv_is_fp8(p.kv);
   DISPATCH_HEAD_DIM(dim, D, {
-    dispatch_group(hq / hkv, [&]<int G>() { launch<D, G>(p, a, batch, hkv, stream); });
+    dispatch_group(hq / hkv, [&]<int G>() {
+      if (fp8)
+        launch<D, G, true>(p, a, batch, hkv, stream);
+      else
+        launch<D, G, false>(p, a, batch, hkv, stream);
+    });
   });
 }
 
@@ -284,7 +290,9 @@ int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim) 
   int per_sm = 0;
   DISPATCH_HEAD_DIM(head_dim, D, {
     dispatch_group(hq / hkv, [&]<int G>() {
-      per_sm = std::max(ctas_per_sm<D, G, true>(), ctas_per_sm<D, G, false>());
+      // The most of the bf16 and fp8 kernels: the scratch serves either cache.
+      per_sm = std::max({ctas_per_sm<D, G, true, false>(), ctas_per_sm<D, G, false, false>(),
+                         ctas_per_sm<D, G, true, true>(), ctas_per_sm<D, G, false, true>()});
     });
   });
   return 2 * static_cast<int64_t>(sm_count()) * per_sm;

@@ -10,8 +10,21 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/decode_attention_tile.cuh"
+#include "kernels/cuda/fp8_kv.cuh"
 
 namespace nanovllm::kernels::cuda::decode {
+
+// A lane's 8 values of a cached row in shared memory, as f32 (fp8: unscaled).
+template <bool FP8>
+__device__ __forceinline__ void load_row8(const unsigned char* p, float* out) {
+  if constexpr (FP8) {
+    fp8x8_to_f32(*reinterpret_cast<const uint2*>(p), out);
+  } else {
+    const Bf16x8 r = *reinterpret_cast<const Bf16x8*>(p);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = to_f32(r.v[j]);
+  }
+}
 
 // Query heads hk * G .. hk * G + G - 1 of sequence b over tiles [first_tile, first_tile +
 // ntiles) of its context (ctx tokens). cell < 0: writes the bf16 output (the run is the whole
@@ -22,13 +35,19 @@ namespace nanovllm::kernels::cuda::decode {
 // tiles that kernel cannot have written (all but the sequence's last, which holds the new
 // token's k and v) are put in flight first and the wait comes only before the last tile or the
 // query (the previous kernel's output): the cache reads overlap that kernel's tail.
-template <int D, int G>
+//
+// FP8: a K row's exponent scales its score after the dot product, a V row's folds into its
+// softmax weight; the sum of the weights (l) stays unscaled.
+template <int D, int G, bool FP8>
 __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, int ctx,
                              int first_tile, int ntiles, int64_t cell, bool& waited) {
-  using L = Layout<D>;
-  // The K ring [kStages][kTokens, D] then the V ring, bf16; reused for the final merge.
-  bf16* const k_ring = reinterpret_cast<bf16*>(smem);
-  bf16* const v_ring = k_ring + kStages * L::kTileElems;
+  using L = Layout<D, FP8>;
+  constexpr int kStages = L::kStages;
+  // The K ring [kStages][kTokens, D] then the V ring, then (fp8) the exponents [kStages][2,
+  // kTokens]; reused for the final merge.
+  unsigned char* const k_ring = reinterpret_cast<unsigned char*>(smem);
+  unsigned char* const v_ring = k_ring + kStages * L::kTileBytes;
+  int8_t* const e_ring = reinterpret_cast<int8_t*>(v_ring + kStages * L::kTileBytes);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int dl = lane % L::kLanes, group = warp * L::kRows + lane / L::kLanes;
   const int32_t* bt = a.block_tables + b * a.bt_stride;
@@ -40,8 +59,8 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < ntiles && first_tile + s == last_tile) wait_once(waited);
     if (s < ntiles)
-      load_tile<D>(a, bt, hk, (first_tile + s) * L::kTokens, ctx, k_ring + s * L::kTileElems,
-                   v_ring + s * L::kTileElems);
+      load_tile<D, FP8>(a, bt, hk, (first_tile + s) * L::kTokens, ctx, k_ring + s * L::kTileBytes,
+                        v_ring + s * L::kTileBytes, e_ring + s * L::kExpBytes);
     cp_async_commit();
   }
   wait_once(waited);  // the query is the previous kernel's output
@@ -69,25 +88,28 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
       const int nt = t + kStages - 1;  // refill the slot tile t - 1 used
       if (nt < ntiles) {
         const int slot = nt % kStages;
-        load_tile<D>(a, bt, hk, (first_tile + nt) * L::kTokens, ctx, k_ring + slot * L::kTileElems,
-                     v_ring + slot * L::kTileElems);
+        load_tile<D, FP8>(a, bt, hk, (first_tile + nt) * L::kTokens, ctx,
+                          k_ring + slot * L::kTileBytes, v_ring + slot * L::kTileBytes,
+                          e_ring + slot * L::kExpBytes);
       }
       cp_async_commit();
     }
     const int slot = t % kStages;
     const int tok0 = (first_tile + t) * L::kTokens;
-    const bf16* ks = k_ring + slot * L::kTileElems + group * D + dl * 8;
-    const bf16* vs = v_ring + slot * L::kTileElems + group * D + dl * 8;
+    // This lane's 8 dims of row `group`; row u * kGroups + group is u * kGroups rows further.
+    const unsigned char* ks = k_ring + slot * L::kTileBytes + (group * D + dl * 8) * L::kElemBytes;
+    const unsigned char* vs = v_ring + slot * L::kTileBytes + (group * D + dl * 8) * L::kElemBytes;
+    const int8_t* ek = e_ring + slot * L::kExpBytes + group;  // row u: ek[u * kGroups]
+    const int8_t* ev = ek + L::kTokens;
 
     // Scores of this group's kSteps tokens (rows u * kGroups + group); every lane runs every
     // shuffle (no branch around them), masked tokens become -inf afterwards.
     float sc[kSteps][G];
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
-      const Bf16x8 kr = *reinterpret_cast<const Bf16x8*>(ks + u * L::kGroups * D);
       float kf[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) kf[j] = to_f32(kr.v[j]);
+      load_row8<FP8>(ks + u * L::kGroups * L::kRowBytes, kf);
+      const float k_pow = FP8 ? pow2i(ek[u * L::kGroups]) : 1.f;
       const bool valid = tok0 + u * L::kGroups + group < ctx;
 #pragma unroll
       for (int g = 0; g < G; ++g) {
@@ -97,7 +119,7 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
           // xor < kLanes stays inside a lane group.
 #pragma unroll
         for (int o = L::kLanes / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        sc[u][g] = valid ? s : -INFINITY;
+        sc[u][g] = valid ? s * k_pow : -INFINITY;
       }
     }
     // One online-softmax rescale per tile; masked tokens get p = 0 (their V is zero-filled,
@@ -122,14 +144,14 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
     }
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
-      const Bf16x8 vr = *reinterpret_cast<const Bf16x8*>(vs + u * L::kGroups * D);
       float vf[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) vf[j] = to_f32(vr.v[j]);
+      load_row8<FP8>(vs + u * L::kGroups * L::kRowBytes, vf);
+      const float v_pow = FP8 ? pow2i(ev[u * L::kGroups]) : 1.f;
 #pragma unroll
       for (int g = 0; g < G; ++g) {
+        const float p = sc[u][g] * v_pow;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(sc[u][g], vf[j], acc[g][j]);
+        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(p, vf[j], acc[g][j]);
       }
     }
   }

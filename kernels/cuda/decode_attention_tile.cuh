@@ -1,7 +1,7 @@
 // The decode-attention tile: how kTokens cache rows of one kv head sit in a shared-memory
 // ring slot, which lanes compute on which row, the kernel arguments, and the cp.async loader
-// that fills a slot from the paged cache. Included only by the decode_attention*.cu/cuh files
-// (kept apart to keep files small).
+// that fills a slot from the paged cache (bf16, or fp8 rows with their exponents). Included
+// only by the decode_attention*.cu/cuh files (kept apart to keep files small).
 #pragma once
 
 #include <cstdint>
@@ -15,19 +15,31 @@ namespace nanovllm::kernels::cuda::decode {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kSteps = 4;   // tokens per lane group per tile
-constexpr int kStages = 3;  // tiles resident in the shared-memory ring
+constexpr int kStages = 3;  // bf16 tiles resident in the shared-memory ring
 
-template <int D>
+// FP8: the cache holds fp8 rows, each with an exponent (kernels/fp8.h). A lane still owns 8
+// dims of a row (8 bytes instead of 16), so the tile's tokens and the plan are the same; the
+// tiles are half the bytes, so the ring holds 5 of them, to keep as many bytes in flight as
+// bf16's 3. Each slot also holds the tile's kTokens K exponents, then its V ones.
+template <int D, bool FP8 = false>
 struct Layout {
   static constexpr int kLanes = D / 8;              // lanes sharing one token row
   static constexpr int kRows = 32 / kLanes;         // token rows per warp per step
   static constexpr int kGroups = kWarps * kRows;    // lane groups per CTA
   static constexpr int kTokens = kGroups * kSteps;  // tokens per tile
-  static constexpr int kTileElems = kTokens * D;    // bf16 per K (or V) tile
-  static constexpr int kChunks = kTokens * kLanes;  // 16-byte pieces per K (or V) tile
+  static constexpr int kElemBytes = FP8 ? 1 : 2;
+  static constexpr int kRowBytes = D * kElemBytes;        // one cached row of one kv head
+  static constexpr int kTileBytes = kTokens * kRowBytes;  // per K (or V) tile
+  static constexpr int kChunks = kTileBytes / 16;         // 16-byte pieces per K (or V) tile
   static constexpr int kChunksPerThread = kChunks / kThreads;
-  static constexpr int kSmemBytes = 2 * kStages * kTileElems * 2;
+  static constexpr int kStages = FP8 ? 5 : decode::kStages;
+  static constexpr int kExpBytes = FP8 ? 2 * kTokens : 0;  // per slot: K's, then V's
+  static constexpr int kExpPieces = kTokens / 4;           // 4-byte copies per K (or V)
+  // The same for both: bf16's ring (the merge buffers and the plan need that much anyway).
+  static constexpr int kSmemBytes = 2 * decode::kStages * kTokens * D * 2;
   static_assert(kChunks % kThreads == 0);
+  static_assert(2 * kExpPieces <= kThreads);
+  static_assert(kStages * (2 * kTileBytes + kExpBytes) <= kSmemBytes);
   static_assert(kSmemBytes <= 48 * 1024, "static shared memory is limited to 48 KB");
 };
 
@@ -58,41 +70,69 @@ struct DecodeArgs : PagedAttentionArgs {
   int block_shift;  // log2(block_size) when it is a power of two, else -1
 };
 
-// Tiles of a context of ctx tokens (none for ctx <= 0: padding rows).
+// Tiles of a context of ctx tokens (none for ctx <= 0: padding rows). The same for bf16 and
+// fp8 (one kTokens).
 template <int D>
 __device__ __forceinline__ int context_tiles(int ctx) {
   return (max(ctx, 0) + Layout<D>::kTokens - 1) / Layout<D>::kTokens;
 }
 
+// Token tok's block-table page and row in it.
+__device__ __forceinline__ void page_of(const DecodeArgs& a, int tok, int& page, int& in_page) {
+  if (a.block_shift >= 0) {
+    page = tok >> a.block_shift;
+    in_page = tok & (a.block_size - 1);
+  } else {
+    page = tok / a.block_size;
+    in_page = tok % a.block_size;
+  }
+}
+
 // Issues the cp.async copies of one tile (tokens tok0 .. tok0 + kTokens - 1) of kv head hk
-// into k_dst / v_dst ([kTokens, D] bf16 each). Tokens at or past ctx are zero-filled without
-// touching memory, so the compute may read the whole tile.
-template <int D>
+// into k_dst / v_dst ([kTokens, D] elements each) and, fp8, the rows' exponents into e_dst
+// ([2, kTokens] i8: K's, V's). Tokens at or past ctx are zero-filled without touching memory,
+// so the compute may read the whole tile. An exponent copy moves 4 adjacent tokens of one
+// block (block_size is a multiple of 4, tok0 too): one whose first token is valid may bring
+// up to 3 tokens past ctx, whose scores are masked and whose V rows are zero.
+template <int D, bool FP8>
 __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* bt, int hk, int tok0,
-                                          int ctx, bf16* k_dst, bf16* v_dst) {
-  using L = Layout<D>;
-  const int64_t row = static_cast<int64_t>(a.hkv) * D;  // elements per cache slot
+                                          int ctx, unsigned char* k_dst, unsigned char* v_dst,
+                                          int8_t* e_dst) {
+  using L = Layout<D, FP8>;
+  const int64_t slot_bytes = static_cast<int64_t>(a.hkv) * L::kRowBytes;
+  const auto* k_src = static_cast<const unsigned char*>(a.k_cache);
+  const auto* v_src = static_cast<const unsigned char*>(a.v_cache);
 #pragma unroll
   for (int i = 0; i < L::kChunksPerThread; ++i) {
     const int c = i * kThreads + threadIdx.x;
-    const int t = c / L::kLanes, piece = c % L::kLanes;
+    const int t = c * 16 / L::kRowBytes, piece_byte = c * 16 % L::kRowBytes;
     const int tok = tok0 + t;
     const bool valid = tok < ctx;
     int64_t off = 0;
     if (valid) {
       int page, in_page;
-      if (a.block_shift >= 0) {
-        page = tok >> a.block_shift;
-        in_page = tok & (a.block_size - 1);
-      } else {
-        page = tok / a.block_size;
-        in_page = tok % a.block_size;
-      }
+      page_of(a, tok, page, in_page);
       const int64_t slot = static_cast<int64_t>(bt[page]) * a.block_size + in_page;
-      off = slot * row + hk * D + piece * 8;
+      off = slot * slot_bytes + hk * L::kRowBytes + piece_byte;
     }
-    cp_async16(k_dst + c * 8, a.k_cache + off, valid);
-    cp_async16(v_dst + c * 8, a.v_cache + off, valid);
+    cp_async16(k_dst + c * 16, k_src + off, valid);
+    cp_async16(v_dst + c * 16, v_src + off, valid);
+  }
+  if constexpr (FP8) {
+    if (threadIdx.x < 2 * L::kExpPieces) {
+      const bool is_v = threadIdx.x >= L::kExpPieces;
+      const int piece = threadIdx.x - (is_v ? L::kExpPieces : 0);
+      const int tok = tok0 + 4 * piece;
+      const bool valid = tok < ctx;
+      int64_t off = 0;
+      if (valid) {
+        int page, in_page;
+        page_of(a, tok, page, in_page);
+        off = (static_cast<int64_t>(bt[page]) * a.hkv + hk) * a.block_size + in_page;
+      }
+      cp_async4(e_dst + (is_v ? L::kTokens : 0) + 4 * piece, (is_v ? a.v_scale : a.k_scale) + off,
+                valid);
+    }
   }
 }
 

@@ -6,9 +6,15 @@
 // a double-buffered, padded shared-memory ring (row pitch D + 8 keeps ldmatrix conflict-free),
 // so the next tile's loads overlap this tile's math. P is rounded to bf16 for the P*V product
 // (as FlashAttention does); softmax statistics stay in f32. Heavier (later) m tiles start first.
+//
+// An fp8 cache (FP8) takes a register-staged path instead of cp.async: each thread fetches its
+// share of the next K/V tile (8 bytes a piece, plus the rows' exponents) into registers before
+// this tile's math and writes it to shared memory as bf16 after, scaled by 2^e, which is exact
+// (3 mantissa bits fit bf16's 7), so the math is the bf16 kernel's on the dequantized cache.
 #include "kernels/attention.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dispatch.cuh"
+#include "kernels/cuda/fp8_kv.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/paged_attention_args.cuh"
 #include "kernels/cuda/prefill_attention_kernels.h"
@@ -32,7 +38,7 @@ constexpr int smem_bytes() {
   return (kBlockM + 4 * kBlockN) * (D + 8) * 2;  // Q + 2 x (K, V)
 }
 
-template <int D>
+template <int D, bool FP8>
 __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) {
   constexpr int kPitch = D + 8;   // smem row pitch in elements
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
@@ -61,6 +67,8 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
     const bf16* src = ok ? a.q + (q_begin + m0 + r) * a.q_tok + h * a.q_head + c * 8 : a.q;
     cp_async16(sQ + r * kPitch + c * 8, src, ok ? 16 : 0);
   }
+  const auto* k_cache = static_cast<const bf16*>(a.k_cache);
+  const auto* v_cache = static_cast<const bf16*>(a.v_cache);
   auto load_kv = [&](int tile, int buf) {
     const int n0 = tile * kBlockN;
     for (int idx = tid; idx < kBlockN * kChunks; idx += kThreads) {
@@ -72,11 +80,61 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
         off = (static_cast<int64_t>(bt[j / a.block_size]) * a.block_size + j % a.block_size) *
                   kv_row +
               hk * D + c * 8;
-      cp_async16(sK + (buf * kBlockN + r) * kPitch + c * 8, a.k_cache + off, ok ? 16 : 0);
-      cp_async16(sV + (buf * kBlockN + r) * kPitch + c * 8, a.v_cache + off, ok ? 16 : 0);
+      cp_async16(sK + (buf * kBlockN + r) * kPitch + c * 8, k_cache + off, ok ? 16 : 0);
+      cp_async16(sV + (buf * kBlockN + r) * kPitch + c * 8, v_cache + off, ok ? 16 : 0);
     }
   };
-  load_kv(0, 0);
+  // FP8: this thread's pieces idx = tid + i * kThreads of a tile: 8 fp8 values of row
+  // idx / kChunks at dims (idx % kChunks) * 8, and the row's exponents.
+  constexpr int kPieces = kBlockN * kChunks / kThreads;
+  static_assert(kBlockN * kChunks % kThreads == 0);
+  uint2 st_k[kPieces], st_v[kPieces];  // (the bf16 kernel never touches these)
+  int st_ek[kPieces], st_ev[kPieces];
+  auto fetch_fp8 = [&](int tile) {
+    const auto* kb = static_cast<const unsigned char*>(a.k_cache);
+    const auto* vb = static_cast<const unsigned char*>(a.v_cache);
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) {
+      const int idx = tid + i * kThreads, r = idx / kChunks, c = idx % kChunks;
+      const int j = tile * kBlockN + r;
+      st_k[i] = st_v[i] = make_uint2(0u, 0u);
+      st_ek[i] = st_ev[i] = 0;
+      if (j < k_len) {
+        const int64_t slot =
+            static_cast<int64_t>(bt[j / a.block_size]) * a.block_size + j % a.block_size;
+        const int64_t off = slot * kv_row + hk * D + c * 8;  // bytes: one per value
+        st_k[i] = *reinterpret_cast<const uint2*>(kb + off);
+        st_v[i] = *reinterpret_cast<const uint2*>(vb + off);
+        const int64_t e = fp8_exponent_index(slot, hk, a.hkv, a.block_size);
+        st_ek[i] = a.k_scale[e];
+        st_ev[i] = a.v_scale[e];
+      }
+    }
+  };
+  auto put_fp8 = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) {
+      const int idx = tid + i * kThreads, r = idx / kChunks, c = idx % kChunks;
+      float f[8];
+      Bf16x8 o;
+      fp8x8_to_f32(st_k[i], f);
+      const float ks = pow2i(st_ek[i]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o.v[e] = to_bf16(f[e] * ks);
+      store8(sK + (buf * kBlockN + r) * kPitch + c * 8, o);
+      fp8x8_to_f32(st_v[i], f);
+      const float vs = pow2i(st_ev[i]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o.v[e] = to_bf16(f[e] * vs);
+      store8(sV + (buf * kBlockN + r) * kPitch + c * 8, o);
+    }
+  };
+  if constexpr (FP8) {
+    fetch_fp8(0);
+    put_fp8(0);
+  } else {
+    load_kv(0, 0);
+  }
   cp_async_commit();
 
   const int g = lane >> 2, t = lane & 3;
@@ -89,9 +147,14 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int buf = tile & 1;
-    if (tile + 1 < n_tiles) load_kv(tile + 1, buf ^ 1);
-    cp_async_commit();
-    cp_async_wait<1>();
+    if constexpr (FP8) {
+      if (tile + 1 < n_tiles) fetch_fp8(tile + 1);  // in flight during this tile's math
+      cp_async_wait<0>();                           // q (the only cp.async group)
+    } else {
+      if (tile + 1 < n_tiles) load_kv(tile + 1, buf ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    }
     __syncthreads();
     if (tile == 0) {
 #pragma unroll
@@ -177,6 +240,11 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
         mma_bf16_16816(o[2 * dp + 1], pa, r[2], r[3]);
       }
     }
+    // FP8: buf ^ 1 was last read by tile - 1's math, which every thread finished before the
+    // barrier ending that iteration.
+    if constexpr (FP8) {
+      if (tile + 1 < n_tiles) put_fp8(buf ^ 1);
+    }
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
   cp_async_wait<0>();
@@ -215,10 +283,12 @@ void prefill_attention_mma(const PrefillAttentionParams& p, cudaStream_t stream)
   const dim3 grid(ceil_div(p.max_seqlen_q, kBlockM), static_cast<unsigned>(hq),
                   static_cast<unsigned>(batch));
   DISPATCH_HEAD_DIM(dim, D, {
-    constexpr int bytes = smem_bytes<D>();
-    CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    bytes));
-    prefill_kernel<D><<<grid, kThreads, bytes, stream>>>(a);
+    DISPATCH_BOOL(paged_kv_is_fp8(p.kv), FP8, {
+      constexpr int bytes = smem_bytes<D>();
+      CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<D, FP8>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      prefill_kernel<D, FP8><<<grid, kThreads, bytes, stream>>>(a);
+    });
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -66,13 +66,28 @@ void prefill_attention(const PrefillAttentionParams& p, PrefillKernel kernel, cu
 
 void prefill_attention(const PrefillAttentionParams& p, cudaStream_t stream) {
   // The Hopper kernel's TMA wants 16-byte aligned q rows; anything else takes the mma kernel.
+  // Its wgmma takes bf16 operands: an fp8 cache reaches it staged as bf16 (fp8_staging.cu),
+  // else the mma kernel reads fp8 itself (converting tiles on their way to shared memory).
   const bool aligned =
       aligned16(p.q.data) && p.q.stride[0] % 8 == 0 && p.q.stride[1] % 8 == 0 && p.q.stride[2] == 1;
   const PrefillKernel kernel =
       aligned ? prefill_attention_kernel(p.q.size(2), p.q.size(1), p.kv.k_cache.size(2),
                                          p.kv.k_cache.size(1))
               : PrefillKernel::kMma;
-  prefill_attention(p, kernel, stream);
+  if (p.kv.k_cache.dtype == DType::kBf16) {
+    prefill_attention(p, kernel, stream);
+    return;
+  }
+  // fp8: the Hopper kernel over the call's blocks staged as bf16, where they fit.
+  const bool staged = kernel == PrefillKernel::kHopper && p.staging_k.data != nullptr &&
+                      p.kv_blocks > 0 && p.kv_blocks <= p.staging_k.size(0);
+  if (!staged) {
+    prefill_attention(p, PrefillKernel::kMma, stream);
+    return;
+  }
+  PrefillAttentionParams bf16 = p;
+  bf16.kv = stage_fp8_blocks(p, stream);
+  prefill_attention(bf16, PrefillKernel::kHopper, stream);
 }
 
 }  // namespace nanovllm::kernels::cuda

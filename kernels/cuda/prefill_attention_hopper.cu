@@ -147,6 +147,9 @@ void prefill_attention_hopper(const PrefillAttentionParams& p, cudaStream_t stre
   const int64_t hq = p.q.size(1), hkv = p.kv.k_cache.size(2);
   const int64_t block_size = p.kv.k_cache.size(1), batch = p.cu_seqlens_q.numel() - 1;
   CHECK_MSG(hopper_prefill_built(), "this build holds no sm_90a code for the Hopper prefill");
+  CHECK_MSG(p.kv.k_cache.dtype == DType::kBf16 && p.kv.v_cache.dtype == DType::kBf16,
+            "the Hopper prefill reads a bf16 cache only, not "
+                << dtype_name(p.kv.k_cache.dtype) << " (the mma.sync kernel reads fp8)");
   CHECK_MSG(hopper_prefill_shape_ok(p.q.size(2), hq, hkv, block_size),
             "Hopper prefill: unsupported shape (head_dim " << p.q.size(2) << ", " << hq << " q / "
                                                            << hkv << " kv heads, block_size "

@@ -1,8 +1,10 @@
 // Qwen3's per-head q/k RMSNorm fused with neox-style rotary embedding, in place, and
-// optionally (STORE) with the paged KV-cache store of the rotated k and of v.
+// optionally (STORE) with the paged KV-cache store of the rotated k and of v, as bf16 or as
+// fp8 (FP8: the row's max |x| from the warp, its exponent, then each lane's bytes).
 // One warp per (token, head): lane l owns the pairs (i, i + D/2) for i = l + 32 j.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dispatch.cuh"
+#include "kernels/cuda/fp8_kv.cuh"
 #include "kernels/rotary.h"
 
 namespace nanovllm::kernels::cuda {
@@ -24,13 +26,41 @@ struct RopeArgs {
   // STORE only:
   const bf16* v;  // [T, Hkv, D], strides v_tok, v_head
   int64_t v_tok, v_head;
-  bf16* k_cache;                // [slots, Hkv, D] contiguous (slot = block * block_size + offset)
-  bf16* v_cache;                // [slots, Hkv, D] contiguous
+  void* k_cache;                // [slots, Hkv, D] bf16 or fp8, contiguous (slot = block *
+  void* v_cache;                //   block_size + offset)
   const int32_t* slot_mapping;  // [T], -1 = no store
+  int8_t* k_scale;              // fp8: [num_blocks, Hkv, block_size] row exponents
+  int8_t* v_scale;
+  int block_size;
 };
 
+// Stores one cache row of D values held as vals[j] = element lane + 32 j (bf16-rounded, as in
+// place): bf16 as they are, or fp8 scaled by the row's exponent (written by lane 0).
+template <int D, bool FP8>
+__device__ __forceinline__ void store_row(const RopeArgs& a, void* cache, int8_t* scale,
+                                          int64_t slot, int head, const float (&vals)[D / 32],
+                                          int lane) {
+  const int64_t row = (slot * a.hkv + head) * D;
+  if constexpr (FP8) {
+    float mx = 0.f;
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) mx = fmaxf(mx, fabsf(vals[j]));
+    const int e = fp8_row_exponent_dev(warp_max(mx));
+    const float inv = pow2i(-e);
+    uint8_t* dst = static_cast<uint8_t*>(cache) + row;
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) dst[lane + 32 * j] = fp8_encode(vals[j] * inv);
+    if (lane == 0)
+      scale[fp8_exponent_index(slot, head, a.hkv, a.block_size)] = static_cast<int8_t>(e);
+  } else {
+    bf16* dst = static_cast<bf16*>(cache) + row;
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) dst[lane + 32 * j] = to_bf16(vals[j]);
+  }
+}
+
 // Work items per token: its q heads, its k heads, and (STORE) its v heads, in that order.
-template <int D, bool STORE>
+template <int D, bool STORE, bool FP8>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const RopeArgs a) {
   wait_for_previous_grid();  // launched early (launch_dependent): qkv is the previous kernel's
   allow_next_grid();
@@ -42,14 +72,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
   const int t = static_cast<int>(item / heads), h = static_cast<int>(item % heads);
 
   if constexpr (STORE) {
-    if (h >= a.hq + a.hkv) {  // a v head: a plain copy into its slot
+    if (h >= a.hq + a.hkv) {  // a v head: a copy into its slot
       const int64_t slot = a.slot_mapping[t];
-      if (slot < 0) return;
+      if (slot < 0) return;  // warp-uniform: the whole warp serves this (token, head)
       const int hv = h - a.hq - a.hkv;
       const bf16* src = a.v + t * a.v_tok + hv * a.v_head;
-      bf16* dst = a.v_cache + (slot * a.hkv + hv) * D;
+      float vals[D / 32];
 #pragma unroll
-      for (int j = 0; j < D / 32; ++j) dst[lane + 32 * j] = src[lane + 32 * j];
+      for (int j = 0; j < D / 32; ++j) vals[j] = to_f32(src[lane + 32 * j]);
+      store_row<D, FP8>(a, a.v_cache, a.v_scale, slot, hv, vals, lane);
       return;
     }
   }
@@ -74,14 +105,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
       hi[j] = hi[j] * inv * to_f32(w[lane + 32 * j + D / 2]);
     }
   }
-  // A k head with a slot is also written to the cache (the same bf16 values as in place).
-  bf16* cached = nullptr;
-  if constexpr (STORE) {
-    if (!is_q) {
-      const int64_t slot = a.slot_mapping[t];
-      if (slot >= 0) cached = a.k_cache + (slot * a.hkv + (h - a.hq)) * D;
-    }
-  }
   const float pos = static_cast<float>(a.positions[t]);
 #pragma unroll
   for (int j = 0; j < kPairs; ++j) {
@@ -97,9 +120,20 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
     const bf16 y_hi = to_bf16(hi[j] * c + lo[j] * s);
     x[i] = y_lo;
     x[i + D / 2] = y_hi;
-    if (STORE && cached != nullptr) {
-      cached[i] = y_lo;
-      cached[i + D / 2] = y_hi;
+    lo[j] = to_f32(y_lo);  // the rounded values, for the cache
+    hi[j] = to_f32(y_hi);
+  }
+  // A k head with a slot is also written to the cache (the same bf16 values as in place).
+  if constexpr (STORE) {
+    const int64_t slot = is_q ? -1 : a.slot_mapping[t];
+    if (slot >= 0) {       // warp-uniform
+      float vals[D / 32];  // element lane + 32 j: the lo pairs, then the hi ones
+#pragma unroll
+      for (int j = 0; j < kPairs; ++j) {
+        vals[j] = lo[j];
+        vals[kPairs + j] = hi[j];
+      }
+      store_row<D, FP8>(a, a.k_cache, a.k_scale, slot, h - a.hq, vals, lane);
     }
   }
 }
@@ -147,13 +181,13 @@ bool rope_args(const TensorView& q, const TensorView& k, const TensorView& q_nor
   return tokens > 0;
 }
 
-template <bool STORE>
+template <bool STORE, bool FP8 = false>
 void launch(const RopeArgs& a, int64_t dim, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(a.tokens) * (a.hq + a.hkv * (STORE ? 2 : 1));
   const int blocks = ceil_div(items, kWarpsPerBlock);
   DISPATCH_HEAD_DIM(dim, D, {
-    launch_dependent(qk_norm_rope_kernel<D, STORE>, dim3(blocks), dim3(kWarpsPerBlock * 32), stream,
-                     a);
+    launch_dependent(qk_norm_rope_kernel<D, STORE, FP8>, dim3(blocks), dim3(kWarpsPerBlock * 32),
+                     stream, a);
   });
   CUDA_CHECK_LAUNCH();
 }
@@ -172,12 +206,15 @@ void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorVi
                         const TensorView& q_norm_weight, const TensorView& k_norm_weight,
                         const TensorView& positions, float eps, const RopeFrequencies& rope,
                         const TensorView& k_cache, const TensorView& v_cache,
-                        const TensorView& slot_mapping, cudaStream_t stream) {
+                        const TensorView& slot_mapping, cudaStream_t stream,
+                        const TensorView& k_scale, const TensorView& v_scale) {
   RopeArgs a;
   const bool any = rope_args(q, k, q_norm_weight, k_norm_weight, positions, eps, rope, &a);
   check_cuda_tensor(v, DType::kBf16, "qk_norm_rope_store v");
-  check_cuda_tensor(k_cache, DType::kBf16, "qk_norm_rope_store k_cache");
-  check_cuda_tensor(v_cache, DType::kBf16, "qk_norm_rope_store v_cache");
+  const bool fp8 = k_cache.dtype == DType::kFp8E4M3;
+  const DType cache_dtype = fp8 ? DType::kFp8E4M3 : DType::kBf16;
+  check_cuda_tensor(k_cache, cache_dtype, "qk_norm_rope_store k_cache");
+  check_cuda_tensor(v_cache, cache_dtype, "qk_norm_rope_store v_cache");
   check_cuda_tensor(slot_mapping, DType::kI32, "qk_norm_rope_store slot_mapping");
   CHECK_EQ(v.ndim, 3);
   CHECK_EQ(k_cache.ndim, 4);
@@ -193,14 +230,31 @@ void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorVi
     CHECK_EQ(c->size(3), dim);
   }
   CHECK_EQ(k_cache.numel(), v_cache.numel());
+  if (fp8) {
+    for (const TensorView* s : {&k_scale, &v_scale}) {
+      check_cuda_tensor(*s, DType::kI8, "qk_norm_rope_store k_scale / v_scale");
+      CHECK(s->is_contiguous());
+      CHECK_EQ(s->ndim, 3);  // [num_blocks, Hkv, block_size]
+      CHECK_EQ(s->size(0), k_cache.size(0));
+      CHECK_EQ(s->size(1), hkv);
+      CHECK_EQ(s->size(2), k_cache.size(1));
+    }
+  }
   if (!any) return;
   a.v = v.ptr<bf16>();
   a.v_tok = v.stride[0];
   a.v_head = v.stride[1];
-  a.k_cache = k_cache.ptr<bf16>();
-  a.v_cache = v_cache.ptr<bf16>();
+  a.k_cache = k_cache.data;
+  a.v_cache = v_cache.data;
   a.slot_mapping = slot_mapping.ptr<int32_t>();
-  launch<true>(a, dim, stream);
+  a.block_size = static_cast<int>(k_cache.size(1));
+  if (fp8) {
+    a.k_scale = k_scale.ptr<int8_t>();
+    a.v_scale = v_scale.ptr<int8_t>();
+    launch<true, true>(a, dim, stream);
+  } else {
+    launch<true>(a, dim, stream);
+  }
 }
 
 }  // namespace nanovllm::kernels::cuda

@@ -68,6 +68,20 @@ TEST(LimitModel, DecodeStepByHand) {
   EXPECT_DOUBLE_EQ(step_limit_s(setup(1), decode_step(1, 10)), 209184e-9);
 }
 
+// --kv-cache-dtype fp8: a cached value is one byte plus its row's share of the exponent byte,
+// (D + 1) / D; only attention's cache traffic changes (q and the output stay bf16).
+TEST(LimitModel, Fp8CacheCountsOneBytePerValuePlusTheRowsExponent) {
+  EXPECT_DOUBLE_EQ(kv_cache_bytes_per_value(false, 128), 2.0);
+  EXPECT_DOUBLE_EQ(kv_cache_bytes_per_value(true, 128), 129.0 / 128.0);
+  LimitSetup fp8 = setup(1);
+  fp8.kv_bytes_per_value = kv_cache_bytes_per_value(true, 16);
+  const std::vector<OpCost> ops = step_breakdown(fp8, decode_step(1, 10));
+  const std::vector<OpCost> bf16 = step_breakdown(setup(1), decode_step(1, 10));
+  // K+V row = 2·2·16·(17/16) = 68 B; 10 read + 1 written; q in + out 256 B as before.
+  EXPECT_DOUBLE_EQ(op(ops, "attention").bytes, 68 * 11 + 256);
+  EXPECT_DOUBLE_EQ(op(ops, "qkv_proj").bytes, op(bf16, "qkv_proj").bytes);
+}
+
 TEST(LimitModel, LayersMultiplyLayerOpsOnly) {
   LimitSetup three = setup(1);
   three.model.num_hidden_layers = 3;

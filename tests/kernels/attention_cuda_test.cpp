@@ -20,8 +20,8 @@ namespace nanovllm::test {
 namespace {
 
 void check_prefill(const std::vector<Seq>& seqs, int64_t d, int64_t hq, int64_t hkv, int64_t bs,
-                   uint32_t seed) {
-  PrefillCase c(seqs, d, hq, hkv, bs, seed);
+                   uint32_t seed, bool fp8 = false) {
+  PrefillCase c(seqs, d, hq, hkv, bs, seed, fp8);
   const std::vector<uint16_t> ref = c.cpu_reference();
   DevicePrefill dev(c);
   const std::vector<uint16_t> out = dev.run([](const kernels::PrefillAttentionParams& p) {
@@ -31,6 +31,32 @@ void check_prefill(const std::vector<Seq>& seqs, int64_t d, int64_t hq, int64_t 
   EXPECT_TRUE(e.finite) << "unwritten or NaN output";
   EXPECT_LT(e.rel_l2, 1e-2);
   EXPECT_LT(e.max_abs, 2e-2);
+  if (!fp8) return;
+  // Again with bf16 staging for the blocks the call reads (exactly enough of them): the
+  // Hopper kernel on an H100/H200 for the shapes it takes, over the dequantized blocks.
+  int64_t blocks = 0;
+  for (size_t b = 0; b + 1 < c.cu_k.size(); ++b)
+    blocks += (c.cu_k[b + 1] - c.cu_k[b] + bs - 1) / bs;
+  DevVec<uint16_t> staging_k(blocks * bs * hkv * d), staging_v(blocks * bs * hkv * d);
+  DevVec<int32_t> staging_tables(c.batch * c.cache.max_blocks);
+  dev.params.staging_k = staging_k.view(DType::kBf16, {blocks, bs, hkv, d});
+  dev.params.staging_v = staging_v.view(DType::kBf16, {blocks, bs, hkv, d});
+  dev.params.staging_tables = staging_tables.view(DType::kI32, {c.batch, c.cache.max_blocks});
+  dev.params.kv_blocks = blocks;
+  const std::vector<uint16_t> staged = dev.run([](const kernels::PrefillAttentionParams& p) {
+    kernels::cuda::prefill_attention(p, nullptr);
+  });
+  const ErrorStats s = compare_bf16(staged, ref);
+  EXPECT_TRUE(s.finite) << "staged: unwritten or NaN output";
+  EXPECT_LT(s.rel_l2, 1e-2) << "staged";
+  EXPECT_LT(s.max_abs, 2e-2) << "staged";
+  // A count past the staging's blocks: the call must not overrun it; it takes the mma kernel.
+  dev.params.kv_blocks = blocks + 1;
+  const ErrorStats m = compare_bf16(dev.run([](const kernels::PrefillAttentionParams& p) {
+    kernels::cuda::prefill_attention(p, nullptr);
+  }),
+                                    ref);
+  EXPECT_TRUE(m.finite && m.rel_l2 < 1e-2 && m.max_abs < 2e-2) << "too little staging";
 }
 
 // How the CUDA decode kernel is given its split-KV scratch.
@@ -54,6 +80,7 @@ const char* split_name(Split s) {
 
 struct DecodeShape {
   int64_t d = 128, hq = 16, hkv = 8, bs = 256;  // Qwen3-0.6B's attention by default
+  bool fp8 = false;                             // an fp8 cache (PagedCase)
 };
 
 // A decode batch living on the device (cache, q, lengths, block tables, scratch), kept across
@@ -67,7 +94,7 @@ class DecodeRig {
         batch_(static_cast<int64_t>(capacity.size())),
         q_pitch_((shape.hq + 2 * shape.hkv) * shape.d),  // q is a view into qkv rows
         rng_(seed),
-        cache_(decode_seqs(capacity), shape.d, shape.hq, shape.hkv, shape.bs, rng_),
+        cache_(decode_seqs(capacity), shape.d, shape.hq, shape.hkv, shape.bs, rng_, shape.fp8),
         dev_(cache_),
         q_(random_bf16(batch_ * q_pitch_, rng_, -2, 2)),
         dq_(q_),
@@ -160,7 +187,8 @@ void check_decode(const std::vector<int>& lens, DecodeShape shape, Split split, 
   rig.run(nullptr);
   std::string what = std::string(split_name(split)) + ", B=" + std::to_string(lens.size()) + " d" +
                      std::to_string(shape.d) + " " + std::to_string(shape.hq) + "q/" +
-                     std::to_string(shape.hkv) + "kv bs" + std::to_string(shape.bs);
+                     std::to_string(shape.hkv) + "kv bs" + std::to_string(shape.bs) +
+                     (shape.fp8 ? " fp8" : "");
   if (lens.size() == 1) what += " ctx " + std::to_string(lens[0]);
   if (cells > 0) what += " cells " + std::to_string(cells);
   rig.expect_matches_cpu(what);
@@ -267,6 +295,35 @@ TEST(DecodeAttentionCuda, SmallScratchFewCtasEachCoveringManyGroups) {
       check_decode(lens, {64, 8, 2, 16}, split, 37, cells);
     }
   }
+}
+
+// --kv-cache-dtype fp8: the mma.sync prefill reading fp8, the Hopper one over bf16 staging
+// (check_prefill runs both), and the decode kernel in every split mode read the same fp8 rows
+// as the CPU reference, whose rows carry exponents 0..3 apart: a kernel that ignored or
+// misplaced them would be far off.
+TEST(PrefillAttentionCuda, Fp8CacheWithCachedPrefixesGqa1245) {
+  SKIP_WITHOUT_CUDA();
+  check_prefill({{256, 256}, {1, 1}, {100, 300}, {37, 37}, {1, 513}}, 128, 16, 8, 256, 51, true);
+  check_prefill({{1, 50}, {64, 64}, {130, 200}, {65, 65}}, 64, 8, 2, 16, 52, true);
+  check_prefill({{300, 300}, {17, 600}, {1, 1}}, 128, 40, 8, 256, 53, true);
+  check_prefill({{1000, 4096}}, 64, 4, 1, 256, 54, true);
+  check_prefill({{127, 129}, {200, 200}}, 128, 4, 4, 32, 55, true);
+}
+
+TEST(DecodeAttentionCuda, Fp8CacheTileEdgesMixedLengthsAndGroupsInEverySplitMode) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<int> lens{1, 31, 32, 33, 255, 256, 257, 1000, 4096, 2, 64, 65, 700, 16};
+  for (Split split : kAllSplits) {
+    for (int ctx : {1, 3, 4, 5, 31, 32, 33, 257, 16384})
+      check_decode({ctx}, {128, 16, 8, 256, true}, split, 56);
+    for (int64_t g : {1, 2, 4, 5, 8}) {
+      check_decode(lens, {128, 2 * g, 2, 256, true}, split, 57);
+      check_decode(lens, {64, 4 * g, 4, 16, true}, split, 58);
+    }
+    check_decode({0, 5, 0, 300, 4096, 0}, {128, 8, 2, 48, true}, split, 59);  // bs 48, padding
+  }
+  std::vector<int> many = random_lens(256, 1, 2048, 60);
+  check_decode(many, {128, 4, 2, 256, true}, Split::kFused, 61);
 }
 
 // One call captured in a CUDA graph, replayed after the lengths and block tables changed under

@@ -80,8 +80,8 @@ TEST(Fp8KvCacheCpu, AStoredRowReadsBackWithinFp8RoundingWhateverItsMagnitude) {
     std::vector<int32_t> slot{static_cast<int32_t>(bs)}, table{1, 0}, context{1};
     const TensorView kc(k_cache.data(), DType::kFp8E4M3, {nb, bs, hkv, d});
     const TensorView vc(v_cache.data(), DType::kFp8E4M3, {nb, bs, hkv, d});
-    const TensorView ks(k_scale.data(), DType::kI8, {nb, bs, hkv});
-    const TensorView vs(v_scale.data(), DType::kI8, {nb, bs, hkv});
+    const TensorView ks(k_scale.data(), DType::kI8, {nb, hkv, bs});
+    const TensorView vs(v_scale.data(), DType::kI8, {nb, hkv, bs});
     kernels::cpu::store_kvcache(TensorView(k.data(), DType::kBf16, {1, hkv, d}),
                                 TensorView(v.data(), DType::kBf16, {1, hkv, d}), kc, vc,
                                 TensorView(slot.data(), DType::kI32, {1}), ks, vs);
@@ -99,7 +99,7 @@ TEST(Fp8KvCacheCpu, AStoredRowReadsBackWithinFp8RoundingWhateverItsMagnitude) {
       for (int64_t i = 0; i < d; ++i)
         max_abs = std::max(max_abs, std::fabs(bf16_to_float(v[h * d + i])));
       const int e = fp8_row_exponent(max_abs);
-      EXPECT_EQ(v_scale[static_cast<size_t>(bs * hkv + h)], e);
+      EXPECT_EQ(v_scale[static_cast<size_t>((hkv + h) * bs)], e);  // block 1, head h, row 0
       for (int64_t i = 0; i < d; ++i) {
         const float want = bf16_to_float(v[h * d + i]), got = bf16_to_float(out[h * d + i]);
         // Half an fp8 ulp (2^-4 relative for normals, 2^(e - 10) for the row's subnormals),

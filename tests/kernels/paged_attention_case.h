@@ -1,7 +1,9 @@
 // Random paged-attention inputs shared by the CUDA attention tests (attention_cuda_test.cpp,
 // prefill_attention_hopper_cuda_test.cpp): a paged cache whose blocks are dealt to the
 // sequences in shuffled order (so a kernel that ignores the block table reads wrong keys), and
-// a prefill batch over it with its CPU reference and device copies.
+// a prefill batch over it with its CPU reference and device copies. Either cache may be fp8
+// (--kv-cache-dtype fp8: kernels/fp8.h's rows with their exponents), which the CPU reference
+// reads as well: the kernels are held to the same tolerance on the same dequantized values.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/fp8.h"
 #include "tests/kernels/cuda_test_util.h"
 
 namespace nanovllm::test {
@@ -32,9 +35,15 @@ struct PagedCase {
   int64_t d, hq, hkv, bs, num_blocks, max_blocks;
   std::vector<uint16_t> k, v;   // [num_blocks, bs, hkv, d]
   std::vector<int32_t> tables;  // [B, max_blocks], -1 padded
+  // fp8 only: every row of k and v scaled by 2^-s (s in 0..3, drawn per row, so that rows
+  // get different exponents), then encoded: k8, v8 [num_blocks, bs, hkv, d], ks, vs
+  // [num_blocks, hkv, bs].
+  bool fp8 = false;
+  std::vector<uint8_t> k8, v8;
+  std::vector<int8_t> ks, vs;
   PagedCase(const std::vector<Seq>& seqs, int64_t head_dim, int64_t q_heads, int64_t kv_heads,
-            int64_t block_size, std::mt19937& rng)
-      : d(head_dim), hq(q_heads), hkv(kv_heads), bs(block_size) {
+            int64_t block_size, std::mt19937& rng, bool fp8_cache = false)
+      : d(head_dim), hq(q_heads), hkv(kv_heads), bs(block_size), fp8(fp8_cache) {
     max_blocks = 1;
     int64_t total = 0;
     for (const Seq& s : seqs) {
@@ -46,6 +55,29 @@ struct PagedCase {
     deal(seqs, rng);
     k = random_bf16(num_blocks * bs * hkv * d, rng);
     v = random_bf16(num_blocks * bs * hkv * d, rng);
+    if (fp8) {
+      encode(k, k8, ks, rng);
+      encode(v, v8, vs, rng);
+    }
+  }
+  void encode(const std::vector<uint16_t>& x, std::vector<uint8_t>& bytes,
+              std::vector<int8_t>& exponents, std::mt19937& rng) const {
+    std::uniform_int_distribution<int> shift(0, 3);
+    bytes.resize(x.size());
+    exponents.resize(num_blocks * hkv * bs);
+    for (int64_t b = 0; b < num_blocks; ++b)
+      for (int64_t o = 0; o < bs; ++o)
+        for (int64_t h = 0; h < hkv; ++h) {
+          const int64_t row = ((b * bs + o) * hkv + h) * d;
+          const int s = shift(rng);
+          float max_abs = 0.f;
+          for (int64_t i = 0; i < d; ++i)
+            max_abs = std::max(max_abs, std::fabs(std::ldexp(bf16_to_float(x[row + i]), -s)));
+          const int8_t e = fp8_row_exponent(max_abs);
+          exponents[(b * hkv + h) * bs + o] = e;
+          for (int64_t i = 0; i < d; ++i)
+            bytes[row + i] = fp8_e4m3_from_float(std::ldexp(bf16_to_float(x[row + i]), -s - e));
+        }
   }
   // Fresh tables for these sequences (each no longer than the case was built for): blocks
   // drawn at random, without repeats, from the whole cache; rows of k_len 0 stay all -1.
@@ -67,8 +99,17 @@ struct PagedCase {
 struct DevicePaged {
   DevVec<uint16_t> k, v;
   DevVec<int32_t> tables;
-  explicit DevicePaged(const PagedCase& c) : k(c.k), v(c.v), tables(c.tables) {}
+  DevVec<uint8_t> k8, v8;  // fp8 only (else empty)
+  DevVec<int8_t> ks, vs;
+  explicit DevicePaged(const PagedCase& c)
+      : k(c.k), v(c.v), tables(c.tables), k8(c.k8), v8(c.v8), ks(c.ks), vs(c.vs) {}
   kernels::PagedKV view(const PagedCase& c, int64_t batch) const {
+    if (c.fp8)
+      return {k8.view(DType::kFp8E4M3, {c.num_blocks, c.bs, c.hkv, c.d}),
+              v8.view(DType::kFp8E4M3, {c.num_blocks, c.bs, c.hkv, c.d}),
+              tables.view(DType::kI32, {batch, c.max_blocks}),
+              ks.view(DType::kI8, {c.num_blocks, c.hkv, c.bs}),
+              vs.view(DType::kI8, {c.num_blocks, c.hkv, c.bs})};
     return {k.view(DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
             v.view(DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
             tables.view(DType::kI32, {batch, c.max_blocks})};
@@ -76,6 +117,12 @@ struct DevicePaged {
 };
 
 inline kernels::PagedKV host_paged(PagedCase& c, int64_t batch) {
+  if (c.fp8)
+    return {host_view(c.k8.data(), DType::kFp8E4M3, {c.num_blocks, c.bs, c.hkv, c.d}),
+            host_view(c.v8.data(), DType::kFp8E4M3, {c.num_blocks, c.bs, c.hkv, c.d}),
+            host_view(c.tables.data(), DType::kI32, {batch, c.max_blocks}),
+            host_view(c.ks.data(), DType::kI8, {c.num_blocks, c.hkv, c.bs}),
+            host_view(c.vs.data(), DType::kI8, {c.num_blocks, c.hkv, c.bs})};
   return {host_view(c.k.data(), DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
           host_view(c.v.data(), DType::kBf16, {c.num_blocks, c.bs, c.hkv, c.d}),
           host_view(c.tables.data(), DType::kI32, {batch, c.max_blocks})};
@@ -91,9 +138,9 @@ struct PrefillCase {
   int max_q = 0, max_k = 0;
   std::vector<uint16_t> q;  // [tq, q_pitch]
   PrefillCase(const std::vector<Seq>& seqs, int64_t head_dim, int64_t q_heads, int64_t kv_heads,
-              int64_t block_size, uint32_t seed)
+              int64_t block_size, uint32_t seed, bool fp8_cache = false)
       : rng(seed),
-        cache(seqs, head_dim, q_heads, kv_heads, block_size, rng),
+        cache(seqs, head_dim, q_heads, kv_heads, block_size, rng, fp8_cache),
         d(head_dim),
         hq(q_heads),
         batch(static_cast<int64_t>(seqs.size())),

@@ -194,6 +194,74 @@ TEST(QkNormRopeStoreCuda, MatchesCpuWithYarnTableAndScalingUpTo128kPositions) {
     run_case(c, rng);
 }
 
+// --kv-cache-dtype fp8: the kernel's cache bytes and row exponents are exactly what the CPU
+// store_kvcache writes for the k the kernel left in qkv (rotated in place) and for v, whose
+// rows are scaled by 2^-12 .. 2^12 so that exponents range widely; slots nobody addresses
+// keep their poison.
+TEST(QkNormRopeStoreCuda, Fp8StoreWritesTheCpuEncodingOfTheRotatedRows) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(15);
+  for (const Case c : {Case{128, 16, 8, 37, true, 0, 40000}, Case{64, 8, 2, 50, false, 8, 4000},
+                       Case{128, 40, 8, 129, true, 24, 131071}}) {
+    SCOPED_TRACE(::testing::Message() << "d " << c.d << " hq " << c.hq << " hkv " << c.hkv);
+    const Layout l{c.d, c.hq, c.hkv, c.tokens, (c.hq + 2 * c.hkv) * c.d + c.pad};
+    const int64_t bs = 16, blocks = (c.tokens + bs - 1) / bs + 2, slots = blocks * bs;
+    auto qkv = random_bf16(c.tokens * l.pitch, rng, -2, 2);
+    std::uniform_int_distribution<int> shift(-12, 12);
+    for (int64_t t = 0; t < c.tokens; ++t)
+      for (int64_t h = 0; h < c.hkv; ++h) {
+        const int s = shift(rng);
+        uint16_t* v = qkv.data() + t * l.pitch + (c.hq + c.hkv + h) * c.d;
+        for (int64_t i = 0; i < c.d; ++i) v[i] = float_to_bf16(std::ldexp(bf16_to_float(v[i]), s));
+      }
+    auto qw = random_bf16(c.d, rng, 0.5, 1.5), kw = random_bf16(c.d, rng, 0.5, 1.5);
+    std::vector<int32_t> pos(c.tokens), perm(slots), slot(c.tokens);
+    for (int64_t t = 0; t < c.tokens; ++t) pos[t] = static_cast<int32_t>((t * 7919) % c.max_pos);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int64_t t = 0; t < c.tokens; ++t) slot[t] = t % 3 == 2 ? -1 : perm[t];
+    std::vector<uint8_t> poison8(slots * c.hkv * c.d, 0x5a);
+    std::vector<int8_t> poison_e(slots * c.hkv, 77);
+
+    DevVec<uint16_t> dqkv(qkv), dqw(qw), dkw(kw);
+    DevVec<uint8_t> dkc(poison8), dvc(poison8);
+    DevVec<int8_t> dks(poison_e), dvs(poison_e);
+    DevVec<int32_t> dpos(pos), dslot(slot);
+    const RopeTables rope(c.d, false);
+    void* base = dqkv.mem.get();
+    TensorView none_dev;
+    none_dev.device = Device::kCuda;
+    kernels::cuda::qk_norm_rope_store(
+        l.heads(base, Device::kCuda, 0, c.hq), l.heads(base, Device::kCuda, c.hq, c.hkv),
+        l.heads(base, Device::kCuda, c.hq + c.hkv, c.hkv),
+        c.norm ? dqw.view(DType::kBf16, {c.d}) : none_dev,
+        c.norm ? dkw.view(DType::kBf16, {c.d}) : none_dev, dpos.view(DType::kI32, {c.tokens}),
+        1e-6f, rope.cuda(), dkc.view(DType::kFp8E4M3, {blocks, bs, c.hkv, c.d}),
+        dvc.view(DType::kFp8E4M3, {blocks, bs, c.hkv, c.d}), dslot.view(DType::kI32, {c.tokens}),
+        nullptr, dks.view(DType::kI8, {blocks, c.hkv, bs}),
+        dvs.view(DType::kI8, {blocks, c.hkv, bs}));
+    auto got = dqkv.host();
+
+    auto kc_ref = poison8, vc_ref = poison8;
+    auto ks_ref = poison_e, vs_ref = poison_e;
+    kernels::cpu::store_kvcache(l.heads(got.data(), Device::kCpu, c.hq, c.hkv),
+                                l.heads(got.data(), Device::kCpu, c.hq + c.hkv, c.hkv),
+                                host_view(kc_ref.data(), DType::kFp8E4M3, {blocks, bs, c.hkv, c.d}),
+                                host_view(vc_ref.data(), DType::kFp8E4M3, {blocks, bs, c.hkv, c.d}),
+                                host_view(slot.data(), DType::kI32, {c.tokens}),
+                                host_view(ks_ref.data(), DType::kI8, {blocks, c.hkv, bs}),
+                                host_view(vs_ref.data(), DType::kI8, {blocks, c.hkv, bs}));
+    EXPECT_EQ(dkc.host(), kc_ref);
+    EXPECT_EQ(dvc.host(), vc_ref);
+    EXPECT_EQ(dks.host(), ks_ref);
+    EXPECT_EQ(dvs.host(), vs_ref);
+    int lo = 127, hi = -127;  // the written v exponents (the poison is 77)
+    for (int8_t e : vs_ref)
+      if (e != 77) lo = std::min<int>(lo, e), hi = std::max<int>(hi, e);
+    EXPECT_GT(hi - lo, 16) << "the v rows' exponents should spread";
+  }
+}
+
 TEST(QkNormRopeStoreCuda, AllSlotsMinusOneStoresNothingButStillRotates) {
   SKIP_WITHOUT_CUDA();
   std::mt19937 rng(13);

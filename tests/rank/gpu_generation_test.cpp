@@ -2,7 +2,13 @@
 // device and two environment variables, else every test skips:
 //   NANOVLLM_GPU_MODEL_DIR  a folder from `nanovllm-mkmodel --preset qwen3-0.6b --seed 1` (or 1.7b)
 //   NANOVLLM_GPU_REFERENCE  its reference from scripts/make_gpu_reference.py
-// (scripts/run_gpu_checks.sh sets both). Checks, on 36 prompts x 128 greedy tokens:
+// (scripts/run_gpu_checks.sh sets both), and optionally
+//   NANOVLLM_GPU_KV_CACHE_DTYPE  fp8: every runner keeps an fp8 KV cache (--kv-cache-dtype
+//                                fp8; scripts/fp8_check.sh). The consistency tests (prefix
+//                                caching, chunking, graphs, preemption) hold as they are; the
+//                                tests against transformers then measure fp8's extra error,
+//                                beyond bf16's tolerances (issue 34's figures).
+// Checks, on 36 prompts x 128 greedy tokens:
 // teacher-forced top-1 and logprobs against transformers FP32 (and BF16, printed), greedy
 // generations per vLLM's check_logprobs_close rule, that attention matters, and that prefix
 // caching, CUDA graphs and preemption change nothing beyond bf16 noise.
@@ -21,6 +27,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <string>
 
 #include "engine/llm_engine.h"
 #include "engine/sampling_slots.h"
@@ -71,6 +78,8 @@ std::unique_ptr<ModelRunner> make_runner(const ModelConfig& config, Communicator
   o.max_model_len = kMaxModelLen;
   o.device = Device::kCuda;
   o.block_size = kBlockSize;
+  const char* dtype = std::getenv("NANOVLLM_GPU_KV_CACHE_DTYPE");
+  if (dtype != nullptr && std::string(dtype) == "fp8") o.kv_cache_dtype = DType::kFp8E4M3;
   return std::make_unique<ModelRunner>(env()->model_dir, config, comm, o);
 }
 
