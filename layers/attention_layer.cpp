@@ -76,20 +76,42 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
   const kernels::PagedKV kv{k_cache_, v_cache_, meta.block_tables, k_scale_, v_scale_};
   const TensorView o = attn.reshape({t, hq, d});
   if (meta.is_prefill) {
-    kernels::PrefillAttentionParams p;
-    p.out = o;
-    p.q = q;
-    p.kv = kv;
-    p.cu_seqlens_q = meta.cu_seqlens_q;
-    p.cu_seqlens_k = meta.cu_seqlens_k;
-    p.max_seqlen_q = meta.max_seqlen_q;
-    p.max_seqlen_k = meta.max_seqlen_k;
-    p.scale = scale_;
-    p.staging_k = meta.fp8_staging_k;
-    p.staging_v = meta.fp8_staging_v;
-    p.staging_tables = meta.fp8_staging_tables;
-    p.kv_blocks = meta.kv_blocks;
-    kernels::prefill_attention(p, ctx);
+    // The leading one-query sequences (an fp8 cache's mixed steps, AttentionMetadata::
+    // lead_rows): the decode kernel over their rows of q, out and the block table.
+    const int64_t lead = meta.lead_rows, batch = meta.cu_seqlens_q.numel() - 1;
+    if (lead > 0) {
+      kernels::DecodeAttentionParams d;
+      d.out = o.slice_rows(0, lead);
+      d.q = q.slice_rows(0, lead);
+      d.kv = kv;
+      d.kv.block_tables = meta.block_tables.slice_rows(0, lead);
+      d.context_lens = meta.lead_context_lens;
+      d.max_context_len = meta.lead_max_context_len;
+      d.scale = scale_;
+      d.split_out = meta.split_out;
+      d.split_lse = meta.split_lse;
+      d.split_counters = meta.split_counters;
+      kernels::decode_attention(d, ctx);
+    }
+    if (lead < batch) {
+      // The other sequences: q and out stay whole (cu_seqlens_q holds absolute rows); their
+      // entries of cu_seqlens_q / _k and rows of the block table.
+      kernels::PrefillAttentionParams p;
+      p.out = o;
+      p.q = q;
+      p.kv = kv;
+      p.kv.block_tables = meta.block_tables.slice_rows(lead, batch);
+      p.cu_seqlens_q = meta.cu_seqlens_q.slice_rows(lead, batch + 1);
+      p.cu_seqlens_k = meta.cu_seqlens_k.slice_rows(lead, batch + 1);
+      p.max_seqlen_q = meta.max_seqlen_q;
+      p.max_seqlen_k = meta.max_seqlen_k;
+      p.scale = scale_;
+      p.staging_k = meta.fp8_staging_k;
+      p.staging_v = meta.fp8_staging_v;
+      p.staging_tables = meta.fp8_staging_tables;
+      p.kv_blocks = meta.kv_blocks;
+      kernels::prefill_attention(p, ctx);
+    }
   } else {
     kernels::DecodeAttentionParams p;
     p.out = o;

@@ -17,6 +17,13 @@ struct AttentionMetadata {
   int max_seqlen_q = 0;
   int max_seqlen_k = 0;
   int64_t kv_blocks = 0;  // Σ_b ceil(k_len_b / block_size): the cache blocks the step reads
+  // Prefill over an fp8 cache: the first lead_rows sequences (one query each: a mixed step's
+  // decodes, rank/prefill_attention_split.h) go through the decode kernel with these context
+  // lengths; max_seqlen_q / _k and kv_blocks then describe the other sequences only, which
+  // the prefill kernels take. 0: the prefill kernels take the whole step.
+  int lead_rows = 0;
+  TensorView lead_context_lens;  // [lead_rows] i32
+  int lead_max_context_len = 0;
   // Prefill on CUDA with an fp8 cache: bf16 staging for the Hopper kernel (kernels/attention.h,
   // PrefillAttentionParams), filled by Qwen3ForCausalLM where kv_blocks fit; else null.
   TensorView fp8_staging_k, fp8_staging_v;  // [staging_blocks, block_size, Hkv, D] bf16
@@ -24,8 +31,9 @@ struct AttentionMetadata {
   // Decode:
   TensorView context_lens;  // [B] i32
   int max_context_len = 0;
-  // Decode on CUDA: split-KV scratch (null: one CTA per sequence and kv head), filled by
-  // Qwen3ForCausalLM; cells = kernels::cuda::decode_attention_split_cells(), G = Hq / Hkv.
+  // Decode (and a prefill's lead rows) on CUDA: split-KV scratch (null: one CTA per sequence and kv
+  // head), filled by Qwen3ForCausalLM; cells = kernels::cuda::decode_attention_split_cells(), G =
+  // Hq / Hkv.
   TensorView split_out;       // [cells, G, D] f32
   TensorView split_lse;       // [cells, G] f32
   TensorView split_counters;  // [cells / 2] i32, zero between calls (null: a merge kernel)

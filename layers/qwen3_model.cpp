@@ -98,7 +98,7 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
   const TensorView act = workspace_.get(kAct, DType::kBf16, {t, inter});
 
   AttentionMetadata m = meta;
-  if (!m.is_prefill && !input_ids.on_cpu()) {
+  if ((!m.is_prefill || m.lead_rows > 0) && !input_ids.on_cpu()) {
     const int64_t cells = decode_split_cells();
     const int64_t g = attn0.q_width() / config_.head_dim / attn0.num_kv_heads();
     m.split_out = workspace_.get(kSplitOut, DType::kF32, {cells, g, config_.head_dim});
@@ -113,15 +113,17 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
     const int64_t block_bytes = kv_block_size_ * hkv * d * static_cast<int64_t>(sizeof(uint16_t));
     const int64_t capacity =
         static_cast<int64_t>(workspace_.slot_bytes(kFp8StagingK)) / block_bytes;
-    const int64_t entries = m.block_tables.numel();
+    // The prefill kernels' rows of the block table: those after the lead rows.
+    const int64_t table_rows = m.block_tables.size(0) - m.lead_rows;
+    const int64_t entries = table_rows * m.block_tables.size(1);
     if (m.kv_blocks > 0 && m.kv_blocks <= capacity &&
         entries * 4 <= static_cast<int64_t>(workspace_.slot_bytes(kFp8StagingTables))) {
       m.fp8_staging_k =
           workspace_.get(kFp8StagingK, DType::kBf16, {capacity, kv_block_size_, hkv, d});
       m.fp8_staging_v =
           workspace_.get(kFp8StagingV, DType::kBf16, {capacity, kv_block_size_, hkv, d});
-      m.fp8_staging_tables = workspace_.get(kFp8StagingTables, DType::kI32,
-                                            {m.block_tables.size(0), m.block_tables.size(1)});
+      m.fp8_staging_tables =
+          workspace_.get(kFp8StagingTables, DType::kI32, {table_rows, m.block_tables.size(1)});
     }
   }
 

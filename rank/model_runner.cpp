@@ -15,6 +15,7 @@
 #include "rank/cuda_exec_resources.h"
 #include "rank/cuda_graph_runner.h"
 #include "rank/gpu_memory_budget.h"
+#include "rank/prefill_attention_split.h"
 #include "rank/slot_sampling_state.h"
 
 namespace nanovllm {
@@ -223,6 +224,21 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
     for (int64_t i = 0; i < b; ++i)
       meta.kv_blocks +=
           (cmd.cu_seqlens_k[i + 1] - cmd.cu_seqlens_k[i] + block_size_ - 1) / block_size_;
+    // An fp8 cache: the leading one-query sequences go through the decode kernel
+    // (rank/prefill_attention_split.h); the other fields then describe the rest.
+    if (kv_dtype_ == DType::kFp8E4M3) {
+      const PrefillAttentionSplit split = split_prefill_attention(cmd, block_size_);
+      if (split.lead_rows > 0) {
+        meta.lead_rows = split.lead_rows;
+        meta.lead_context_lens =
+            upload(kContextLens, split.lead_context_lens.data(), DType::kI32, {split.lead_rows});
+        meta.lead_max_context_len =
+            *std::max_element(split.lead_context_lens.begin(), split.lead_context_lens.end());
+        meta.max_seqlen_q = split.rest_max_seqlen_q;
+        meta.max_seqlen_k = split.rest_max_seqlen_k;
+        meta.kv_blocks = split.rest_kv_blocks;
+      }
+    }
   } else {
     CHECK_EQ(b, t);
     meta.context_lens = upload(kContextLens, cmd.context_lens.data(), DType::kI32, {b});

@@ -310,6 +310,55 @@ TEST(PrefillAttentionCuda, Fp8CacheWithCachedPrefixesGqa1245) {
   check_prefill({{127, 129}, {200, 200}}, 128, 4, 4, 32, 55, true);
 }
 
+// A mixed step over an fp8 cache (layers/attention_layer.cpp): the leading one-query
+// sequences go to the decode kernel, the prefill kernels get the rest through views of
+// cu_seqlens_q / _k and the block table that start at sequence `lead` (q and out stay whole:
+// cu_seqlens_q holds absolute rows). Both halves against the CPU reference of the whole step,
+// for the mma path and the staged Hopper one.
+TEST(PrefillAttentionCuda, Fp8LeadingDecodeRowsThenPrefillOverOffsetViews) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t d = 128, hq = 16, hkv = 8, bs = 16, lead = 3;
+  PrefillCase c({{1, 700}, {1, 33}, {1, 256}, {64, 300}, {17, 17}, {1, 90}}, d, hq, hkv, bs, 62,
+                true);
+  const std::vector<uint16_t> ref = c.cpu_reference();
+  DevicePrefill dev(c);
+  std::vector<int32_t> lead_lens;
+  for (int64_t b = 0; b < lead; ++b) lead_lens.push_back(c.cu_k[b + 1] - c.cu_k[b]);
+  DevVec<int32_t> d_lead_lens(lead_lens);
+  int64_t rest_blocks = 0;
+  for (int64_t b = lead; b < c.batch; ++b) rest_blocks += (c.cu_k[b + 1] - c.cu_k[b] + bs - 1) / bs;
+  DevVec<uint16_t> staging_k(rest_blocks * bs * hkv * d), staging_v(rest_blocks * bs * hkv * d);
+  DevVec<int32_t> staging_tables((c.batch - lead) * c.cache.max_blocks);
+  for (bool staged : {false, true}) {
+    const std::vector<uint16_t> out = dev.run([&](const kernels::PrefillAttentionParams& p) {
+      kernels::DecodeAttentionParams dp;
+      dp.out = p.out.slice_rows(0, lead);
+      dp.q = p.q.slice_rows(0, lead);
+      dp.kv = p.kv;
+      dp.kv.block_tables = p.kv.block_tables.slice_rows(0, lead);
+      dp.context_lens = d_lead_lens.view(DType::kI32, {lead});
+      dp.scale = p.scale;
+      kernels::cuda::decode_attention(dp, nullptr);
+      kernels::PrefillAttentionParams rest = p;
+      rest.kv.block_tables = p.kv.block_tables.slice_rows(lead, c.batch);
+      rest.cu_seqlens_q = p.cu_seqlens_q.slice_rows(lead, c.batch + 1);
+      rest.cu_seqlens_k = p.cu_seqlens_k.slice_rows(lead, c.batch + 1);
+      if (staged) {
+        rest.staging_k = staging_k.view(DType::kBf16, {rest_blocks, bs, hkv, d});
+        rest.staging_v = staging_v.view(DType::kBf16, {rest_blocks, bs, hkv, d});
+        rest.staging_tables =
+            staging_tables.view(DType::kI32, {c.batch - lead, c.cache.max_blocks});
+        rest.kv_blocks = rest_blocks;
+      }
+      kernels::cuda::prefill_attention(rest, nullptr);
+    });
+    const ErrorStats e = compare_bf16(out, ref);
+    EXPECT_TRUE(e.finite) << "unwritten or NaN output, staged " << staged;
+    EXPECT_LT(e.rel_l2, 1e-2) << "staged " << staged;
+    EXPECT_LT(e.max_abs, 2e-2) << "staged " << staged;
+  }
+}
+
 TEST(DecodeAttentionCuda, Fp8CacheTileEdgesMixedLengthsAndGroupsInEverySplitMode) {
   SKIP_WITHOUT_CUDA();
   const std::vector<int> lens{1, 31, 32, 33, 255, 256, 257, 1000, 4096, 2, 64, 65, 700, 16};

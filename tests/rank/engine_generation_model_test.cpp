@@ -2,6 +2,7 @@
 // BlockManager driving a ModelRunner (the --tp 1 path) on the CPU backend.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -37,17 +38,27 @@ struct RunResult {
   EngineStats stats;
 };
 
+// The step's shape and the cache: the defaults run every prompt whole; a small budget and
+// threshold chunk them into steps mixed with the running decodes (decodes first).
+struct StepShape {
+  int budget = 512, long_prefill_threshold = 4096;
+  DType kv_dtype = DType::kBf16;
+};
+
 RunResult run_engine(const std::vector<Request>& requests, int num_blocks,
-                     BlockHashFn hash_fn = compute_block_hash) {
+                     BlockHashFn hash_fn = compute_block_hash, StepShape shape = {}) {
   SingleRankCommunicator comm;
-  ModelRunner runner(
-      tiny().dir(), tiny().config(), comm,
-      ModelRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = num_blocks, .cpu_threads = 2});
+  ModelRunnerOptions options{
+      .block_size = kBlockSize, .num_kv_blocks = num_blocks, .cpu_threads = 2};
+  options.kv_cache_dtype = shape.kv_dtype;
+  ModelRunner runner(tiny().dir(), tiny().config(), comm, options);
   EngineConfig config;
   config.kvcache_block_size = kBlockSize;
   config.num_kvcache_blocks = num_blocks;
   config.max_model_len = 256;
-  config.max_num_batched_tokens = 512;
+  config.max_num_batched_tokens = shape.budget;
+  config.long_prefill_token_threshold = shape.long_prefill_threshold;
+  config.max_num_seqs = std::min(config.max_num_seqs, shape.budget);
   config.eos_token_ids = tiny().config().eos_token_ids;
   LLMEngine engine(config, runner, std::move(hash_fn));
   std::map<int64_t, size_t> order;
@@ -125,6 +136,27 @@ TEST(EngineGeneration, PreemptionUnderTinyKvCacheGivesSameTokensAsRoomyCache) {
   EXPECT_EQ(tight.completions, roomy.completions);
   EXPECT_GT(tight.stats.num_preemptions, 0);
   EXPECT_EQ(roomy.stats.num_preemptions, 0);
+}
+
+// --kv-cache-dtype fp8: a mixed step's leading one-query rows (the running decodes) go
+// through the decode kernel and the chunks through the prefill kernel, over slices of the
+// step's q, block table and cu_seqlens (rank/prefill_attention_split.h). On the CPU both
+// kernels compute one query exactly alike, so chunked mixed steps must reproduce whole
+// prompts token for token: a misplaced slice reads another sequence's keys.
+TEST(EngineGeneration, Fp8CacheMixedChunkedStepsGiveTheSameTokensAsWholePrompts) {
+  std::vector<Request> requests;
+  for (int r = 0; r < 4; ++r) {
+    Request req{{}, greedy(12)};
+    for (int i = 0; i < 20 + 9 * r; ++i) req.prompt.push_back(700 + 997 * r + 31 * i);
+    requests.push_back(req);
+  }
+  const RunResult whole =
+      run_engine(requests, 64, compute_block_hash, {.kv_dtype = DType::kFp8E4M3});
+  const RunResult mixed =
+      run_engine(requests, 64, compute_block_hash,
+                 {.budget = 24, .long_prefill_threshold = 8, .kv_dtype = DType::kFp8E4M3});
+  EXPECT_EQ(mixed.completions, whole.completions);
+  EXPECT_GT(mixed.stats.num_prefill_steps, whole.stats.num_prefill_steps + 4);
 }
 
 TEST(EngineGeneration, SeededSamplingDoesNotDependOnBatchComposition) {
