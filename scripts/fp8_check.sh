@@ -13,11 +13,16 @@
 #      (fixed), nano-vllm's workload, the decode step at batch 8 and 256 (context 1024), and
 #      the blocks each cache gets; phase long: the decode step at batch 8 and context 32768
 #      and the long workload (prefill of 4k-32k prompts).
-# Usage: bash scripts/fp8_check.sh PRESET   (logs in $OUT or /tmp; FP8_CHECK_PHASES picks)
+# Usage: bash scripts/fp8_check.sh PRESET   (FP8_CHECK_PHASES picks phases)
+# Logs and JSONs go to a scratch folder, packed after every phase into $OUT/fp8_check_logs.tgz
+# (or /tmp): the device tool returns only a few files of $OUT, and one archive loses none.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset=${1:?usage: fp8_check.sh PRESET}
 source scripts/gpu_check_env.sh
+final=$out
+out=$(mktemp -d /tmp/fp8_check.XXXXXX)
+pack() { tar -czf "$final/fp8_check_logs.tgz" -C "$out" .; }
 phases=" ${FP8_CHECK_PHASES:-kernels accuracy speed regress long generation} "
 has() { [[ "$phases" == *" $1 "* ]]; }
 
@@ -28,6 +33,7 @@ if has kernels; then
     grep -E 'Failure|error:|Expected|Which is|rel_l2|max_abs' "$out/$t.fp8.log" | head -20
   done
 fi
+pack
 
 make_model "$preset"
 if has accuracy; then
@@ -36,6 +42,7 @@ if has accuracy; then
   echo "accuracy: rc=$?"
   grep -v '^\s*$' "$out/accuracy.log" | tail -12
 fi
+pack
 
 if has regress; then
   for t in attention_cuda_test rotary_cuda_test decode_attention_new_token_cuda_test; do
@@ -43,6 +50,7 @@ if has regress; then
     echo "$t bf16: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.log" | tr '\n' ' ')"
   done
 fi
+pack
 
 if has long; then
   for dt in bfloat16 fp8; do
@@ -53,6 +61,7 @@ if has long; then
     grep -E '^long|decode step \(|prefill prompt' "$out/bench_long_$dt.log" | head -6
   done
 fi
+pack
 
 if has generation; then
   ref="$out/reference_$preset.json"
@@ -63,6 +72,7 @@ if has generation; then
   echo "gpu_generation_test fp8: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/generation_fp8.log" | tr '\n' ' ')"
   grep -E '^\[ +(OK|FAILED) +\]|^\[qwen|tolerances|mean' "$out/generation_fp8.log" | head -30
 fi
+pack
 
 if has speed; then
   for dt in bfloat16 fp8; do
@@ -73,3 +83,4 @@ if has speed; then
     grep -E 'KV cache:|^fixed|^nanovllm |decode step \(' "$out/bench_$dt.log" | head -8
   done
 fi
+pack
