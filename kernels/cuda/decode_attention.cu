@@ -7,7 +7,8 @@
 // outstanding per SM to run at memory bandwidth without holding K/V in registers. Lane groups
 // of D/8 lanes (16 bytes each) own one token row of the tile per step and keep their own online
 // softmax (one rescale per tile, not per token); they are merged through shared memory at the
-// end of the run of tiles.
+// end of the run of tiles. An fp8 cache (FP8 instantiations) streams its rows and their
+// exponents the same way, dequantizing in registers (decode_attention_tile.cuh's Layout).
 //
 // Who reads which tiles: with scratch (split_out), the tiles of the whole batch are dealt in
 // equal contiguous ranges, ceil(tiles / grid) each, over a fixed grid (the GPU's resident CTA
