@@ -11,9 +11,32 @@
 namespace nanovllm {
 
 namespace {
+
+// Decode attention of one query per row: a decode step's rows, or a mixed prefill step's
+// leading one-query sequences (AttentionMetadata::lead_rows), with their rows of the block
+// table and their context lengths; the split-KV scratch is the step's.
+void attend_one_query_rows(const TensorView& out, const TensorView& q, kernels::PagedKV kv,
+                           const TensorView& block_tables, const TensorView& context_lens,
+                           int max_context_len, float scale, const AttentionMetadata& meta,
+                           const ExecContext& ctx) {
+  kernels::DecodeAttentionParams p;
+  p.out = out;
+  p.q = q;
+  p.kv = kv;
+  p.kv.block_tables = block_tables;
+  p.context_lens = context_lens;
+  p.max_context_len = max_context_len;
+  p.scale = scale;
+  p.split_out = meta.split_out;
+  p.split_lse = meta.split_lse;
+  p.split_counters = meta.split_counters;
+  kernels::decode_attention(p, ctx);
+}
+
 std::string layer_prefix(int layer) {
   return "model.layers." + std::to_string(layer) + ".self_attn";
 }
+
 }  // namespace
 
 Qwen3Attention::Qwen3Attention(const ModelConfig& c, const Checkpoint& ckpt, int layer,
@@ -79,20 +102,10 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
     // The leading one-query sequences (an fp8 cache's mixed steps, AttentionMetadata::
     // lead_rows): the decode kernel over their rows of q, out and the block table.
     const int64_t lead = meta.lead_rows, batch = meta.cu_seqlens_q.numel() - 1;
-    if (lead > 0) {
-      kernels::DecodeAttentionParams d;
-      d.out = o.slice_rows(0, lead);
-      d.q = q.slice_rows(0, lead);
-      d.kv = kv;
-      d.kv.block_tables = meta.block_tables.slice_rows(0, lead);
-      d.context_lens = meta.lead_context_lens;
-      d.max_context_len = meta.lead_max_context_len;
-      d.scale = scale_;
-      d.split_out = meta.split_out;
-      d.split_lse = meta.split_lse;
-      d.split_counters = meta.split_counters;
-      kernels::decode_attention(d, ctx);
-    }
+    if (lead > 0)
+      attend_one_query_rows(o.slice_rows(0, lead), q.slice_rows(0, lead), kv,
+                            meta.block_tables.slice_rows(0, lead), meta.lead_context_lens,
+                            meta.lead_max_context_len, scale_, meta, ctx);
     if (lead < batch) {
       // The other sequences: q and out stay whole (cu_seqlens_q holds absolute rows); their
       // entries of cu_seqlens_q / _k and rows of the block table.
@@ -113,17 +126,8 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
       kernels::prefill_attention(p, ctx);
     }
   } else {
-    kernels::DecodeAttentionParams p;
-    p.out = o;
-    p.q = q;
-    p.kv = kv;
-    p.context_lens = meta.context_lens;
-    p.max_context_len = meta.max_context_len;
-    p.scale = scale_;
-    p.split_out = meta.split_out;
-    p.split_lse = meta.split_lse;
-    p.split_counters = meta.split_counters;
-    kernels::decode_attention(p, ctx);
+    attend_one_query_rows(o, q, kv, meta.block_tables, meta.context_lens, meta.max_context_len,
+                          scale_, meta, ctx);
   }
   phase.reset();
   o_proj_.forward(out, attn, ctx, output);

@@ -16,7 +16,9 @@ struct AttentionMetadata {
   TensorView cu_seqlens_k;  // [B + 1] i32
   int max_seqlen_q = 0;
   int max_seqlen_k = 0;
-  int64_t kv_blocks = 0;  // Σ_b ceil(k_len_b / block_size): the cache blocks the step reads
+  // fp8 cache only (0 otherwise): Σ_b ceil(k_len_b / block_size), the cache blocks the
+  // prefill kernels read (whether the Hopper kernel's bf16 staging can take them).
+  int64_t kv_blocks = 0;
   // Prefill over an fp8 cache: the first lead_rows sequences (one query each: a mixed step's
   // decodes, rank/prefill_attention_split.h) go through the decode kernel with these context
   // lengths; max_seqlen_q / _k and kv_blocks then describe the other sequences only, which

@@ -108,24 +108,7 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
     if (workspace_.slot_bytes(kSplitCounters) > 0)
       m.split_counters = workspace_.get(kSplitCounters, DType::kI32, {cells / 2});
   }
-  if (m.is_prefill && fp8_cuda_cache_ && workspace_.slot_bytes(kFp8StagingK) > 0) {
-    const int64_t hkv = attn0.num_kv_heads(), d = config_.head_dim;
-    const int64_t block_bytes = kv_block_size_ * hkv * d * static_cast<int64_t>(sizeof(uint16_t));
-    const int64_t capacity =
-        static_cast<int64_t>(workspace_.slot_bytes(kFp8StagingK)) / block_bytes;
-    // The prefill kernels' rows of the block table: those after the lead rows.
-    const int64_t table_rows = m.block_tables.size(0) - m.lead_rows;
-    const int64_t entries = table_rows * m.block_tables.size(1);
-    if (m.kv_blocks > 0 && m.kv_blocks <= capacity &&
-        entries * 4 <= static_cast<int64_t>(workspace_.slot_bytes(kFp8StagingTables))) {
-      m.fp8_staging_k =
-          workspace_.get(kFp8StagingK, DType::kBf16, {capacity, kv_block_size_, hkv, d});
-      m.fp8_staging_v =
-          workspace_.get(kFp8StagingV, DType::kBf16, {capacity, kv_block_size_, hkv, d});
-      m.fp8_staging_tables =
-          workspace_.get(kFp8StagingTables, DType::kI32, {table_rows, m.block_tables.size(1)});
-    }
-  }
+  if (m.is_prefill) attach_fp8_prefill_staging(m);
 
   // The residual stream starts as the embedding; each norm adds the previous block's output.
   embed_tokens_.forward(residual, input_ids, ctx);
@@ -169,6 +152,26 @@ void Qwen3ForCausalLM::reserve_decode_scratch() {
   // The merging CTA resets its counter, so zero once is zero between every later call.
   workspace_.get(kSplitCounters, DType::kI32, {cells / 2});
   workspace_.zero(kSplitCounters);
+}
+
+void Qwen3ForCausalLM::attach_fp8_prefill_staging(AttentionMetadata& m) {
+  if (!fp8_cuda_cache_ || workspace_.slot_bytes(kFp8StagingK) == 0) return;
+  const int64_t hkv = layers_.front()->self_attn().num_kv_heads(), d = config_.head_dim;
+  const int64_t block_bytes = kv_block_size_ * hkv * d * static_cast<int64_t>(sizeof(uint16_t));
+  const int64_t capacity = static_cast<int64_t>(workspace_.slot_bytes(kFp8StagingK)) / block_bytes;
+  // The prefill kernels' rows of the block table: those after the lead rows.
+  const int64_t table_rows = m.block_tables.size(0) - m.lead_rows;
+  const int64_t entries = table_rows * m.block_tables.size(1);
+  if (m.kv_blocks > 0 && m.kv_blocks <= capacity &&
+      entries * static_cast<int64_t>(sizeof(int32_t)) <=
+          static_cast<int64_t>(workspace_.slot_bytes(kFp8StagingTables))) {
+    m.fp8_staging_k =
+        workspace_.get(kFp8StagingK, DType::kBf16, {capacity, kv_block_size_, hkv, d});
+    m.fp8_staging_v =
+        workspace_.get(kFp8StagingV, DType::kBf16, {capacity, kv_block_size_, hkv, d});
+    m.fp8_staging_tables =
+        workspace_.get(kFp8StagingTables, DType::kI32, {table_rows, m.block_tables.size(1)});
+  }
 }
 
 void Qwen3ForCausalLM::reserve_fp8_prefill_staging(int64_t blocks, int64_t table_entries) {

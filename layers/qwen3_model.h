@@ -101,6 +101,9 @@ class Qwen3ForCausalLM {
   // [cells, G] f32, G = q heads per kv head of this rank): two per resident CTA slot of the
   // GPU, whatever the batch and the lengths (kernels::cuda::decode_attention_split_cells).
   int64_t decode_split_cells() const;
+  // A prefill step over an fp8 CUDA cache: the bf16 staging views in m when its kv_blocks and
+  // block-table rows fit what reserve_fp8_prefill_staging reserved (else m keeps none).
+  void attach_fp8_prefill_staging(AttentionMetadata& m);
 
   ModelConfig config_;
   ShardInfo shard_;

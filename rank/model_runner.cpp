@@ -221,22 +221,19 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
     meta.cu_seqlens_k = upload(kCuK, cmd.cu_seqlens_k.data(), DType::kI32, {b + 1});
     meta.max_seqlen_q = cmd.max_seqlen_q;
     meta.max_seqlen_k = cmd.max_seqlen_k;
-    for (int64_t i = 0; i < b; ++i)
-      meta.kv_blocks +=
-          (cmd.cu_seqlens_k[i + 1] - cmd.cu_seqlens_k[i] + block_size_ - 1) / block_size_;
     // An fp8 cache: the leading one-query sequences go through the decode kernel
-    // (rank/prefill_attention_split.h); the other fields then describe the rest.
+    // (rank/prefill_attention_split.h); the other fields then describe the rest, whose block
+    // count decides whether the Hopper kernel's bf16 staging takes them.
     if (kv_dtype_ == DType::kFp8E4M3) {
       const PrefillAttentionSplit split = split_prefill_attention(cmd, block_size_);
+      meta.kv_blocks = split.rest_kv_blocks;
       if (split.lead_rows > 0) {
         meta.lead_rows = split.lead_rows;
         meta.lead_context_lens =
             upload(kContextLens, split.lead_context_lens.data(), DType::kI32, {split.lead_rows});
-        meta.lead_max_context_len =
-            *std::max_element(split.lead_context_lens.begin(), split.lead_context_lens.end());
+        meta.lead_max_context_len = split.lead_max_context_len;
         meta.max_seqlen_q = split.rest_max_seqlen_q;
         meta.max_seqlen_k = split.rest_max_seqlen_k;
-        meta.kv_blocks = split.rest_kv_blocks;
       }
     }
   } else {

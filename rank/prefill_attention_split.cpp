@@ -13,8 +13,10 @@ PrefillAttentionSplit split_prefill_attention(const StepCommand& cmd, int block_
   const size_t batch = cmd.cu_seqlens_q.size() - 1;
   PrefillAttentionSplit s;
   size_t b = 0;
-  for (; b < batch && cmd.cu_seqlens_q[b + 1] - cmd.cu_seqlens_q[b] == 1; ++b)
+  for (; b < batch && cmd.cu_seqlens_q[b + 1] - cmd.cu_seqlens_q[b] == 1; ++b) {
     s.lead_context_lens.push_back(cmd.cu_seqlens_k[b + 1] - cmd.cu_seqlens_k[b]);
+    s.lead_max_context_len = std::max(s.lead_max_context_len, s.lead_context_lens.back());
+  }
   s.lead_rows = static_cast<int>(b);
   for (; b < batch; ++b) {
     const int q = cmd.cu_seqlens_q[b + 1] - cmd.cu_seqlens_q[b];

@@ -16,6 +16,7 @@ namespace nanovllm {
 struct PrefillAttentionSplit {
   int lead_rows = 0;                       // leading sequences with one query each
   std::vector<int32_t> lead_context_lens;  // [lead_rows]: their k_len
+  int lead_max_context_len = 0;
   // The other sequences' bounds (the whole step's when lead_rows is 0).
   int rest_max_seqlen_q = 0, rest_max_seqlen_k = 0;
   int64_t rest_kv_blocks = 0;  // Σ ceil(k_len / block_size) over them

@@ -22,6 +22,7 @@ TEST(PrefillAttentionSplit, LeadingOneQueryRowsThenTheRestsBounds) {
       split_prefill_attention(prefill({0, 1, 2, 32, 37, 38}, {0, 40, 57, 137, 142, 163}), 16);
   EXPECT_EQ(s.lead_rows, 2);
   EXPECT_EQ(s.lead_context_lens, (std::vector<int32_t>{40, 17}));
+  EXPECT_EQ(s.lead_max_context_len, 40);
   EXPECT_EQ(s.rest_max_seqlen_q, 30);
   EXPECT_EQ(s.rest_max_seqlen_k, 80);
   EXPECT_EQ(s.rest_kv_blocks, 5 + 1 + 2);  // ceil(80/16) + ceil(5/16) + ceil(21/16)
