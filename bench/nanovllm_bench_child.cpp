@@ -22,6 +22,7 @@ int run_bench_child(const BenchOptions& o) {
   try {
     settings = make_run_settings(launch_options(o, layout.tp, layout.dp));
     apply_engine_flags(o, settings.job.engine);
+    settings.knock_out_all_reduce = o.knock_out_all_reduce;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "nanovllm-bench: %s\n", e.what());
     return kExitUsage;

@@ -48,6 +48,12 @@ void validate(BenchOptions& o, const std::string& device_flag,
   o.layouts = bench_layouts(o.tp_sizes, o.dp_sizes, layouts, given("--tp") || given("--dp"));
   if (o.child_dp < 1) throw UsageError("--child-dp: must be >= 1");
   if (o.device == Device::kCuda) check_layouts_fit(o.layouts, visible_gpus);
+  if (o.knock_out_all_reduce &&
+      (o.device != Device::kCuda || std::none_of(o.layouts.begin(), o.layouts.end(),
+                                                 [](const BenchLayout& l) { return l.tp > 1; })))
+    throw UsageError(
+        "--knock-out-all-reduce: needs --device cuda and a --tp above 1 (the all-reduces it "
+        "skips are the GPU ranks')");
   std::error_code ec;
   if (!fs::is_directory(o.model, ec))
     throw UsageError("model folder '" + o.model.string() + "' is not a directory");
@@ -115,6 +121,10 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
       ->capture_default_str();
   app.add_flag("--disable-custom-all-reduce", o.disable_custom_all_reduce,
                "--tp on GPUs: every all-reduce through NCCL, none through peer memory");
+  app.add_flag("--knock-out-all-reduce", o.knock_out_all_reduce,
+               "timing experiment, CUDA with a --tp above 1: every all-reduce of the forward pass "
+               "is skipped (wrong outputs); beside a normal run, the decode step's all-reduce "
+               "share inside its CUDA graph");
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching,
                "reuse the KV blocks of prompts' computed prefixes (vLLM's flags; default on)");
   app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o.enable_chunked_prefill,

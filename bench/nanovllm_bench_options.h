@@ -52,6 +52,10 @@ struct BenchOptions {
   std::string kv_cache_dtype = "auto";     // --kv-cache-dtype (launcher/cli.h)
   bool enable_prefix_caching = true;       // --[no-]enable-prefix-caching
   bool disable_custom_all_reduce = false;  // NCCL for every all-reduce (vLLM's flag)
+  // --knock-out-all-reduce (CUDA, a tp above 1): the ranks skip every all-reduce of the forward
+  // pass (RunSettings::knock_out_all_reduce). A timing experiment with wrong outputs: the
+  // decode step's time beside a normal run's gives the all-reduce share inside the graph.
+  bool knock_out_all_reduce = false;
   // false: --max-num-batched-tokens was not given (then --no-enable-chunked-prefill raises the
   // budget to max_model_len, as vLLM does, so every prompt fits one step).
   bool max_num_batched_tokens_given = false;

@@ -189,6 +189,10 @@ void print_result(std::FILE* out, const json& r) {
              r["tp"].get<int>(), dp > 1 ? fmt::format(" | dp {}", dp) : "",
              r["sampling"]["mode"].get<std::string>(),
              r["engine"]["enable_prefix_caching"].get<bool>() ? "on" : "off", r["runs"].get<int>());
+  if (optional_field(optional_field(r, "engine"), "all_reduce_knocked_out") == true)
+    fmt::print(out,
+               "ALL-REDUCES KNOCKED OUT (--knock-out-all-reduce): a timing experiment, the "
+               "outputs are wrong; only the times beside a normal run's mean something\n");
   if (dp > 1)
     fmt::print(out,
                "work x{0}: each of the {0} replicas runs the whole workload, every run started "

@@ -54,7 +54,8 @@ json engine_json(const EngineConfig& e, const RunSettings& s) {
           {"long_prefill_token_threshold", e.long_prefill_token_threshold},
           {"chunked_step_mode", e.mixed_chunked_steps ? "mixed" : "alternating"},
           {"enforce_eager", s.enforce_eager},
-          {"kv_cache_dtype", dtype_name(s.kv_cache_dtype)}};
+          {"kv_cache_dtype", dtype_name(s.kv_cache_dtype)},
+          {"all_reduce_knocked_out", s.knock_out_all_reduce}};
 }
 
 std::string model_name(const std::filesystem::path& dir) {

@@ -47,6 +47,14 @@ NcclRank::NcclRank(int rank, int world_size, const ncclUniqueId& id, StopPredica
   setup_s_ = seconds_since(began);
 }
 
+void NcclRank::knock_out_all_reduces(int rank) {
+  spdlog::warn(
+      "rank {}: every all-reduce of the forward pass is knocked out (nanovllm-bench "
+      "--knock-out-all-reduce): a timing experiment, the outputs are wrong",
+      rank);
+  peer_comm_->knock_out_all_reduces();
+}
+
 NcclRank::~NcclRank() {
   peer_comm_.reset();
   comm_.reset();

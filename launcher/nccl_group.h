@@ -31,6 +31,8 @@ class NcclRank {
 
   // NCCL, with the peer-memory all-reduce where it is on (rank/peer_communicator.h).
   Communicator& comm() { return *peer_comm_; }
+  // RunSettings::knock_out_all_reduce: PeerCommunicator::knock_out_all_reduces, logged.
+  void knock_out_all_reduces(int rank);
   // Seconds from binding the GPU to the warm-up collective's end (rank 0: the unique id's
   // creation included; never the wait for rank 0's id): the start-up line's NCCL set-up.
   double setup_s() const { return setup_s_; }

@@ -180,6 +180,7 @@ int run_replica_groups(const RunSettings& s, spdlog::level::level_enum level, Re
         rc = job.rank0_main(d, [&]() -> std::unique_ptr<StepExecutor> {
           loaded = true;
           if (cuda) nccl = start_nccl_rank0(publisher, shape.tp, launcher, s.custom_all_reduce);
+          if (nccl && s.knock_out_all_reduce) nccl->knock_out_all_reduces(0);
           Communicator& comm = cuda ? nccl->comm() : *shm;
           auto executor = std::make_unique<CountingStepExecutor>(
               std::make_unique<BroadcastStepExecutor>(load_model_runner(s, comm, nccl.get()),

@@ -23,6 +23,8 @@ struct RunSettings {
   double gpu_memory_utilization = 0.9;  // CUDA: KV cache sized from memory when blocks == 0
   bool enforce_eager = false;           // CUDA: no decode graphs
   bool custom_all_reduce = true;        // CUDA, --tp > 1: peer-memory all-reduce where it pays
+  // CUDA, --tp > 1: nanovllm-bench --knock-out-all-reduce (a timing experiment, wrong outputs)
+  bool knock_out_all_reduce = false;
   DType kv_cache_dtype = DType::kBf16;  // --kv-cache-dtype
   ModelConfig model;                    // config.json (+ generation_config.json)
   JobSettings job;  // rank 0: engine limits (validated), num_kvcache_blocks 0 = measure (CUDA)

@@ -24,6 +24,7 @@ int run_worker_rank(const RunSettings& s, const RunSegmentLayout& layout,
   if (s.device == Device::kCuda) {
     nccl = join_nccl_rank(waiter, rank, s.tp_size, s.custom_all_reduce);
     if (!nccl) return 0;  // rank 0 had nothing to run
+    if (s.knock_out_all_reduce) nccl->knock_out_all_reduces(rank);
   } else {
     shm = std::make_unique<ShmCommunicator>(region.comm, layout.comm_bytes, rank);
   }

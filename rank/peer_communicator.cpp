@@ -18,6 +18,7 @@ PeerCommunicator::PeerCommunicator(NcclCommunicator& nccl, std::unique_ptr<PeerM
     : nccl_(nccl), peer_(std::move(peer)) {}
 
 void PeerCommunicator::all_reduce_sum(const TensorView& inout, const ExecContext& ctx) {
+  if (knocked_out_) return;
   const bool peer_on = peer_ != nullptr && inout.dtype == DType::kBf16 && inout.is_contiguous();
   const AllReducePath path = choose_all_reduce(
       world_size(), inout.nbytes(), peer_ ? peer_->buffers().capacity_bytes : 0, peer_on);
@@ -32,6 +33,8 @@ void PeerCommunicator::all_reduce_sum(const TensorView& inout, const ExecContext
 void PeerCommunicator::all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
                                                const TensorView& weight, float eps,
                                                const ExecContext& ctx) {
+  // Knocked out: the base's sum (skipped above), then the add and the norm.
+  if (knocked_out_) return Communicator::all_reduce_add_rms_norm(x, residual, weight, eps, ctx);
   const bool rows_ok = peer_ != nullptr && x.dtype == DType::kBf16 && x.ndim == 2 &&
                        x.stride[1] == 1 && x.size(1) % 8 == 0 && x.stride[0] % 8 == 0 &&
                        residual.stride[0] % 8 == 0 &&

@@ -45,9 +45,16 @@ class PeerCommunicator final : public Communicator {
   void abort() override { nccl_.abort(); }
   void synchronize(cudaStream_t stream) override { nccl_.synchronize(stream); }
 
+  // A timing experiment (nanovllm-bench --knock-out-all-reduce): from now on the forward pass's
+  // all-reduces are skipped (the fused one keeps its residual add and norm), so a decode step
+  // without them is timed inside the same captured graphs. The outputs are wrong; the logits
+  // gather and the start-up agreements still run.
+  void knock_out_all_reduces() { knocked_out_ = true; }
+
  private:
   NcclCommunicator& nccl_;
   std::unique_ptr<PeerMemory> peer_;
+  bool knocked_out_ = false;
 };
 
 }  // namespace nanovllm

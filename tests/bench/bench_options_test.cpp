@@ -8,18 +8,23 @@
 #include <vector>
 
 #include "bench/nanovllm_bench_options.h"
+#include "bench/nanovllm_bench_settings_json.h"
 #include "launcher/usage_error.h"
 
 namespace nanovllm::bench {
 namespace {
 
-BenchParse parse(std::vector<std::string> flags) {
+BenchParse parse_on(const std::string& device, int visible_gpus, std::vector<std::string> flags) {
   std::vector<std::string> args{"nanovllm-bench", std::filesystem::temp_directory_path().string(),
-                                "--device", "cpu"};
+                                "--device", device};
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
-  return parse_bench_options(static_cast<int>(argv.size()), argv.data(), 0);
+  return parse_bench_options(static_cast<int>(argv.size()), argv.data(), visible_gpus);
+}
+
+BenchParse parse(std::vector<std::string> flags) {
+  return parse_on("cpu", 0, std::move(flags));
 }
 
 TEST(BenchOptions, ChunkedPrefillDefaultsAreTheEngineConfigs) {
@@ -136,6 +141,28 @@ TEST(BenchOptions, WithoutChunkingTheBudgetGrowsToMaxModelLenUnlessGiven) {
   given.max_model_len = 33792;
   given.max_num_batched_tokens = 16384;
   EXPECT_THROW(apply_engine_flags(o, given), UsageError);
+}
+
+TEST(BenchOptions, KnockOutAllReduceNeedsCudaAndATpAboveOne) {
+  const BenchParse cpu = parse({"--tp", "1,2", "--knock-out-all-reduce"});
+  EXPECT_EQ(cpu.exit_code, 2);
+  EXPECT_NE(cpu.message.find("--knock-out-all-reduce"), std::string::npos) << cpu.message;
+  const BenchParse tp1 = parse_on("cuda", 2, {"--tp", "1", "--knock-out-all-reduce"});
+  EXPECT_EQ(tp1.exit_code, 2);
+  EXPECT_NE(tp1.message.find("a --tp above 1"), std::string::npos) << tp1.message;
+  const BenchParse ok = parse_on("cuda", 2, {"--tp", "1,2", "--knock-out-all-reduce"});
+  ASSERT_TRUE(ok.options) << ok.message;
+  EXPECT_TRUE(ok.options->knock_out_all_reduce);
+  const BenchParse plain = parse_on("cuda", 2, {"--tp", "1,2"});
+  ASSERT_TRUE(plain.options) << plain.message;
+  EXPECT_FALSE(plain.options->knock_out_all_reduce);
+}
+
+TEST(BenchOptions, AKnockedOutRunSaysSoInItsEngineJson) {
+  RunSettings s;
+  EXPECT_EQ(engine_json(EngineConfig{}, s)["all_reduce_knocked_out"], false);
+  s.knock_out_all_reduce = true;
+  EXPECT_EQ(engine_json(EngineConfig{}, s)["all_reduce_knocked_out"], true);
 }
 
 }  // namespace
