@@ -71,6 +71,7 @@ if has generation; then
     timeout 150 build-mini/gpu_generation_test >"$out/generation_fp8.log" 2>&1
   echo "gpu_generation_test fp8: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/generation_fp8.log" | tr '\n' ' ')"
   grep -E '^\[ +(OK|FAILED) +\]|^\[qwen|tolerances|mean' "$out/generation_fp8.log" | head -30
+  grep -A8 'Failure' "$out/generation_fp8.log" | cut -c1-300 | head -60
 fi
 pack
 

@@ -5,17 +5,26 @@
 #   bundle out work gpus   the bundle folder, where logs go ($OUT or /tmp), the models' folder,
 #                          how many GPUs are visible
 #   make_model PRESET      writes the random-weight preset (seed 1) under $work once
+#   in_background CMD...   runs CMD in the background and waits for it, so that the trap below
+#                          runs at once when the script is stopped from outside (an outer
+#                          timeout, Ctrl-C) and stops CMD too: bash defers a trap while a
+#                          foreground child runs, and an orphaned launcher would keep its GPUs
+#                          (a 32B launch left that way filled 4 H200s for every later start)
 #   kill_mid_run WHO LOG RESULTS LAUNCHER_PID
 #                          once LOG shows "WHO started (pid N)", every replica loaded and a
 #                          first line in RESULTS, kill -9 N; prints the seconds until the
 #                          launcher exits, the line naming N, the lines kept and the GPU
 #                          processes left
-bundle=bundle out=${OUT:-/tmp} work=/tmp/nanovllm_gpu
+bundle=bundle out=${OUT:-/tmp} work=${NANOVLLM_GPU_WORK:-/tmp/nanovllm_gpu}
 [ -d "$bundle" ] || tar -xJf build-bundle/bundle.tar.xz
 nccl_lib=$(python3 -c 'import importlib.util as u; print(list(u.find_spec("nvidia.nccl").submodule_search_locations)[0] + "/lib")' 2>/dev/null)
 export LD_LIBRARY_PATH="$PWD/$bundle/lib${nccl_lib:+:$nccl_lib}" NCCL_NVLS_ENABLE=0
 gpus=$(nvidia-smi -L | grep -c '^GPU')
 mkdir -p "$work"
+in_background() { "$@" & wait $!; }
+trap 'kill -TERM $(jobs -p) 2>/dev/null; wait; exit 143' TERM INT
+echo "GPU memory in use before the checks (MiB): $(nvidia-smi --query-gpu=memory.used \
+  --format=csv,noheader,nounits | tr '\n' ' ')"
 make_model() {
   [ -f "$work/$1/config.json" ] || "$bundle/bin/nanovllm-mkmodel" --preset "$1" --seed 1 \
     --threads "$(nproc)" --tokenizer-dir "$bundle/tokenizer" "$work/$1" >/dev/null
