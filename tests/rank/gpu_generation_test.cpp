@@ -5,9 +5,11 @@
 // (scripts/run_gpu_checks.sh sets both), and optionally
 //   NANOVLLM_GPU_KV_CACHE_DTYPE  fp8: every runner keeps an fp8 KV cache (--kv-cache-dtype
 //                                fp8; scripts/fp8_check.sh). The consistency tests (prefix
-//                                caching, chunking, graphs, preemption) hold as they are; the
-//                                tests against transformers then measure fp8's extra error,
-//                                beyond bf16's tolerances (issue 34's figures).
+//                                caching, chunking, graphs, preemption) run, chunking with
+//                                fp8's own bar (its test says why); the three tests held to
+//                                bf16's noise against transformers skip: fp8's error is
+//                                measured against our bf16 cache's by
+//                                scripts/check_fp8_kv_vs_transformers.py (issue 34's rule).
 // Checks, on 36 prompts x 128 greedy tokens:
 // teacher-forced top-1 and logprobs against transformers FP32 (and BF16, printed), greedy
 // generations per vLLM's check_logprobs_close rule, that attention matters, and that prefix
@@ -66,6 +68,19 @@ std::optional<Env> env() {
       GTEST_SKIP() << "needs a CUDA device, NANOVLLM_GPU_MODEL_DIR and NANOVLLM_GPU_REFERENCE"; \
   } while (0)
 
+bool fp8_cache() {
+  const char* dtype = std::getenv("NANOVLLM_GPU_KV_CACHE_DTYPE");
+  return dtype != nullptr && std::string(dtype) == "fp8";
+}
+// The tests held to transformers bf16's noise: an fp8 cache adds its own rounding (3 mantissa
+// bits), so they skip under it.
+#define SKIP_WITH_FP8_CACHE()                                                                  \
+  do {                                                                                         \
+    if (fp8_cache())                                                                           \
+      GTEST_SKIP() << "fp8 KV cache: held to bf16's noise against transformers; fp8's error "  \
+                      "is scripts/check_fp8_kv_vs_transformers.py's (against our bf16 cache)"; \
+  } while (0)
+
 // A CUDA runner through the production start-up (warm-up, frozen workspace, decode CUDA
 // graphs unless eager) with an exact KV block count.
 std::unique_ptr<ModelRunner> make_runner(const ModelConfig& config, Communicator& comm, int blocks,
@@ -78,8 +93,7 @@ std::unique_ptr<ModelRunner> make_runner(const ModelConfig& config, Communicator
   o.max_model_len = kMaxModelLen;
   o.device = Device::kCuda;
   o.block_size = kBlockSize;
-  const char* dtype = std::getenv("NANOVLLM_GPU_KV_CACHE_DTYPE");
-  if (dtype != nullptr && std::string(dtype) == "fp8") o.kv_cache_dtype = DType::kFp8E4M3;
+  if (fp8_cache()) o.kv_cache_dtype = DType::kFp8E4M3;
   return std::make_unique<ModelRunner>(env()->model_dir, config, comm, o);
 }
 
@@ -160,6 +174,7 @@ struct Deviation {
 
 TEST(GpuGeneration, TeacherForcedLogprobsMatchTransformersWithinBf16Noise) {
   SKIP_WITHOUT_GPU_MODEL();
+  SKIP_WITH_FP8_CACHE();
   Fixture& f = fixture();
   Deviation vs_fp32, vs_bf16;
   for (const RefPrompt& p : f.ref.prompts) {
@@ -185,6 +200,7 @@ TEST(GpuGeneration, TeacherForcedLogprobsMatchTransformersWithinBf16Noise) {
 
 TEST(GpuGeneration, ChangingTokenOneMovesLastLogprobsFarBeyondTolerance) {
   SKIP_WITHOUT_GPU_MODEL();
+  SKIP_WITH_FP8_CACHE();
   Fixture& f = fixture();
   int checked = 0;
   for (const RefPrompt& p : f.ref.prompts) {
@@ -375,6 +391,8 @@ TEST(GpuGeneration, GreedyGenerationsAgreeWithTransformersUntilANearTie) {
   SKIP_WITHOUT_GPU_MODEL();
   const Fixture& f = fixture();
   const EngineRun& ours = baseline();
+  EXPECT_EQ(ours.argmax_mismatches, 0) << "greedy sampler picked a token other than the argmax";
+  SKIP_WITH_FP8_CACHE();
   std::vector<const std::vector<GreedyStep>*> fp32, bf16;
   for (const RefPrompt& p : f.ref.prompts) {
     ASSERT_EQ(p.fp32.greedy.size(), static_cast<size_t>(f.ref.steps)) << p.name;
@@ -392,7 +410,6 @@ TEST(GpuGeneration, GreedyGenerationsAgreeWithTransformersUntilANearTie) {
     hf.agreed_sum += greedy_close(*bf16[i], *fp32[i]).agreed;
   std::printf("[%s] transformers bf16 vs fp32: mean agreed %.1f tokens\n", f.ref.preset.c_str(),
               hf.agreed_sum / static_cast<double>(f.ref.prompts.size()));
-  EXPECT_EQ(ours.argmax_mismatches, 0) << "greedy sampler picked a token other than the argmax";
 }
 
 TEST(GpuGeneration, PrefixCachingOffGivesTheSameGenerationsAsOn) {
@@ -418,8 +435,21 @@ TEST(GpuGeneration, ChunkedPrefillGivesTheSameGenerationsAsWholePrompts) {
   // prefill path in mixed steps): another bf16 rounding order, not bit equality. It must stay
   // at least as close as transformers' own bf16 run is to its fp32 one (32/36 on the random
   // 0.6B, whose greedy paths are chaotic; 36/36 on 1.7B).
+  int min_close = f.ref.hf.greedy_close_ok;
+  if (fp8_cache()) {
+    // Under fp8 a bf16-ulp difference in a stored K or V value (other GEMM shapes) can flip its
+    // fp8 rounding, a change of up to 1/16 of the value, so the two runs differ by fp8's noise,
+    // not bf16's: chunking may move the greedy paths no more than the fp8 cache itself moves
+    // them from transformers fp32. The logprob deviations stay held to bf16's tolerances.
+    int fp8_close = 0;
+    for (size_t i = 0; i < f.ref.prompts.size(); ++i)
+      fp8_close += greedy_close(baseline().steps[i], f.ref.prompts[i].fp32.greedy).ok;
+    std::printf("[%s] fp8 cache: %d/%zu greedy runs close to transformers fp32\n",
+                f.ref.preset.c_str(), fp8_close, f.ref.prompts.size());
+    min_close = std::min(min_close, fp8_close);
+  }
   compare_runs(f, "chunked prefill vs whole prompts", run.steps, pointers(baseline().steps),
-               f.ref.hf.greedy_close_ok);
+               min_close);
 }
 
 TEST(GpuGeneration, EagerGivesTheSameGenerationsAsCudaGraphs) {
