@@ -4,7 +4,9 @@
 # pip package's NCCL on the loader path, keeps NVLink multicast off, and defines
 #   bundle out work gpus   the bundle folder, where logs go ($OUT or /tmp), the models' folder,
 #                          how many GPUs are visible
-#   make_model PRESET      writes the random-weight preset (seed 1) under $work once
+#   make_model PRESET      writes the random-weight preset (seed 1) under $work once, then
+#                          reads its weights through once so that every start finds them in
+#                          the page cache (a cold 32B folder took over 100 s to load)
 #   in_background CMD...   runs CMD in the background and waits for it, so that the trap below
 #                          runs at once when the script is stopped from outside (an outer
 #                          timeout, Ctrl-C) and stops CMD too: bash defers a trap while a
@@ -28,6 +30,7 @@ echo "GPU memory in use before the checks (MiB): $(nvidia-smi --query-gpu=memory
 make_model() {
   [ -f "$work/$1/config.json" ] || "$bundle/bin/nanovllm-mkmodel" --preset "$1" --seed 1 \
     --threads "$(nproc)" --tokenizer-dir "$bundle/tokenizer" "$work/$1" >/dev/null
+  cat "$work/$1"/*.safetensors >/dev/null
 }
 kill_mid_run() {
   local who=$1 log=$2 results=$3 launcher=$4 victim t0 t1 rc left
