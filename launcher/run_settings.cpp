@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "ipc/step_limits.h"
 #include "launcher/usage_error.h"
 #include "layers/tensor_parallel_shape.h"
 #include "rank/kv_cache_sizing.h"
@@ -206,6 +207,23 @@ std::string kv_cache_line(const KvCacheSizing& k, const ModelConfig& model, Devi
                      format_bytes(static_cast<double>(block_bytes) * num_blocks), why);
 }
 
+void check_cuda_step_tokens(const EngineConfig& e) {
+  const int64_t tokens = max_step_tokens(
+      {e.max_num_batched_tokens, e.max_num_seqs, e.max_model_len, e.kvcache_block_size});
+  if (tokens <= kMaxCudaStepTokens) return;
+  std::string fix = fmt::format("lower --max-num-batched-tokens to {}", kMaxCudaStepTokens);
+  if (!e.enable_chunked_prefill && e.max_model_len > kMaxCudaStepTokens)
+    fix = fmt::format(
+        "leave chunked prefill on (--no-enable-chunked-prefill makes one step hold a whole "
+        "max_model_len {} prompt) and keep --max-num-batched-tokens at most {}",
+        e.max_model_len, kMaxCudaStepTokens);
+  throw UsageError(fmt::format(
+      "--max-num-batched-tokens {}: a step on CUDA carries at most {} tokens (its kernels put "
+      "a step's tokens on one grid dimension), and one here could carry {} ({} sequences of "
+      "up to {} tokens); {}",
+      e.max_num_batched_tokens, kMaxCudaStepTokens, tokens, e.max_num_seqs, e.max_model_len, fix));
+}
+
 RunSettings make_run_settings(const LaunchOptions& o) {
   RunSettings s;
   s.model_dir = o.model;
@@ -242,6 +260,7 @@ RunSettings make_run_settings(const LaunchOptions& o) {
     job.engine.max_num_seqs = static_cast<int>(
         std::clamp<int64_t>((count + s.replicas - 1) / s.replicas, 1, flag_max_num_seqs));
   }
+  if (s.device == Device::kCuda) check_cuda_step_tokens(job.engine);
 
   KvCacheSizing sizing;
   sizing.num_blocks_override = o.num_gpu_blocks_override;

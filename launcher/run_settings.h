@@ -3,6 +3,7 @@
 // settings.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -34,6 +35,14 @@ struct RunSettings {
 // weight loads; other exceptions for unreadable model folders. max_num_seqs is lowered to the
 // completions the request file asks for (no more sequences can ever run; the log says so).
 RunSettings make_run_settings(const LaunchOptions& options);
+
+// The most tokens one step may carry on CUDA: its kernels put a step's tokens (and its
+// sequences) on one grid dimension, whose limit this is.
+inline constexpr int64_t kMaxCudaStepTokens = 65535;
+// Throws UsageError, in the flags' words, when a step of `engine` could carry more tokens than
+// that (ipc/step_limits.h's max_step_tokens: the budget, or fewer when max_num_seqs sequences
+// of max_model_len tokens hold less). make_run_settings calls it on CUDA, before any load.
+void check_cuda_step_tokens(const EngineConfig& engine);
 
 // The sequences the prompts file asks for, counted before fork without parsing most lines:
 // each non-blank line is one request of n completions (`n`, or an OpenAI line's `body.n`,

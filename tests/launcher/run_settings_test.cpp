@@ -77,6 +77,40 @@ TEST_F(LaunchBudget, WithoutChunkingABudgetBelowMaxModelLenIsAUsageError) {
       "(the default --max-model-len)");
 }
 
+TEST(CudaStepTokens, AStepBeyondOneGridDimensionIsRefusedInTheFlagsWords) {
+  EngineConfig e;
+  e.max_num_seqs = 256;
+  e.max_model_len = 1100;
+  e.max_num_batched_tokens = 65535;
+  EXPECT_NO_THROW(check_cuda_step_tokens(e));
+  // 60 sequences of 1100 tokens hold 66000: a budget above the limit can still fit.
+  e.max_num_seqs = 59;
+  e.max_num_batched_tokens = 270000;
+  EXPECT_NO_THROW(check_cuda_step_tokens(e));
+  e.max_num_seqs = 256;
+  try {
+    check_cuda_step_tokens(e);
+    ADD_FAILURE() << "expected a usage error";
+  } catch (const UsageError& err) {
+    const std::string m = err.what();
+    EXPECT_NE(m.find("--max-num-batched-tokens 270000"), std::string::npos) << m;
+    EXPECT_NE(m.find("at most 65535 tokens"), std::string::npos) << m;
+    EXPECT_NE(m.find("could carry 270000 (256 sequences of up to 1100 tokens)"), std::string::npos)
+        << m;
+  }
+  // Without chunking past the limit, the remedy is chunking.
+  e.enable_chunked_prefill = false;
+  e.max_model_len = 131072;
+  e.max_num_batched_tokens = 131072;
+  try {
+    check_cuda_step_tokens(e);
+    ADD_FAILURE() << "expected a usage error";
+  } catch (const UsageError& err) {
+    EXPECT_NE(std::string(err.what()).find("leave chunked prefill on"), std::string::npos)
+        << err.what();
+  }
+}
+
 TEST_F(LaunchBudget, MaxModelLenAboveTheModelsLimitIsAnErrorNamingBothNumbers) {
   refused({"--max-model-len", "60000"}, "--max-model-len 60000 exceeds the model's 40960");
   refused({"--max-model-len", "60000"}, "--rope-scaling");  // how to go further
