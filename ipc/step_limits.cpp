@@ -67,6 +67,10 @@ std::vector<int64_t> contexts_of(const StepCommand& cmd, int64_t seqs, std::stri
 
 }  // namespace
 
+int64_t max_blocks_per_seq(int64_t max_model_len, int64_t block_size) {
+  return (max_model_len + block_size - 1) / block_size;
+}
+
 int64_t max_step_tokens(const StepLimits& limits) {
   const int64_t seqs = limits.max_num_seqs, model_len = limits.max_model_len;
   return std::max<int64_t>(std::min<int64_t>(limits.max_num_batched_tokens, seqs * model_len),
@@ -91,7 +95,7 @@ std::string step_limit_violation(const StepCommand& cmd, const StepLimits& limit
   std::string error;
   const std::vector<int64_t> contexts = contexts_of(cmd, seqs, error);
   if (!error.empty()) return error;
-  const int64_t widest = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
+  const int64_t widest = max_blocks_per_seq(limits.max_model_len, limits.block_size);
   if (cmd.block_table_width <= 0 || cmd.block_table_width > widest)
     return exceeds("block_table_width", cmd.block_table_width, "ceil(max_model_len / block_size)",
                    widest);

@@ -19,6 +19,10 @@ struct StepLimits {
   int block_size = 0;
 };
 
+// The blocks one sequence of max_model_len tokens needs: ceil(max_model_len / block_size), the
+// widest block table a command may carry (and what one sequence's share of the cache must hold).
+int64_t max_blocks_per_seq(int64_t max_model_len, int64_t block_size);
+
 // The most new tokens one step carries: the budget, but never more than max_num_seqs sequences
 // of max_model_len tokens hold, and at least a decode of max_num_seqs rows.
 int64_t max_step_tokens(const StepLimits& limits);

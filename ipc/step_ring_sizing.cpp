@@ -15,7 +15,8 @@ StepCommand worst_case_step_command(const StepLimits& limits) {
   // budget, and max_num_seqs sequences of max_model_len may hold less than it.
   const auto b = static_cast<size_t>(limits.max_num_seqs);
   const auto t = static_cast<size_t>(max_step_tokens(limits));
-  const int32_t width = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
+  const auto width =
+      static_cast<int32_t>(max_blocks_per_seq(limits.max_model_len, limits.block_size));
   StepCommand c;
   c.kind = StepKind::kPrefill;
   c.step_id = std::numeric_limits<uint64_t>::max();

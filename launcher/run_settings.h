@@ -52,10 +52,4 @@ void check_cuda_step_tokens(const EngineConfig& engine);
 int count_request_sequences(const std::filesystem::path& prompts, int limit,
                             const RequestShard& shard = {});
 
-// The start-up line about the KV cache: what was decided and from which flag, e.g.
-// "KV cache: 16 blocks of 256 tokens (8.0 MiB per rank, sized for 1 sequence of up to
-// max_model_len 4096 tokens; --cpu-kv-cache-space sets it)". `num_blocks`: the plan's count.
-std::string kv_cache_line(const KvCacheSizing& sizing, const ModelConfig& model, Device device,
-                          int num_blocks);
-
 }  // namespace nanovllm

@@ -37,8 +37,7 @@ int plan_kv_cache_blocks(const KvCacheSizing& sizing, const ModelConfig& config,
           *sizing.cpu_kv_cache_space_gib, block_bytes, sizing.block_size));
     return blocks;
   }
-  const int64_t per_sequence =
-      (static_cast<int64_t>(sizing.max_model_len) + sizing.block_size - 1) / sizing.block_size;
+  const int64_t per_sequence = max_blocks_per_seq(sizing.max_model_len, sizing.block_size);
   const int64_t wanted = per_sequence * std::max(1, sizing.sequences);
   const int64_t cap = cpu_kv_cache_blocks(kDefaultCpuKvCacheMaxGib, block_bytes);
   const int64_t blocks = std::max(per_sequence, std::min(wanted, cap));

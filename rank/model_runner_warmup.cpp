@@ -10,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "ipc/step_limits.h"
 #include "kernels/sampler.h"
 #include "rank/cuda_exec_resources.h"
 #include "rank/cuda_graph_runner.h"
@@ -34,10 +35,6 @@ uint64_t pool_attr(cudaMemPool_t pool, cudaMemPoolAttr attr) {
   uint64_t v = 0;
   CUDA_CHECK(cudaMemPoolGetAttribute(pool, attr, &v));
   return v;
-}
-
-int64_t max_blocks_per_seq(int max_model_len, int block_size) {
-  return (max_model_len + block_size - 1) / block_size;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "engine/progress.h"
 #include "engine/result_writer.h"
 #include "engine/resume.h"
+#include "ipc/step_limits.h"
 #include "kernels/check.h"
 
 namespace nanovllm {
@@ -153,7 +154,7 @@ uint64_t derive_request_seed(uint64_t base_seed, std::string_view request_id) {
 }
 
 std::string kv_cache_shortfall(int num_blocks, int block_size, int max_model_len) {
-  const int needed = (max_model_len + block_size - 1) / block_size;
+  const int64_t needed = max_blocks_per_seq(max_model_len, block_size);
   if (num_blocks >= needed) return {};
   return "the KV cache holds " + std::to_string(num_blocks) + " blocks of " +
          std::to_string(block_size) + " tokens, fewer than the " + std::to_string(needed) +

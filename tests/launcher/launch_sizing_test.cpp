@@ -12,6 +12,7 @@
 #include "engine/step_builder.h"
 #include "ipc/step_command_serialization.h"
 #include "ipc/step_ring_sizing.h"
+#include "launcher/kv_cache_report.h"
 #include "launcher/run_settings.h"
 #include "rank/kv_cache_sizing.h"
 #include "rank/model_runner.h"
