@@ -31,6 +31,14 @@ tps=1; for t in 2 4 8; do [ "$gpus" -ge "$t" ] && tps="$tps,$t"; done
 multi=${tps#1,}  # the sizes above 1
 bench=("$bundle/bin/nanovllm-bench" "$work/$preset" --device cuda --runs "$runs")
 way_flag() { [ "$1" = nccl ] && echo --disable-custom-all-reduce; }
+# `run_bench TAG LIMIT FLAGS...`: nanovllm-bench on the preset, $out/TAG.{json,txt,err}.
+run_bench() {
+  local tag=$1 limit=$2
+  shift 2
+  in_background timeout "$limit" "${bench[@]}" "$@" --json "$out/$tag.json" >"$out/$tag.txt" \
+    2>"$out/$tag.err"
+  echo "bench $preset $tag rc=$?"
+}
 
 if has greedy; then
   for tp in ${tps//,/ }; do
@@ -47,85 +55,28 @@ if has greedy; then
 fi
 pack
 
-# Per tp of a bench JSON: nano-vllm's workload and the decode step.
-summarize() {
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-for r in d.get("per_tp", [d]):
-    w = {x["name"]: x for x in r["workloads"]}.get("nanovllm", {}).get("median", {})
-    s = r.get("decode_step") or {}
-    ph = s.get("phases_ms") or {}
-    print(f"  {sys.argv[2]} tp {r['tp']}: nanovllm {w.get('output_tok_s', 0):.0f} out tok/s "
-          f"({w.get('pct_of_limit') or 0:.1f} % of limit); decode step b{s.get('batch')} "
-          f"{s.get('step_ms', 0):.3f} ms (limit {s.get('limit_ms') or 0:.3f}), eager all_reduce "
-          f"{ph.get('all_reduce', 0):.3f} of {s.get('eager_step_ms', 0):.3f} ms")
-PY
-}
 if has bench; then
   for way in $ways; do
     sizes=$tps; [ $way = nccl ] && sizes=$multi
-    in_background timeout 500 "${bench[@]}" --tp "$sizes" --sampling model-defaults \
-      --workloads nanovllm,decode-step $(way_flag $way) --json "$out/bench_$way.json" \
-      >"$out/bench_$way.txt" 2>"$out/bench_$way.err"
-    echo "bench $preset $way rc=$?"
-    summarize "$out/bench_$way.json" "$way"
+    run_bench "bench_$way" 500 --tp "$sizes" --sampling model-defaults \
+      --workloads nanovllm,decode-step $(way_flag $way)
+    python3 scripts/tp_check_summary.py bench "$way" "$out/bench_$way.json"
   done
 fi
 pack
 
 if has knockout && [ "$multi" != 1 ]; then
-  in_background timeout 300 "${bench[@]}" --tp "$multi" --sampling model-defaults --workloads decode-step \
-    --knock-out-all-reduce --json "$out/bench_knockout.json" >"$out/bench_knockout.txt" \
-    2>"$out/bench_knockout.err"
-  echo "bench $preset knockout rc=$?"
-  python3 - "$out/bench_peer.json" "$out/bench_knockout.json" <<'PY'
-import json, sys
-def steps(path):
-    try:
-        d = json.load(open(path))
-    except (OSError, ValueError):
-        return {}
-    return {r["tp"]: r.get("decode_step") or {} for r in d.get("per_tp", [d])}
-full, knocked = steps(sys.argv[1]), steps(sys.argv[2])
-for tp, k in sorted(knocked.items()):
-    f = full.get(tp, {})
-    if not f.get("step_ms") or not k.get("step_ms"):
-        print(f"  tp {tp}: no decode step to compare")
-        continue
-    ar = f["step_ms"] - k["step_ms"]
-    print(f"  tp {tp}: decode step b{f.get('batch')} {f['step_ms']:.3f} ms, all-reduces knocked "
-          f"out {k['step_ms']:.3f} ms: all-reduce {ar:.3f} ms = {100 * ar / f['step_ms']:.1f} % "
-          f"of the step in its graph (eager profile: {(f.get('phases_ms') or {}).get('all_reduce', 0):.3f} ms)")
-PY
+  run_bench bench_knockout 300 --tp "$multi" --sampling model-defaults --workloads decode-step \
+    --knock-out-all-reduce
+  python3 scripts/tp_check_summary.py knockout "$out/bench_peer.json" "$out/bench_knockout.json"
 fi
 pack
 
 if has latency; then
-  in_background timeout 300 "${bench[@]}" --tp "$tps" --workloads latency --input-len 512 --output-len 512 \
-    --json "$out/bench_latency.json" >"$out/bench_latency.txt" 2>"$out/bench_latency.err"
-  echo "bench $preset latency 512/512 rc=$?"
-  in_background timeout 300 "${bench[@]}" --tp "$tps" --workloads latency --input-len 32768 --output-len 1 \
-    --max-model-len 33024 --json "$out/bench_prefill32k.json" >"$out/bench_prefill32k.txt" \
-    2>"$out/bench_prefill32k.err"
-  echo "bench $preset prefill 32k rc=$?"
-  python3 - "$out/bench_latency.json" "$out/bench_prefill32k.json" <<'PY'
-import json, sys
-def medians(path):
-    try:
-        d = json.load(open(path))
-    except (OSError, ValueError):
-        return {}
-    return {r["tp"]: r["workloads"][0]["median"] for r in d.get("per_tp", [d]) if r["workloads"]}
-lat, pre = medians(sys.argv[1]), medians(sys.argv[2])
-for tp in sorted(set(lat) | set(pre)):
-    t, p = lat.get(tp, {}), pre.get(tp, {})
-    t1, p1 = lat.get(1, {}), pre.get(1, {})
-    tpot, ttft = t.get("tpot_ms"), p.get("ttft_ms")
-    r_tpot = f"{tpot / t1['tpot_ms']:.3f}x tp 1" if tpot and t1.get("tpot_ms") else "-"
-    r_pre = f"{p1['ttft_ms'] / ttft:.2f}x tp 1's rate" if ttft and p1.get("ttft_ms") else "-"
-    print(f"  tp {tp}: batch-1 TPOT {tpot or 0:.3f} ms ({r_tpot}); 32k prompt TTFT "
-          f"{ttft or 0:.1f} ms = {32768 / (ttft or 1) * 1e3:.0f} tok/s ({r_pre})")
-PY
+  run_bench bench_latency 300 --tp "$tps" --workloads latency --input-len 512 --output-len 512
+  run_bench bench_prefill32k 300 --tp "$tps" --workloads latency --input-len 32768 \
+    --output-len 1 --max-model-len 33024
+  python3 scripts/tp_check_summary.py latency "$out/bench_latency.json" \
+    "$out/bench_prefill32k.json"
 fi
 pack
