@@ -2,18 +2,26 @@
 // access): the peer-memory one-shot and two-shot kernels (kernels/peer_all_reduce.h) beside
 // NCCL (NVLS off), bf16, in place, over the decode sizes (8 KiB .. 2 MiB) and a few larger.
 // Each figure: a graph of kCallsPerGraph calls replayed kReplays times on every GPU, the time
-// of the slowest GPU's replays over the calls. Prints a table and JSON lines.
+// of the slowest GPU's replays over the calls. Prints a table and JSON lines. --sweep-shapes
+// adds, per GPU count, both peer kernels at every launch shape (kernels::PeerAllReduceShape:
+// 128 .. 1024 threads a block, at most 128 blocks) beside the default shape, and the best per
+// size. --fused-norm adds, per GPU count, the all-reduce with the residual add and RMSNorm after
+// it (H 4096): each peer kernel then kernels::cuda::fused_add_rms_norm, and each fused kernel
+// (kernels::peer_all_reduce_add_rms_norm).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <iterator>
 #include <vector>
 
 #include "kernels/check.h"
 #include "kernels/peer_all_reduce.h"
+#include "kernels/rms_norm.h"
 #include "tests/kernels/peer_group.h"
 
 namespace nanovllm {
@@ -22,6 +30,10 @@ namespace {
 constexpr int kCallsPerGraph = 20;
 constexpr int kReplays = 50;
 constexpr size_t kCapacity = size_t{16} << 20;
+constexpr size_t kSizes[] = {size_t{8} << 10,   size_t{32} << 10,  size_t{128} << 10,
+                             size_t{256} << 10, size_t{512} << 10, size_t{1} << 20,
+                             size_t{2} << 20,   size_t{4} << 20,   size_t{8} << 20};
+constexpr int kSweepThreads[] = {128, 256, 512, 1024};
 
 #define NCCL_OK(x)                                                                             \
   do {                                                                                         \
@@ -81,7 +93,145 @@ double time_in_graph(const test::PeerGroup& g, const std::function<void()>& enqu
   return 1000.0 * slowest / (kReplays * kCallsPerGraph);
 }
 
-void bench_ranks(int n) {
+// Enqueues one peer all-reduce of `elems` on every GPU.
+std::function<void()> peer_call(const test::PeerGroup& g, size_t elems,
+                                kernels::PeerAllReduceAlgo algo,
+                                kernels::PeerAllReduceShape shape = {}) {
+  return [&g, elems, algo, shape] {
+    for (int d = 0; d < g.size(); ++d) {
+      CUDA_CHECK(cudaSetDevice(d));
+      const TensorView io(g.io(d), DType::kBf16, {static_cast<int64_t>(elems)}, Device::kCuda);
+      kernels::peer_all_reduce_sum(io, g.buffers(d), algo, g.stream(d), shape);
+    }
+  };
+}
+
+const char* algo_name(kernels::PeerAllReduceAlgo algo) {
+  return algo == kernels::PeerAllReduceAlgo::kOneShot ? "one-shot" : "two-shot";
+}
+const char* algo_key(kernels::PeerAllReduceAlgo algo) {  // JSON
+  return algo == kernels::PeerAllReduceAlgo::kOneShot ? "one_shot" : "two_shot";
+}
+
+// The default shape's times at one size (the main table's).
+struct DefaultTimes {
+  double one_shot = 0, two_shot = 0;
+  double of(kernels::PeerAllReduceAlgo algo) const {
+    return algo == kernels::PeerAllReduceAlgo::kOneShot ? one_shot : two_shot;
+  }
+};
+
+// --sweep-shapes: per size, both algorithms at every thread count (max_blocks 128), each beside
+// the default shape's time of the same algorithm; then the size's fastest beside the default
+// shape's faster algorithm.
+void sweep_shapes(const test::PeerGroup& g, const std::vector<DefaultTimes>& defaults) {
+  const int n = g.size();
+  std::printf(
+      "\n%d GPUs: launch shapes, microseconds per all-reduce in a CUDA graph (max_blocks %d)\n", n,
+      kernels::kPeerAllReduceMaxBlocks);
+  std::printf("%10s %14s %7s %6s %10s %10s %10s\n", "bytes", "algo", "threads", "blocks", "us",
+              "default_us", "vs_default");
+  for (size_t s = 0; s < std::size(kSizes); ++s) {
+    const size_t bytes = kSizes[s], elems = bytes / 2;
+    const TensorView io0(g.io(0), DType::kBf16, {static_cast<int64_t>(elems)}, Device::kCuda);
+    struct Best {
+      kernels::PeerAllReduceAlgo algo;
+      int threads = 0, blocks = 0;
+      double us = 0;
+    } best{};
+    for (const auto algo :
+         {kernels::PeerAllReduceAlgo::kOneShot, kernels::PeerAllReduceAlgo::kTwoShot}) {
+      for (const int threads : kSweepThreads) {
+        const kernels::PeerAllReduceShape shape{threads, kernels::kPeerAllReduceMaxBlocks};
+        const int blocks = kernels::peer_all_reduce_blocks(io0, g.buffers(0), algo, shape);
+        const double us = time_in_graph(g, peer_call(g, elems, algo, shape));
+        const double def = defaults[s].of(algo);
+        std::printf("%10zu %14s %7d %6d %10.2f %10.2f %10.2f\n", bytes, algo_name(algo), threads,
+                    blocks, us, def, us / def);
+        std::printf(
+            "JSON {\"bench\":\"all_reduce_shape\",\"ranks\":%d,\"bytes\":%zu,\"algo\":\"%s\","
+            "\"threads\":%d,\"max_blocks\":%d,\"blocks\":%d,\"us\":%.3f,\"default_us\":%.3f}\n",
+            n, bytes, algo_key(algo), threads, shape.max_blocks, blocks, us, def);
+        if (best.threads == 0 || us < best.us) best = {algo, threads, blocks, us};
+      }
+    }
+    const auto def_algo = defaults[s].one_shot <= defaults[s].two_shot
+                              ? kernels::PeerAllReduceAlgo::kOneShot
+                              : kernels::PeerAllReduceAlgo::kTwoShot;
+    const double def = defaults[s].of(def_algo);
+    std::printf("%10zu %5s %8s %7d %6d %10.2f %10.2f %10.2f\n", bytes, "best", algo_name(best.algo),
+                best.threads, best.blocks, best.us, def, best.us / def);
+    std::printf(
+        "JSON {\"bench\":\"all_reduce_shape_best\",\"ranks\":%d,\"bytes\":%zu,\"algo\":\"%s\","
+        "\"threads\":%d,\"max_blocks\":%d,\"blocks\":%d,\"us\":%.3f,\"default_algo\":\"%s\","
+        "\"default_us\":%.3f}\n",
+        n, bytes, algo_key(best.algo), best.threads, kernels::kPeerAllReduceMaxBlocks, best.blocks,
+        best.us, algo_key(def_algo), def);
+  }
+}
+
+// --fused-norm: per row count at H 4096, the peer sum then the norm kernel beside the fused
+// kernel, one-shot and two-shot. x is the io buffer; residual [512, 4096] and weight [4096] per
+// GPU, zeroed (the values do not change the work).
+void fused_norm(const test::PeerGroup& g) {
+  constexpr int64_t kHidden = 4096, kMaxRows = 512;
+  const int n = g.size();
+  std::vector<void*> residual(n), weight(n);
+  for (int d = 0; d < n; ++d) {
+    CUDA_CHECK(cudaSetDevice(d));
+    CUDA_CHECK(cudaMalloc(&residual[d], kMaxRows * kHidden * 2));
+    CUDA_CHECK(cudaMalloc(&weight[d], kHidden * 2));
+    CUDA_CHECK(cudaMemset(residual[d], 0, kMaxRows * kHidden * 2));
+    CUDA_CHECK(cudaMemset(weight[d], 0, kHidden * 2));
+    CUDA_CHECK(cudaMemset(g.io(d), 0, kMaxRows * kHidden * 2));
+  }
+  std::printf(
+      "\n%d GPUs: all-reduce + residual add + RMSNorm (H %lld) in a CUDA graph, microseconds per "
+      "call\n",
+      n, static_cast<long long>(kHidden));
+  std::printf("%6s %10s %10s %10s %10s %10s\n", "rows", "bytes", "one+norm", "two+norm",
+              "one-fused", "two-fused");
+  for (const int64_t rows : {1, 8, 32, 64, 128, 256, 512}) {
+    const auto call = [&](bool fused, kernels::PeerAllReduceAlgo algo) {
+      return [&, rows, fused, algo] {
+        for (int d = 0; d < n; ++d) {
+          CUDA_CHECK(cudaSetDevice(d));
+          const TensorView x(g.io(d), DType::kBf16, {rows, kHidden}, Device::kCuda);
+          const TensorView r(residual[d], DType::kBf16, {rows, kHidden}, Device::kCuda);
+          const TensorView w(weight[d], DType::kBf16, {kHidden}, Device::kCuda);
+          if (fused) {
+            kernels::peer_all_reduce_add_rms_norm(x, r, w, 1e-6f, g.buffers(d), g.stream(d), algo);
+          } else {
+            const TensorView flat(g.io(d), DType::kBf16, {rows * kHidden}, Device::kCuda);
+            kernels::peer_all_reduce_sum(flat, g.buffers(d), algo, g.stream(d));
+            kernels::cuda::fused_add_rms_norm(x, r, w, 1e-6f, g.stream(d));
+          }
+        }
+      };
+    };
+    using kernels::PeerAllReduceAlgo;
+    const double one = time_in_graph(g, call(false, PeerAllReduceAlgo::kOneShot));
+    const double two = time_in_graph(g, call(false, PeerAllReduceAlgo::kTwoShot));
+    const double one_fused = time_in_graph(g, call(true, PeerAllReduceAlgo::kOneShot));
+    const double two_fused = time_in_graph(g, call(true, PeerAllReduceAlgo::kTwoShot));
+    const size_t bytes = static_cast<size_t>(rows * kHidden * 2);
+    std::printf("%6lld %10zu %10.2f %10.2f %10.2f %10.2f\n", static_cast<long long>(rows), bytes,
+                one, two, one_fused, two_fused);
+    std::printf(
+        "JSON {\"bench\":\"all_reduce_norm\",\"ranks\":%d,\"rows\":%lld,\"hidden\":%lld,"
+        "\"bytes\":%zu,\"one_shot_then_norm_us\":%.3f,\"two_shot_then_norm_us\":%.3f,"
+        "\"one_shot_fused_us\":%.3f,\"two_shot_fused_us\":%.3f}\n",
+        n, static_cast<long long>(rows), static_cast<long long>(kHidden), bytes, one, two,
+        one_fused, two_fused);
+  }
+  for (int d = 0; d < n; ++d) {
+    CUDA_CHECK(cudaSetDevice(d));
+    CUDA_CHECK(cudaFree(residual[d]));
+    CUDA_CHECK(cudaFree(weight[d]));
+  }
+}
+
+void bench_ranks(int n, bool sweep, bool fused) {
   test::PeerGroup g(n, kCapacity);
   std::vector<ncclComm_t> comms(n);
   std::vector<int> devs(n);
@@ -89,9 +239,8 @@ void bench_ranks(int n) {
   NCCL_OK(ncclCommInitAll(comms.data(), n, devs.data()));
   std::printf("\n%d GPUs: microseconds per all-reduce in a CUDA graph (bf16, in place)\n", n);
   std::printf("%10s %10s %10s %10s %8s\n", "bytes", "nccl", "one-shot", "two-shot", "best/nccl");
-  for (const size_t bytes :
-       {size_t{8} << 10, size_t{32} << 10, size_t{128} << 10, size_t{256} << 10, size_t{512} << 10,
-        size_t{1} << 20, size_t{2} << 20, size_t{4} << 20, size_t{8} << 20}) {
+  std::vector<DefaultTimes> defaults;
+  for (const size_t bytes : kSizes) {
     const size_t elems = bytes / 2;
     const auto nccl = [&] {
       NCCL_OK(ncclGroupStart());
@@ -100,18 +249,12 @@ void bench_ranks(int n) {
             ncclAllReduce(g.io(d), g.io(d), elems, ncclBfloat16, ncclSum, comms[d], g.stream(d)));
       NCCL_OK(ncclGroupEnd());
     };
-    const auto peer = [&](kernels::PeerAllReduceAlgo algo) {
-      return [&g, n, elems, algo] {
-        for (int d = 0; d < n; ++d) {
-          CUDA_CHECK(cudaSetDevice(d));
-          const TensorView io(g.io(d), DType::kBf16, {static_cast<int64_t>(elems)}, Device::kCuda);
-          kernels::peer_all_reduce_sum(io, g.buffers(d), algo, g.stream(d));
-        }
-      };
-    };
     const double t_nccl = time_in_graph(g, nccl);
-    const double t_one = time_in_graph(g, peer(kernels::PeerAllReduceAlgo::kOneShot));
-    const double t_two = time_in_graph(g, peer(kernels::PeerAllReduceAlgo::kTwoShot));
+    const double t_one =
+        time_in_graph(g, peer_call(g, elems, kernels::PeerAllReduceAlgo::kOneShot));
+    const double t_two =
+        time_in_graph(g, peer_call(g, elems, kernels::PeerAllReduceAlgo::kTwoShot));
+    defaults.push_back({t_one, t_two});
     std::printf("%10zu %10.2f %10.2f %10.2f %8.2f\n", bytes, t_nccl, t_one, t_two,
                 std::min(t_one, t_two) / t_nccl);
     std::printf(
@@ -120,12 +263,25 @@ void bench_ranks(int n) {
         n, bytes, t_nccl, t_one, t_two);
   }
   for (ncclComm_t c : comms) ncclCommDestroy(c);
+  if (sweep) sweep_shapes(g, defaults);
+  if (fused) fused_norm(g);
 }
 
 }  // namespace
 }  // namespace nanovllm
 
-int main() {
+int main(int argc, char** argv) {
+  bool sweep = false, fused = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--sweep-shapes")) {
+      sweep = true;
+    } else if (!std::strcmp(argv[i], "--fused-norm")) {
+      fused = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--sweep-shapes] [--fused-norm]\n", argv[0]);
+      return 2;
+    }
+  }
   setenv("NCCL_NVLS_ENABLE", "0", 0);  // never NVLink multicast on these hosts
   const int usable = nanovllm::test::PeerGroup::usable_gpus();
   if (usable < 2) {
@@ -134,6 +290,6 @@ int main() {
     return 0;
   }
   for (const int n : {2, 4, 8})
-    if (n <= usable) nanovllm::bench_ranks(n);
+    if (n <= usable) nanovllm::bench_ranks(n, sweep, fused);
   return 0;
 }

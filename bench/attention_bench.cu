@@ -35,6 +35,30 @@ namespace {
 constexpr int64_t kHq = 16, kHkv = 8, kDim = 128, kBlock = 256;
 constexpr int64_t kTokenBytes = kHkv * kDim * 2 * 2;  // K + V of one token, bf16
 
+// The decode rows' shape and cache (--gqa, --fp8) and the kernels they time (--decode-kernels).
+int64_t g_decode_hq = kHq;  // query heads over the kHkv kv heads
+bool g_fp8 = false;         // an fp8 cache: 1-byte rows, exponents 0
+std::vector<kernels::cuda::DecodeKernel> g_decode_kernels = {kernels::cuda::DecodeKernel::kLanes,
+                                                             kernels::cuda::DecodeKernel::kMma};
+
+int64_t decode_token_bytes() {
+  return kHkv * kDim * 2 * (g_fp8 ? 1 : 2);  // K + V of one token
+}
+
+// Random finite E4M3 bytes (0x7f and 0xff are NaN: their last bit is cleared).
+__global__ void fill_random_e4m3_kernel(uint8_t* p, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    uint8_t b = static_cast<uint8_t>(h);
+    if ((b & 0x7f) == 0x7f) b &= 0xfe;
+    p[i] = b;
+  }
+}
+
 int64_t blocks_of(int len) {
   return (len + kBlock - 1) / kBlock;
 }
@@ -44,16 +68,21 @@ int64_t blocks_of(int len) {
 // sorted).
 struct PagedSet {
   int64_t batch, width, per_copy, copies;  // width: table row; per_copy: blocks of one copy
-  DeviceBuf k, v;                          // [copies * per_copy, kBlock, kHkv, kDim] bf16
-  DeviceBuf tables;                        // [copies][B][width] i32
-  PagedSet(const std::vector<int>& lens, int64_t copies_)
+  bool fp8;
+  DeviceBuf k, v;      // [copies * per_copy, kBlock, kHkv, kDim] bf16 or fp8
+  DeviceBuf k_e, v_e;  // fp8: [copies * per_copy, kHkv, kBlock] i8 exponents, all 0
+  DeviceBuf tables;    // [copies][B][width] i32
+  PagedSet(const std::vector<int>& lens, int64_t copies_, bool fp8_ = false)
       : batch(static_cast<int64_t>(lens.size())),
         width(blocks_of(*std::max_element(lens.begin(), lens.end()))),
         per_copy(std::accumulate(lens.begin(), lens.end(), int64_t{0},
                                  [](int64_t s, int l) { return s + blocks_of(l); })),
         copies(copies_),
-        k(copies * per_copy * kBlock * kTokenBytes / 2),
-        v(copies * per_copy * kBlock * kTokenBytes / 2),
+        fp8(fp8_),
+        k(copies * per_copy * kBlock * kTokenBytes / (fp8 ? 4 : 2)),
+        v(copies * per_copy * kBlock * kTokenBytes / (fp8 ? 4 : 2)),
+        k_e(fp8 ? copies * per_copy * kBlock * kHkv : 0),
+        v_e(fp8 ? copies * per_copy * kBlock * kHkv : 0),
         tables(copies * batch * width * 4) {
     std::vector<int32_t> t(copies * batch * width, -1);
     for (int64_t c = 0; c < copies; ++c) {
@@ -62,16 +91,30 @@ struct PagedSet {
         for (int64_t b = 0; b < batch; ++b)
           if (i < blocks_of(lens[b])) t[(c * batch + b) * width + i] = static_cast<int32_t>(next++);
     }
-    k.fill_random_bf16(11);
-    v.fill_random_bf16(12);
+    if (fp8) {
+      fill_random_e4m3_kernel<<<1024, 256>>>(k.as<uint8_t>(), static_cast<int64_t>(k.bytes), 11);
+      fill_random_e4m3_kernel<<<1024, 256>>>(v.as<uint8_t>(), static_cast<int64_t>(v.bytes), 12);
+      CUDA_CHECK_LAUNCH();
+      CUDA_CHECK(cudaMemset(k_e.ptr, 0, k_e.bytes));
+      CUDA_CHECK(cudaMemset(v_e.ptr, 0, v_e.bytes));
+    } else {
+      k.fill_random_bf16(11);
+      v.fill_random_bf16(12);
+    }
     CUDA_CHECK(cudaMemcpy(tables.ptr, t.data(), t.size() * 4, cudaMemcpyHostToDevice));
   }
   kernels::PagedKV view(int64_t copy) const {
     const int64_t blocks = copies * per_copy;
-    return {TensorView(k.ptr, DType::kBf16, {blocks, kBlock, kHkv, kDim}, Device::kCuda),
-            TensorView(v.ptr, DType::kBf16, {blocks, kBlock, kHkv, kDim}, Device::kCuda),
-            TensorView(tables.as<int32_t>() + copy * batch * width, DType::kI32, {batch, width},
-                       Device::kCuda)};
+    const DType dt = fp8 ? DType::kFp8E4M3 : DType::kBf16;
+    kernels::PagedKV kv{TensorView(k.ptr, dt, {blocks, kBlock, kHkv, kDim}, Device::kCuda),
+                        TensorView(v.ptr, dt, {blocks, kBlock, kHkv, kDim}, Device::kCuda),
+                        TensorView(tables.as<int32_t>() + copy * batch * width, DType::kI32,
+                                   {batch, width}, Device::kCuda)};
+    if (fp8) {
+      kv.k_scale = TensorView(k_e.ptr, DType::kI8, {blocks, kHkv, kBlock}, Device::kCuda);
+      kv.v_scale = TensorView(v_e.ptr, DType::kI8, {blocks, kHkv, kBlock}, Device::kCuda);
+    }
+    return kv;
   }
 };
 
@@ -84,41 +127,50 @@ bool g_prefill_only = false;  // --prefill: only the prefill rows
 bool g_long_context = false;  // --long-context: batches 1-8 at 32k-128k (issue 19's target)
 
 void bench_decode(const std::vector<int>& lens, const std::string& shape, double copy_gbps) {
-  const int64_t batch = static_cast<int64_t>(lens.size());
+  const int64_t batch = static_cast<int64_t>(lens.size()), hq = g_decode_hq, g = hq / kHkv;
   int64_t tokens = 0;
   for (int l : lens) tokens += l;
-  const double kv_bytes = static_cast<double>(tokens) * kTokenBytes;
+  const double kv_bytes = static_cast<double>(tokens) * decode_token_bytes();
   const int64_t copies = (int64_t{512} << 20) / static_cast<int64_t>(kv_bytes) + 2;
-  PagedSet set(lens, copies);
-  DeviceBuf q(batch * kHq * kDim * 2), out(batch * kHq * kDim * 2), d_lens(batch * 4);
+  PagedSet set(lens, copies, g_fp8);
+  DeviceBuf q(batch * hq * kDim * 2), out(batch * hq * kDim * 2), d_lens(batch * 4);
   q.fill_random_bf16(3);
   CUDA_CHECK(cudaMemcpy(d_lens.ptr, lens.data(), batch * 4, cudaMemcpyHostToDevice));
-  const int64_t cells = kernels::cuda::decode_attention_split_cells(kHq, kHkv, kDim);
-  constexpr int64_t kG = kHq / kHkv;
-  DeviceBuf split_out(cells * kG * kDim * 4), split_lse(cells * kG * 4), counters(cells / 2 * 4);
+  const int64_t cells = kernels::cuda::decode_attention_split_cells(hq, kHkv, kDim);
+  DeviceBuf split_out(cells * g * kDim * 4), split_lse(cells * g * 4), counters(cells / 2 * 4);
   CUDA_CHECK(cudaMemset(counters.ptr, 0, counters.bytes));  // every call leaves them zero
   kernels::DecodeAttentionParams p;
-  p.out = TensorView(out.ptr, DType::kBf16, {batch, kHq, kDim}, Device::kCuda);
-  p.q = TensorView(q.ptr, DType::kBf16, {batch, kHq, kDim}, Device::kCuda);
+  p.out = TensorView(out.ptr, DType::kBf16, {batch, hq, kDim}, Device::kCuda);
+  p.q = TensorView(q.ptr, DType::kBf16, {batch, hq, kDim}, Device::kCuda);
   p.context_lens = TensorView(d_lens.ptr, DType::kI32, {batch}, Device::kCuda);
   p.max_context_len = *std::max_element(lens.begin(), lens.end());
   p.scale = 1.f / std::sqrt(static_cast<float>(kDim));
   if (g_split != Split::kNone) {
-    p.split_out = TensorView(split_out.ptr, DType::kF32, {cells, kG, kDim}, Device::kCuda);
-    p.split_lse = TensorView(split_lse.ptr, DType::kF32, {cells, kG}, Device::kCuda);
+    p.split_out = TensorView(split_out.ptr, DType::kF32, {cells, g, kDim}, Device::kCuda);
+    p.split_lse = TensorView(split_lse.ptr, DType::kF32, {cells, g}, Device::kCuda);
   }
   if (g_split == Split::kFused)
     p.split_counters = TensorView(counters.ptr, DType::kI32, {cells / 2}, Device::kCuda);
   const int calls = static_cast<int>(std::max<int64_t>(20, copies));
-  const double us = time_graph_us(
-      [&](int i, cudaStream_t stream) {
-        p.kv = set.view(i % copies);
-        kernels::cuda::decode_attention(p, stream);
-      },
-      calls);
-  const double flops = 4.0 * kHq * tokens * kDim;
-  report("decode_attention", shape + " 16q/8kv d128 bs256", us * 1e-3, flops, kv_bytes,
-         kv_bytes / (us * 1e-6) / 1e9 / copy_gbps, "kv_read/copy_bw");
+  char heads[64];
+  std::snprintf(heads, sizeof heads, " %lldq/%lldkv d128 %s", static_cast<long long>(hq),
+                static_cast<long long>(kHkv), g_fp8 ? "fp8" : "bf16");
+  for (const kernels::cuda::DecodeKernel kernel : g_decode_kernels) {
+    if (kernel == kernels::cuda::DecodeKernel::kMma &&
+        !kernels::cuda::mma_decode_supports(kDim, hq, kHkv))
+      continue;
+    const double us = time_graph_us(
+        [&](int i, cudaStream_t stream) {
+          p.kv = set.view(i % copies);
+          kernels::cuda::decode_attention(p, kernel, stream);
+        },
+        calls);
+    const double flops = 4.0 * hq * tokens * kDim;
+    std::string label = shape;
+    label += heads;
+    report(std::string("decode_attention_") + kernels::cuda::decode_kernel_name(kernel), label,
+           us * 1e-3, flops, kv_bytes, kv_bytes / (us * 1e-6) / 1e9 / copy_gbps, "kv_read/copy_bw");
+  }
 }
 
 void bench_decode_uniform(int64_t batch, int ctx, double copy_gbps) {
@@ -215,10 +267,23 @@ int main(int argc, char** argv) {
       g_decode_only = true;
     } else if (arg == "--prefill") {
       g_prefill_only = true;
+    } else if (arg == "--gqa" && i + 1 < argc) {
+      const int v = std::stoi(argv[++i]);
+      CHECK_MSG(v == 1 || v == 2 || v == 4 || v == 5 || v == 8, "--gqa 1|2|4|5|8, not " << v);
+      g_decode_hq = v * kHkv;
+    } else if (arg == "--fp8") {
+      g_fp8 = true;
+    } else if (arg == "--decode-kernels" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      CHECK_MSG(v == "lanes" || v == "mma" || v == "lanes,mma",
+                "--decode-kernels lanes|mma|lanes,mma, not " << v);
+      g_decode_kernels.clear();
+      if (v != "mma") g_decode_kernels.push_back(nanovllm::kernels::cuda::DecodeKernel::kLanes);
+      if (v != "lanes") g_decode_kernels.push_back(nanovllm::kernels::cuda::DecodeKernel::kMma);
     } else {
       std::fprintf(stderr,
                    "usage: attention_bench [--split fused|merge|none] [--decode-only | --prefill] "
-                   "[--long-context]\n");
+                   "[--long-context] [--gqa G] [--fp8] [--decode-kernels lanes|mma|lanes,mma]\n");
       return 2;
     }
   }

@@ -90,7 +90,21 @@ void prefill_attention(const PrefillAttentionParams& p, cudaStream_t stream);
 // Runs the named kernel (tests and benchmarks compare them); kHopper on a shape or device it
 // does not support throws.
 void prefill_attention(const PrefillAttentionParams& p, PrefillKernel kernel, cudaStream_t stream);
+// The CUDA decode kernels: kLanes (lane groups of 16 lanes per token row, FMAs and shuffles;
+// every shape) and kMma (mma.sync for the dot products and the weighted sum of V rows; head
+// dim 128 with up to 8 query heads per kv head, Qwen3's shapes). Same ring, plan and merges,
+// outputs within bf16 rounding of each other.
+enum class DecodeKernel { kLanes, kMma };
+const char* decode_kernel_name(DecodeKernel kernel);
+bool mma_decode_supports(int64_t head_dim, int64_t hq, int64_t hkv);
+// The kernel decode_attention(p, stream) picks: kMma where it supports the shape, unless the
+// environment has NANOVLLM_DECODE_ATTENTION=lanes (whole-run comparisons; a value other than
+// lanes, mma or auto fails a CHECK naming the variable).
+DecodeKernel decode_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv);
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream);
+// Runs the named kernel (tests and benchmarks compare them); kMma on a shape it does not take
+// fails a CHECK.
+void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaStream_t stream);
 // split_out / split_lse cells with which the CUDA decode kernel uses every resident CTA slot of
 // the current device for this head shape (sizes its scratch independently of batch and lengths).
 int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim);

@@ -51,22 +51,46 @@ struct PeerAllReduceBuffers {
 // The rank counts the kernels are built for (2, 4, 8): a group of another size keeps NCCL.
 bool peer_all_reduce_supports(int world_size);
 
+// The launch shape of a peer_all_reduce_sum: threads a block (128, 256, 512 or 1024) and the
+// most blocks (1 .. kPeerAllReduceMaxBlocks, which the flags and counters are laid out for).
+// blocks = min(max_blocks, ceil(work / threads)), work being the units (16-byte vectors, or
+// elements off the vector path) of the message (one-shot) or of one rank's part (two-shot).
+// The default is the runtime's; the others are for all_reduce_bench --sweep-shapes. Every
+// rank must pass the same shape (block b waits for block b of every peer). The sum of an
+// element is the same whatever the shape, so every shape gives the same bits.
+struct PeerAllReduceShape {
+  int threads = 512;
+  int max_blocks = kPeerAllReduceMaxBlocks;
+};
+
 // The largest message (bytes) the buffers take: capacity_bytes.
 // inout: contiguous bf16 on this rank's device, at most capacity_bytes, the same element count
 // on every rank; summed in place. Throws std::invalid_argument on a bad argument (too large, not
-// bf16, a rank count peer_all_reduce_supports refuses).
+// bf16, a rank count peer_all_reduce_supports refuses, a shape outside the above).
 void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& buffers,
-                         PeerAllReduceAlgo algo, cudaStream_t stream);
+                         PeerAllReduceAlgo algo, cudaStream_t stream,
+                         const PeerAllReduceShape& shape = {});
 
-// The one-shot all-reduce fused with the residual add and the RMSNorm after it (the decoder's
+// The blocks peer_all_reduce_sum launches for these arguments (0 for an empty tensor); launches
+// nothing. For the benchmark's tables. Throws as peer_all_reduce_sum does.
+int peer_all_reduce_blocks(const TensorView& inout, const PeerAllReduceBuffers& buffers,
+                           PeerAllReduceAlgo algo, const PeerAllReduceShape& shape = {});
+
+// The all-reduce fused with the residual add and the RMSNorm after it (the decoder's
 // row-parallel outputs): y = the ordered f32 sum over the ranks of x, rounded to bf16 (as
 // peer_all_reduce_sum leaves it); residual = bf16(y + residual); x = bf16(residual * rsqrt(
 // mean(residual^2) + eps) * weight). x, residual: [T, H] bf16, rows contiguous (any row stride
 // for residual), H a multiple of 8; weight: [H] bf16; T * H * 2 bytes at most capacity_bytes.
-// Each block owns whole rows, so the norm needs no second pass over the ranks. Throws
+// Whole rows throughout, so the norm needs no second pass over the ranks:
+// - one-shot: each block sums its rows over every rank, then adds and normalises them;
+// - two-shot: rank r sums rows [r * T / N, (r + 1) * T / N) over every rank into its staging
+//   buffer; then every rank reads each row's sum from the rank that owns it and adds and
+//   normalises every row itself (residual is replicated: each rank updates its own copy).
+// Both give the same bits (the same sum order, the same norm reduction). Throws
 // std::invalid_argument on a bad argument.
 void peer_all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
                                   const TensorView& weight, float eps,
-                                  const PeerAllReduceBuffers& buffers, cudaStream_t stream);
+                                  const PeerAllReduceBuffers& buffers, cudaStream_t stream,
+                                  PeerAllReduceAlgo algo = PeerAllReduceAlgo::kOneShot);
 
 }  // namespace nanovllm::kernels

@@ -9,9 +9,14 @@ AllReducePath choose_all_reduce(int world_size, size_t bytes, size_t staging_byt
   if (!peer_on || world_size < 2 || bytes > staging_bytes) return AllReducePath::kNccl;
   if (world_size == 2) return AllReducePath::kOneShot;
   if (bytes <= (size_t{512} << 10)) return AllReducePath::kOneShot;
-  if (bytes <= (size_t{1} << 20)) return AllReducePath::kNccl;
   if (bytes <= (size_t{4} << 20)) return AllReducePath::kTwoShot;
   return AllReducePath::kNccl;
+}
+
+kernels::PeerAllReduceShape peer_launch_shape(int world_size) {
+  kernels::PeerAllReduceShape shape;
+  shape.threads = world_size <= 2 ? 512 : 256;
+  return shape;
 }
 
 PeerCommunicator::PeerCommunicator(NcclCommunicator& nccl, std::unique_ptr<PeerMemory> peer)
@@ -27,7 +32,7 @@ void PeerCommunicator::all_reduce_sum(const TensorView& inout, const ExecContext
                                path == AllReducePath::kOneShot
                                    ? kernels::PeerAllReduceAlgo::kOneShot
                                    : kernels::PeerAllReduceAlgo::kTwoShot,
-                               ctx.stream);
+                               ctx.stream, peer_launch_shape(world_size()));
 }
 
 void PeerCommunicator::all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "kernels/communicator.h"
+#include "kernels/peer_all_reduce.h"
 #include "rank/nccl_communicator.h"
 #include "rank/peer_memory.h"
 
@@ -16,11 +17,16 @@ namespace nanovllm {
 enum class AllReducePath { kNccl, kOneShot, kTwoShot };
 
 // Which path one bf16 all-reduce of `bytes` over `world_size` ranks takes (pure; measured in
-// one graph on NVLink H100s, bench/results/h100x4-2026-11-26-issue31_peer_all_reduce.txt):
-// 2 ranks: one-shot up to the staging buffer (5.9-13.3 us to NCCL's 6.7-27.5 from 8 KiB to 2
-// MiB); more ranks: one-shot up to 512 KiB, NCCL to 1 MiB (about even there), two-shot to
-// 4 MiB, NCCL above (its rings win at 8 MiB). NCCL wherever the peer path is off.
+// one graph on 4 NVLink H200s, all_reduce_bench --sweep-shapes with the shapes of
+// peer_launch_shape, bench/results/h200x4-2026-11-26-issue31_all_reduce_shapes.txt): 2 ranks:
+// one-shot up to the staging buffer (4.8-11.7 us to NCCL's 6.5-26.6 from 8 KiB to 2 MiB); more
+// ranks: one-shot up to 512 KiB, two-shot to 4 MiB (15.2 us at 1 MiB to NCCL's 17.8, 33.9 at
+// 4 MiB to 39.7), NCCL above (its rings win at 8 MiB). NCCL wherever the peer path is off.
 AllReducePath choose_all_reduce(int world_size, size_t bytes, size_t staging_bytes, bool peer_on);
+
+// The peer kernels' launch shape for a group (pure; the same sweep): 512 threads a block on 2
+// ranks, 256 on more, where 512 was 0.8-0.9x as fast from 8 KiB to 2 MiB.
+kernels::PeerAllReduceShape peer_launch_shape(int world_size);
 
 class PeerCommunicator final : public Communicator {
  public:
@@ -30,8 +36,10 @@ class PeerCommunicator final : public Communicator {
   int rank() const override { return nccl_.rank(); }
   int world_size() const override { return nccl_.world_size(); }
   void all_reduce_sum(const TensorView& inout, const ExecContext& ctx) override;
-  // One kernel (kernels::peer_all_reduce_add_rms_norm) where x takes the one-shot path and its
-  // rows allow 16-byte vectors; else the sum (either path) and then the norm.
+  // One kernel (kernels::peer_all_reduce_add_rms_norm, one-shot) where x takes the one-shot
+  // path and its rows allow 16-byte vectors; else all_reduce_sum (whichever path) and then the
+  // norm. The fused two-shot form was slower than the two-shot sum and then the norm on 4
+  // H200s at every size (27.3 against 25.2 us at 256 rows of 4096), so it is not taken.
   void all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
                                const TensorView& weight, float eps,
                                const ExecContext& ctx) override;

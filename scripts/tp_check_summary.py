@@ -33,10 +33,12 @@ def bench(way, path):
         w = {x["name"]: x for x in r["workloads"]}.get("nanovllm", {}).get("median", {})
         s = decode_step(r)
         ph = s.get("phases_ms") or {}
+        step = (f"decode step b{s.get('batch')} {s.get('step_ms', 0):.3f} ms (limit "
+                f"{s.get('limit_ms') or 0:.3f}), eager all_reduce {ph.get('all_reduce', 0):.3f} of "
+                f"{s.get('eager_step_ms', 0):.3f} ms" if s.get("step_ms") else
+                "no decode step ran the whole batch (too few KV blocks?)")
         print(f"  {way} tp {tp}: nanovllm {w.get('output_tok_s', 0):.0f} out tok/s "
-              f"({w.get('pct_of_limit') or 0:.1f} % of limit); decode step b{s.get('batch')} "
-              f"{s.get('step_ms', 0):.3f} ms (limit {s.get('limit_ms') or 0:.3f}), eager "
-              f"all_reduce {ph.get('all_reduce', 0):.3f} of {s.get('eager_step_ms', 0):.3f} ms")
+              f"({w.get('pct_of_limit') or 0:.1f} % of limit); {step}")
 
 
 def knockout(full_path, knocked_path):

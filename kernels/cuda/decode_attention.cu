@@ -28,12 +28,15 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/decode_attention_args.cuh"
 #include "kernels/cuda/decode_attention_attend.cuh"
 #include "kernels/cuda/decode_attention_merge.cuh"
+#include "kernels/cuda/decode_attention_mma.cuh"
 #include "kernels/cuda/decode_attention_plan.cuh"
 #include "kernels/cuda/decode_attention_tile.cuh"
 #include "kernels/cuda/dispatch.cuh"
@@ -47,17 +50,32 @@ using decode::kThreads;
 using decode::Layout;
 using decode::PlanSmem;
 
+// One run of tiles on the compute path the kernel was built for (MMA: tensor cores).
+template <int D, int G, bool FP8, bool MMA>
+__device__ __forceinline__ void attend(const DecodeArgs& a, float4* smem, int b, int hk, int ctx,
+                                       int first_tile, int ntiles, int64_t cell, bool& waited) {
+  if constexpr (MMA)
+    decode::attend_tiles_mma<D, G, FP8>(a, smem, b, hk, ctx, first_tile, ntiles, cell, waited);
+  else
+    decode::attend_tiles<D, G, FP8>(a, smem, b, hk, ctx, first_tile, ntiles, cell, waited);
+}
+
+// Resident CTAs an SM is built for: the lane-group path holds G query heads' accumulators
+// per lane (fewer CTAs for larger G); the tensor-core path 64 accumulators whatever G.
+template <int G, bool MMA>
+constexpr int kMinCtas = MMA ? 4 : (G <= 4 ? 4 : 2);
+
 // No scratch: grid (Hkv, B), one CTA per (sequence, kv head), writing the output.
-template <int D, int G, bool FP8>
-__global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
+template <int D, int G, bool FP8, bool MMA>
+__global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     decode_whole_kernel(const DecodeArgs a) {
   decode::wait_then_allow_next();
   __shared__ float4 smem[Layout<D>::kSmemBytes / 16];
   const int hk = blockIdx.x, b = blockIdx.y;
   const int ctx = a.context_lens[b];
   bool waited = true;
-  decode::attend_tiles<D, G, FP8>(a, smem, b, hk, ctx, 0, context_tiles<D>(ctx), -1,
-                                  waited);  // ctx 0: zeros
+  attend<D, G, FP8, MMA>(a, smem, b, hk, ctx, 0, context_tiles<D>(ctx), -1,
+                         waited);  // ctx 0: zeros
 }
 
 // Release / acquire at GPU scope, lighter than __threadfence's sequentially consistent fence.
@@ -102,8 +120,8 @@ __device__ void zero_padding_rows(const DecodeArgs& a) {
 }
 
 // With scratch: a fixed grid (gridDim.x CTAs), CTA j walks the pieces of its range in order.
-template <int D, int G, bool kFused, bool FP8>
-__global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
+template <int D, int G, bool kFused, bool FP8, bool MMA>
+__global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     decode_split_kernel(const DecodeArgs a) {
   using L = Layout<D>;
   // The plan and the first piece's cache tiles go before the wait for the previous kernel
@@ -138,10 +156,10 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
       const int first_tile = static_cast<int>(u - group_begin);
       const int ntiles = static_cast<int>(piece_end - u);
       if (group_begin >= begin && group_end <= end) {
-        decode::attend_tiles<D, G, FP8>(a, smem, b, hk, ctx, first_tile, ntiles, -1, waited);
+        attend<D, G, FP8, MMA>(a, smem, b, hk, ctx, first_tile, ntiles, -1, waited);
       } else {
-        decode::attend_tiles<D, G, FP8>(a, smem, b, hk, ctx, first_tile, ntiles,
-                                        decode::partial_cell(deal, j, u), waited);
+        attend<D, G, FP8, MMA>(a, smem, b, hk, ctx, first_tile, ntiles,
+                               decode::partial_cell(deal, j, u), waited);
         if constexpr (kFused) merge_if_last<D, G>(a, smem, ps, b, hk, group_begin, group_end, deal);
       }
       __syncthreads();  // smem is free for the next piece
@@ -190,12 +208,12 @@ int sm_count() {
 
 // Resident CTAs per SM of one split-kernel instantiation (asked once; every rank's GPU is the
 // same kind).
-template <int D, int G, bool kFused, bool FP8>
+template <int D, int G, bool kFused, bool FP8, bool MMA>
 int ctas_per_sm() {
   static const int n = [] {
     int v = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &v, decode_split_kernel<D, G, kFused, FP8>, kThreads, 0));
+        &v, decode_split_kernel<D, G, kFused, FP8, MMA>, kThreads, 0));
     return std::max(v, 1);
   }();
   return n;
@@ -226,12 +244,12 @@ void dispatch_group(int64_t group, F&& f) {
   }
 }
 
-template <int D, int G, bool FP8>
+template <int D, int G, bool FP8, bool MMA>
 void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t hkv,
             cudaStream_t stream) {
   if (p.split_out.data == nullptr) {
     CHECK_LE(batch, 65535);  // gridDim.y
-    launch_dependent(decode_whole_kernel<D, G, FP8>,
+    launch_dependent(decode_whole_kernel<D, G, FP8, MMA>,
                      dim3(static_cast<unsigned>(hkv), static_cast<unsigned>(batch)), dim3(kThreads),
                      stream, a);
     return;
@@ -251,7 +269,8 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   a.split_out = p.split_out.ptr<float>();
   a.split_lse = p.split_lse.ptr<float>();
   const bool fused = p.split_counters.data != nullptr;
-  const int per_sm = fused ? ctas_per_sm<D, G, true, FP8>() : ctas_per_sm<D, G, false, FP8>();
+  const int per_sm =
+      fused ? ctas_per_sm<D, G, true, FP8, MMA>() : ctas_per_sm<D, G, false, FP8, MMA>();
   int64_t ctas = std::min<int64_t>(static_cast<int64_t>(sm_count()) * per_sm, cells / 2);
   if (fused) {
     check_cuda_tensor(p.split_counters, DType::kI32, "split_counters");
@@ -261,47 +280,102 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   }
   const unsigned grid = static_cast<unsigned>(ctas);
   if (fused) {
-    launch_dependent(decode_split_kernel<D, G, true, FP8>, dim3(grid), dim3(kThreads), stream, a);
+    launch_dependent(decode_split_kernel<D, G, true, FP8, MMA>, dim3(grid), dim3(kThreads), stream,
+                     a);
   } else {
-    launch_dependent(decode_split_kernel<D, G, false, FP8>, dim3(grid), dim3(kThreads), stream, a);
+    launch_dependent(decode_split_kernel<D, G, false, FP8, MMA>, dim3(grid), dim3(kThreads), stream,
+                     a);
     // Same grid: same plan.
     launch_dependent(decode_merge_kernel<D, G>, dim3(grid), dim3(kThreads), stream, a);
   }
 }
 
-void dispatch(const DecodeAttentionParams& p, const DecodeArgs& a, cudaStream_t stream) {
-  const int64_t batch = p.q.size(0), hq = p.q.size(1), dim = p.q.size(2);
-  const int64_t hkv = p.kv.k_cache.size(2);
-  const bool fp8 = paged_kv_is_fp8(p.kv);
-  DISPATCH_HEAD_DIM(dim, D, {
-    dispatch_group(hq / hkv, [&]<int G>() {
-      if (fp8)
-        launch<D, G, true>(p, a, batch, hkv, stream);
-      else
-        launch<D, G, false>(p, a, batch, hkv, stream);
-    });
-  });
+// f.template operator()<G>() for the group size, f.template operator()<D>() folded in: both
+// template values of a head shape (the switches of DISPATCH_HEAD_DIM and dispatch_group).
+template <class F>
+void dispatch_shape(int64_t head_dim, int64_t group, F&& f) {
+  DISPATCH_HEAD_DIM(head_dim, D,
+                    { dispatch_group(group, [&]<int G>() { f.template operator()<D, G>(); }); });
+}
+
+// The tensor-core path unless the process was started with NANOVLLM_DECODE_ATTENTION=lanes
+// (read once): whole-run comparisons of the two, and a way around the new kernel should a shape
+// misbehave. Any value but lanes, mma or auto stops the run at its first decode, naming it.
+bool lanes_forced() {
+  static const bool forced = [] {
+    const char* v = std::getenv("NANOVLLM_DECODE_ATTENTION");
+    CHECK_MSG(v == nullptr || std::strcmp(v, "lanes") == 0 || std::strcmp(v, "mma") == 0 ||
+                  std::strcmp(v, "auto") == 0,
+              "NANOVLLM_DECODE_ATTENTION must be lanes, mma or auto, not '" << v << "'");
+    return v != nullptr && std::strcmp(v, "lanes") == 0;
+  }();
+  return forced;
 }
 
 }  // namespace
+
+const char* decode_kernel_name(DecodeKernel kernel) {
+  return kernel == DecodeKernel::kMma ? "mma" : "lanes";
+}
+
+bool mma_decode_supports(int64_t head_dim, int64_t hq, int64_t hkv) {
+  if (hkv <= 0 || hq % hkv != 0) return false;
+  const int64_t g = hq / hkv;  // the groups dispatch_group builds, within the mma kernel's 8
+  return head_dim == 128 && (g == 1 || g == 2 || g == 4 || g == 5 || g == 8);
+}
+
+DecodeKernel decode_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv) {
+  return mma_decode_supports(head_dim, hq, hkv) && !lanes_forced() ? DecodeKernel::kMma
+                                                                   : DecodeKernel::kLanes;
+}
 
 int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim) {
   CHECK_GT(hkv, 0);
   CHECK_EQ(hq % hkv, 0);
   int per_sm = 0;
-  DISPATCH_HEAD_DIM(head_dim, D, {
-    dispatch_group(hq / hkv, [&]<int G>() {
-      // The most of the bf16 and fp8 kernels: the scratch serves either cache.
-      per_sm = std::max({ctas_per_sm<D, G, true, false>(), ctas_per_sm<D, G, false, false>(),
-                         ctas_per_sm<D, G, true, true>(), ctas_per_sm<D, G, false, true>()});
-    });
+  dispatch_shape(head_dim, hq / hkv, [&]<int D, int G>() {
+    // The most of every kernel the call may take: the scratch serves either cache and path.
+    per_sm =
+        std::max({ctas_per_sm<D, G, true, false, false>(), ctas_per_sm<D, G, false, false, false>(),
+                  ctas_per_sm<D, G, true, true, false>(), ctas_per_sm<D, G, false, true, false>()});
+    if constexpr (decode::mma_decode_supports<D, G>())
+      per_sm = std::max(
+          {per_sm, ctas_per_sm<D, G, true, false, true>(), ctas_per_sm<D, G, false, false, true>(),
+           ctas_per_sm<D, G, true, true, true>(), ctas_per_sm<D, G, false, true, true>()});
   });
   return 2 * static_cast<int64_t>(sm_count()) * per_sm;
 }
 
-void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
+void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaStream_t stream) {
   const DecodeArgs a = decode::make_args(p);
-  if (p.q.size(0) > 0) dispatch(p, a, stream);
+  const int64_t batch = p.q.size(0), hq = p.q.size(1), dim = p.q.size(2);
+  const int64_t hkv = p.kv.k_cache.size(2);
+  CHECK_MSG(kernel == DecodeKernel::kLanes || mma_decode_supports(dim, hq, hkv),
+            "decode attention: the mma kernel takes head dim 128 and up to 8 query heads per kv "
+            "head, not head dim "
+                << dim << " with " << hq << " / " << hkv);
+  if (batch == 0) return;
+  const bool fp8 = paged_kv_is_fp8(p.kv);
+  dispatch_shape(dim, hq / hkv, [&]<int D, int G>() {
+    if constexpr (decode::mma_decode_supports<D, G>()) {
+      if (kernel == DecodeKernel::kMma) {
+        if (fp8)
+          launch<D, G, true, true>(p, a, batch, hkv, stream);
+        else
+          launch<D, G, false, true>(p, a, batch, hkv, stream);
+        return;
+      }
+    }
+    if (fp8)
+      launch<D, G, true, false>(p, a, batch, hkv, stream);
+    else
+      launch<D, G, false, false>(p, a, batch, hkv, stream);
+  });
+}
+
+void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
+  decode_attention(p, decode_attention_kernel(p.q.size(2), p.q.size(1), p.kv.k_cache.size(2)),
+                   stream);
 }
 
 }  // namespace nanovllm::kernels::cuda

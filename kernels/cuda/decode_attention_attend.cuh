@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_attention_ring.cuh"
 #include "kernels/cuda/decode_attention_tile.cuh"
 #include "kernels/cuda/fp8_kv.cuh"
 
@@ -42,28 +43,10 @@ template <int D, int G, bool FP8>
 __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, int ctx,
                              int first_tile, int ntiles, int64_t cell, bool& waited) {
   using L = Layout<D, FP8>;
-  constexpr int kStages = L::kStages;
-  // The K ring [kStages][kTokens, D] then the V ring, then (fp8) the exponents [kStages][2,
-  // kTokens]; reused for the final merge.
-  unsigned char* const k_ring = reinterpret_cast<unsigned char*>(smem);
-  unsigned char* const v_ring = k_ring + kStages * L::kTileBytes;
-  int8_t* const e_ring = reinterpret_cast<int8_t*>(v_ring + kStages * L::kTileBytes);
+  const TileRing<D, FP8, false> ring(a, smem, b, hk, ctx, first_tile, ntiles);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int dl = lane % L::kLanes, group = warp * L::kRows + lane / L::kLanes;
-  const int32_t* bt = a.block_tables + b * a.bt_stride;
-
-  // Prologue: fill kStages - 1 slots of the ring. Every thread commits one group per slot,
-  // empty or not, so the group count (and cp_async_wait's meaning) is the same everywhere.
-  const int last_tile = context_tiles<D>(ctx) - 1;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < ntiles && first_tile + s == last_tile) wait_once(waited);
-    if (s < ntiles)
-      load_tile<D, FP8>(a, bt, hk, (first_tile + s) * L::kTokens, ctx, k_ring + s * L::kTileBytes,
-                        v_ring + s * L::kTileBytes, e_ring + s * L::kExpBytes);
-    cp_async_commit();
-  }
-  wait_once(waited);  // the query is the previous kernel's output
+  ring.prologue(waited);
 
   float q[G][8];  // this lane's 8 dims of each query head, pre-scaled to the log2 domain
 #pragma unroll
@@ -82,26 +65,13 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
   }
 
   for (int t = 0; t < ntiles; ++t) {
-    cp_async_wait<kStages - 2>();  // this thread's copies of tile t have landed
-    __syncthreads();               // everyone's have; and everyone is done with tile t - 1
-    {
-      const int nt = t + kStages - 1;  // refill the slot tile t - 1 used
-      if (nt < ntiles) {
-        const int slot = nt % kStages;
-        load_tile<D, FP8>(a, bt, hk, (first_tile + nt) * L::kTokens, ctx,
-                          k_ring + slot * L::kTileBytes, v_ring + slot * L::kTileBytes,
-                          e_ring + slot * L::kExpBytes);
-      }
-      cp_async_commit();
-    }
-    const int slot = t % kStages;
+    const int slot = ring.acquire(t);
     const int tok0 = (first_tile + t) * L::kTokens;
     // This lane's 8 dims of row `group`; row u * kGroups + group is u * kGroups rows further.
-    const unsigned char* ks = k_ring + slot * L::kTileBytes + (group * D + dl * 8) * L::kElemBytes;
-    const unsigned char* vs = v_ring + slot * L::kTileBytes + (group * D + dl * 8) * L::kElemBytes;
-    const int8_t* ek = e_ring + slot * L::kExpBytes + group;  // row u: ek[u * kGroups]
+    const unsigned char* ks = ring.k(slot) + (group * D + dl * 8) * L::kElemBytes;
+    const unsigned char* vs = ring.v(slot) + (group * D + dl * 8) * L::kElemBytes;
+    const int8_t* ek = ring.exps(slot) + group;  // row u: ek[u * kGroups]
     const int8_t* ev = ek + L::kTokens;
-
     // Scores of this group's kSteps tokens (rows u * kGroups + group); every lane runs every
     // shuffle (no branch around them), masked tokens become -inf afterwards.
     float sc[kSteps][G];
@@ -155,45 +125,19 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
       }
     }
   }
-  cp_async_wait<0>();  // only empty groups can be pending here; keep the ring quiet anyway
-  __syncthreads();     // the ring is free for the merge buffers
-
-  // Merge the lane groups: sm_acc [kGroups][G][D], sm_m / sm_l [kGroups][G], all f32.
-  float* const sm_acc = reinterpret_cast<float*>(smem);
-  float* const sm_m = sm_acc + L::kGroups * G * D;
-  float* const sm_l = sm_m + L::kGroups * G;
+  ring.drain();  // the ring is free for the merge buffers
+  const GroupStates<D, G, L::kGroups> st(smem);
 #pragma unroll
   for (int g = 0; g < G; ++g) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) sm_acc[(group * G + g) * D + dl * 8 + j] = acc[g][j];
+    for (int j = 0; j < 8; ++j) st.acc[(group * G + g) * D + dl * 8 + j] = acc[g][j];
     if (dl == 0) {
-      sm_m[group * G + g] = m[g];
-      sm_l[group * G + g] = l[g];
+      st.m[group * G + g] = m[g];
+      st.l[group * G + g] = l[g];
     }
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < G * D; idx += kThreads) {
-    const int g = idx / D, d = idx % D;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < L::kGroups; ++i) mx = fmaxf(mx, sm_m[i * G + g]);
-    float sum = 0.f, o = 0.f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int i = 0; i < L::kGroups; ++i) {
-        const float w = fast_exp2(sm_m[i * G + g] - mx);
-        sum += sm_l[i * G + g] * w;
-        o += sm_acc[(i * G + g) * D + d] * w;
-      }
-    }
-    const float val = sum > 0.f ? o / sum : 0.f;
-    if (cell < 0) {
-      a.out[b * a.out_tok + (hk * G + g) * a.out_head + d] = to_bf16(val);
-    } else {
-      a.split_out[(cell * G + g) * D + d] = val;
-      if (d == 0) a.split_lse[cell * G + g] = sum > 0.f ? mx + log2f(sum) : -INFINITY;
-    }
-  }
+  write_merged<D, G, L::kGroups>(a, st, b, hk, cell);
 }
 
 }  // namespace nanovllm::kernels::cuda::decode

@@ -88,13 +88,23 @@ __device__ __forceinline__ void page_of(const DecodeArgs& a, int tok, int& page,
   }
 }
 
+// Where 16-byte chunk `chunk` of tile row `row` sits in a ring slot's row when the tile is
+// swizzled (the tensor-core path, decode_attention_mma.cuh): the chunk index's low 3 bits are
+// XORed with a function of the row's low 3 bits, so that both of that path's fragment reads,
+// 8 lanes on 2 adjacent rows and 8 lanes on 4 even (or odd) rows, hit 8 different 16-byte bank
+// groups: rows 2r and 2r + 1 differ in bit 2 of the mask, rows 0, 2, 4, 6 in bits 0-1.
+__device__ __forceinline__ int swizzled_chunk(int row, int chunk) {
+  return chunk ^ (((row >> 1) & 3) | ((row & 1) << 2));
+}
+
 // Issues the cp.async copies of one tile (tokens tok0 .. tok0 + kTokens - 1) of kv head hk
 // into k_dst / v_dst ([kTokens, D] elements each) and, fp8, the rows' exponents into e_dst
 // ([2, kTokens] i8: K's, V's). Tokens at or past ctx are zero-filled without touching memory,
 // so the compute may read the whole tile. An exponent copy moves 4 adjacent tokens of one
 // block (block_size is a multiple of 4, tok0 too): one whose first token is valid may bring
-// up to 3 tokens past ctx, whose scores are masked and whose V rows are zero.
-template <int D, bool FP8>
+// up to 3 tokens past ctx, whose scores are masked and whose V rows are zero. SWIZZLE: rows'
+// chunks land where swizzled_chunk puts them (the exponents are not swizzled).
+template <int D, bool FP8, bool SWIZZLE = false>
 __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* bt, int hk, int tok0,
                                           int ctx, unsigned char* k_dst, unsigned char* v_dst,
                                           int8_t* e_dst) {
@@ -115,8 +125,9 @@ __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* bt
       const int64_t slot = static_cast<int64_t>(bt[page]) * a.block_size + in_page;
       off = slot * slot_bytes + hk * L::kRowBytes + piece_byte;
     }
-    cp_async16(k_dst + c * 16, k_src + off, valid);
-    cp_async16(v_dst + c * 16, v_src + off, valid);
+    const int dst = SWIZZLE ? t * L::kRowBytes + swizzled_chunk(t, piece_byte / 16) * 16 : c * 16;
+    cp_async16(k_dst + dst, k_src + off, valid);
+    cp_async16(v_dst + dst, v_src + off, valid);
   }
   if constexpr (FP8) {
     if (threadIdx.x < 2 * L::kExpPieces) {

@@ -81,6 +81,7 @@ const char* split_name(Split s) {
 struct DecodeShape {
   int64_t d = 128, hq = 16, hkv = 8, bs = 256;  // Qwen3-0.6B's attention by default
   bool fp8 = false;                             // an fp8 cache (PagedCase)
+  float q_range = 2;                            // q uniform in [-q_range, q_range]
 };
 
 // A decode batch living on the device (cache, q, lengths, block tables, scratch), kept across
@@ -88,15 +89,18 @@ struct DecodeShape {
 // The cache has room for `capacity` (per sequence: the longest length it will be given).
 class DecodeRig {
  public:
+  // cells 0: every resident CTA slot. kernel: the CUDA kernel run() calls.
   DecodeRig(const std::vector<int>& capacity, DecodeShape shape, Split split, uint32_t seed,
-            int64_t cells = 0)  // cells 0: every resident CTA slot
+            int64_t cells = 0,
+            kernels::cuda::DecodeKernel kernel = kernels::cuda::DecodeKernel::kLanes)
       : s_(shape),
+        kernel_(kernel),
         batch_(static_cast<int64_t>(capacity.size())),
         q_pitch_((shape.hq + 2 * shape.hkv) * shape.d),  // q is a view into qkv rows
         rng_(seed),
         cache_(decode_seqs(capacity), shape.d, shape.hq, shape.hkv, shape.bs, rng_, shape.fp8),
         dev_(cache_),
-        q_(random_bf16(batch_ * q_pitch_, rng_, -2, 2)),
+        q_(random_bf16(batch_ * q_pitch_, rng_, -shape.q_range, shape.q_range)),
         dq_(q_),
         dout_(batch_ * shape.hq * shape.d),
         dlens_(capacity.size()),
@@ -120,7 +124,9 @@ class DecodeRig {
     CUDA_CHECK(cudaMemset(dout_.mem.get(), 0xFF, dout_.mem.bytes()));
   }
 
-  void run(cudaStream_t stream) const { kernels::cuda::decode_attention(device_params(), stream); }
+  void run(cudaStream_t stream) const {
+    kernels::cuda::decode_attention(device_params(), kernel_, stream);
+  }
 
   // The output against the CPU reference; the counters must be back at zero.
   void expect_matches_cpu(const std::string& what) {
@@ -165,6 +171,7 @@ class DecodeRig {
   }
 
   DecodeShape s_;
+  kernels::cuda::DecodeKernel kernel_;
   int64_t batch_, q_pitch_;
   std::mt19937 rng_;
   PagedCase cache_;
@@ -181,17 +188,30 @@ class DecodeRig {
 
 constexpr Split kAllSplits[] = {Split::kNone, Split::kMergeKernel, Split::kFused};
 
+// The kernels that serve a shape: the lane-group one always, the tensor-core one where it
+// takes the shape.
+std::vector<kernels::cuda::DecodeKernel> decode_kernels(const DecodeShape& s) {
+  std::vector<kernels::cuda::DecodeKernel> k{kernels::cuda::DecodeKernel::kLanes};
+  if (kernels::cuda::mma_decode_supports(s.d, s.hq, s.hkv))
+    k.push_back(kernels::cuda::DecodeKernel::kMma);
+  return k;
+}
+
+// Every kernel that serves the shape against the CPU reference.
 void check_decode(const std::vector<int>& lens, DecodeShape shape, Split split, uint32_t seed,
                   int64_t cells = 0) {
-  DecodeRig rig(lens, shape, split, seed, cells);
-  rig.run(nullptr);
-  std::string what = std::string(split_name(split)) + ", B=" + std::to_string(lens.size()) + " d" +
-                     std::to_string(shape.d) + " " + std::to_string(shape.hq) + "q/" +
-                     std::to_string(shape.hkv) + "kv bs" + std::to_string(shape.bs) +
-                     (shape.fp8 ? " fp8" : "");
-  if (lens.size() == 1) what += " ctx " + std::to_string(lens[0]);
-  if (cells > 0) what += " cells " + std::to_string(cells);
-  rig.expect_matches_cpu(what);
+  for (const kernels::cuda::DecodeKernel kernel : decode_kernels(shape)) {
+    DecodeRig rig(lens, shape, split, seed, cells, kernel);
+    rig.run(nullptr);
+    std::string what = std::string(kernels::cuda::decode_kernel_name(kernel)) + ", " +
+                       split_name(split) + ", B=" + std::to_string(lens.size()) + " d" +
+                       std::to_string(shape.d) + " " + std::to_string(shape.hq) + "q/" +
+                       std::to_string(shape.hkv) + "kv bs" + std::to_string(shape.bs) +
+                       (shape.fp8 ? " fp8" : "");
+    if (lens.size() == 1) what += " ctx " + std::to_string(lens[0]);
+    if (cells > 0) what += " cells " + std::to_string(cells);
+    rig.expect_matches_cpu(what);
+  }
 }
 
 std::vector<int> random_lens(int64_t n, int lo, int hi, uint32_t seed) {
@@ -388,37 +408,57 @@ TEST(DecodeAttentionCuda, GraphReplayFollowsLiveLengthsAndTables) {
   b16.back()[15] = 77;
   b16.push_back(std::vector<int>(16, 1));
   b16.back()[0] = 16384;
-  for (Split split : {Split::kMergeKernel, Split::kFused}) {
-    for (const auto* configs : {&b1, &b16}) {
-      std::vector<int> capacity(configs->front().size(), 0);
-      for (const auto& c : *configs)
-        for (size_t i = 0; i < c.size(); ++i) capacity[i] = std::max(capacity[i], c[i]);
-      DecodeRig rig(capacity, shape, split, 43);
-      cudaStream_t stream;
-      CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-      rig.set_lens(configs->front());
-      rig.run(stream);  // eager first: one-time set-up stays out of the capture
-      CUDA_CHECK(cudaStreamSynchronize(stream));
-      rig.expect_matches_cpu(std::string(split_name(split)) + " eager");
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      rig.run(stream);
-      CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-      CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      for (int round = 0; round < 2; ++round) {
-        for (size_t i = 0; i < configs->size(); ++i) {
-          rig.set_lens((*configs)[i]);
-          CUDA_CHECK(cudaGraphLaunch(exec, stream));
-          CUDA_CHECK(cudaStreamSynchronize(stream));
-          rig.expect_matches_cpu(std::string(split_name(split)) + " replay " +
-                                 std::to_string(round) + "." + std::to_string(i) +
-                                 ", B=" + std::to_string(configs->front().size()));
+  for (const kernels::cuda::DecodeKernel kernel : decode_kernels(shape)) {
+    for (Split split : {Split::kMergeKernel, Split::kFused}) {
+      for (const auto* configs : {&b1, &b16}) {
+        std::vector<int> capacity(configs->front().size(), 0);
+        for (const auto& c : *configs)
+          for (size_t i = 0; i < c.size(); ++i) capacity[i] = std::max(capacity[i], c[i]);
+        DecodeRig rig(capacity, shape, split, 43, 0, kernel);
+        cudaStream_t stream;
+        CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        rig.set_lens(configs->front());
+        rig.run(stream);  // eager first: one-time set-up stays out of the capture
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        rig.expect_matches_cpu(std::string(kernels::cuda::decode_kernel_name(kernel)) + ", " +
+                               split_name(split) + " eager");
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        rig.run(stream);
+        CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int round = 0; round < 2; ++round) {
+          for (size_t i = 0; i < configs->size(); ++i) {
+            rig.set_lens((*configs)[i]);
+            CUDA_CHECK(cudaGraphLaunch(exec, stream));
+            CUDA_CHECK(cudaStreamSynchronize(stream));
+            rig.expect_matches_cpu(std::string(kernels::cuda::decode_kernel_name(kernel)) + ", " +
+                                   split_name(split) + " replay " + std::to_string(round) + "." +
+                                   std::to_string(i) +
+                                   ", B=" + std::to_string(configs->front().size()));
+          }
         }
+        CUDA_CHECK(cudaGraphExecDestroy(exec));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+        CUDA_CHECK(cudaStreamDestroy(stream));
       }
-      CUDA_CHECK(cudaGraphExecDestroy(exec));
-      CUDA_CHECK(cudaGraphDestroy(graph));
-      CUDA_CHECK(cudaStreamDestroy(stream));
+    }
+  }
+}
+
+// q 32 times wider than elsewhere: scores spread over tens of log2 units, so along a long
+// context the running max passes its old value by more than the tensor-core kernel's lazy
+// slack (8) again and again; every rescale of its accumulators (and, fp8, of the weights' own
+// base) must be exact for the output to match.
+TEST(DecodeAttentionCuda, PeakedScoresMoveTheRunningMaxFarAlongTheContext) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<int> lens{4096, 16384, 700, 33, 1};
+  for (bool fp8 : {false, true}) {
+    for (int64_t g : {2, 4, 5, 8}) {
+      const DecodeShape shape{128, 2 * g, 2, 256, fp8, 64};
+      check_decode(lens, shape, Split::kFused, 63);
+      check_decode({16384}, shape, Split::kNone, 64);
     }
   }
 }

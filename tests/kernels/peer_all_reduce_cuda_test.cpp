@@ -2,8 +2,10 @@
 // every rank ends with exactly the f32 sum over the ranks in order 0..N-1 rounded once to bf16
 // (so the ranks agree to the bit and a rerun gives the same bits), for every size class (one
 // element, odd sizes on the scalar path, 16-byte vectors, parts that do not divide evenly,
-// several MiB), both algorithms, many calls in a row and replays of a captured CUDA graph.
-// Skips (saying so) below two GPUs with peer access.
+// several MiB), both algorithms, every launch shape, many calls in a row and replays of a
+// captured CUDA graph; and the fused all-reduce + residual add + RMSNorm, one-shot and
+// two-shot, gives the bits of the sum followed by the norm. Skips (saying so) below two GPUs
+// with peer access.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -63,11 +65,12 @@ std::vector<uint16_t> download(const PeerGroup& g, int d, size_t n) {
   return out;
 }
 
-void all_reduce(const PeerGroup& g, size_t n, PeerAllReduceAlgo algo) {
+void all_reduce(const PeerGroup& g, size_t n, PeerAllReduceAlgo algo,
+                const kernels::PeerAllReduceShape& shape = {}) {
   for (int d = 0; d < g.size(); ++d) {
     CUDA_CHECK(cudaSetDevice(d));
     const TensorView io(g.io(d), DType::kBf16, {static_cast<int64_t>(n)}, Device::kCuda);
-    kernels::peer_all_reduce_sum(io, g.buffers(d), algo, g.stream(d));
+    kernels::peer_all_reduce_sum(io, g.buffers(d), algo, g.stream(d), shape);
   }
   g.sync();
 }
@@ -105,6 +108,80 @@ INSTANTIATE_TEST_SUITE_P(
       return std::to_string(std::get<0>(info.param)) + "Ranks" +
              (std::get<1>(info.param) == PeerAllReduceAlgo::kOneShot ? "OneShot" : "TwoShot");
     });
+
+const char* algo_name(PeerAllReduceAlgo algo) {
+  return algo == PeerAllReduceAlgo::kOneShot ? "OneShot" : "TwoShot";
+}
+
+// Every launch shape gives the default shape's bits: an element's sum is the same whichever
+// block and thread make it. max_blocks 7 cuts the grid short, so each block loops over more.
+class PeerAllReduceShapes : public ::testing::TestWithParam<int> {};
+
+TEST_P(PeerAllReduceShapes, EveryShapeGivesTheDefaultShapesBits) {
+  const int ranks = GetParam();
+  SKIP_WITHOUT_PEERS(ranks);
+  PeerGroup g(ranks, kCapacity);
+  uint32_t seed = 300;
+  for (const auto algo : {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot}) {
+    // The scalar path, uneven parts, more units than 128 blocks of 1024 threads take at once.
+    for (const size_t n : {size_t{7}, size_t{4096 * 3 + 8}, size_t{100003}, size_t{1} << 21}) {
+      const auto in = random_inputs(ranks, n, seed++);
+      upload(g, in);
+      all_reduce(g, n, algo);
+      std::vector<std::vector<uint16_t>> want(ranks);
+      for (int d = 0; d < ranks; ++d) {
+        want[d] = download(g, d, n);
+        ASSERT_EQ(want[d], reference_sum(in)) << algo_name(algo) << ", " << n << ", rank " << d;
+      }
+      for (const int threads : {128, 256, 512, 1024}) {
+        for (const int max_blocks : {kernels::kPeerAllReduceMaxBlocks, 7}) {
+          upload(g, in);
+          all_reduce(g, n, algo, {threads, max_blocks});
+          for (int d = 0; d < ranks; ++d)
+            ASSERT_EQ(download(g, d, n), want[d])
+                << algo_name(algo) << ", " << n << " elements, " << threads << " threads, "
+                << max_blocks << " blocks at most, rank " << d;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PeerAllReduceCuda, PeerAllReduceShapes, ::testing::Values(2, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "Ranks"; });
+
+// The grid each shape launches (no GPU needed: nothing is launched). 2 MiB on 4 ranks is
+// 131072 16-byte vectors, a two-shot part 32768 of them.
+TEST(PeerAllReduceCuda, BlocksAreTheWorkOverTheThreadsUpToMaxBlocks) {
+  alignas(16) static uint32_t fake[64];  // stands in for every device pointer
+  kernels::PeerAllReduceBuffers b;
+  b.rank = 1;
+  b.world_size = 4;
+  for (int r = 0; r < 4; ++r) {
+    b.data[r] = fake;
+    b.flags[r] = fake;
+  }
+  b.counters = fake;
+  b.capacity_bytes = size_t{8} << 20;
+  const auto blocks = [&](int64_t elems, PeerAllReduceAlgo algo,
+                          kernels::PeerAllReduceShape shape) {
+    return kernels::peer_all_reduce_blocks(TensorView(fake, DType::kBf16, {elems}, Device::kCuda),
+                                           b, algo, shape);
+  };
+  constexpr int64_t kTwoMiB = int64_t{1} << 20;  // elements
+  EXPECT_EQ(blocks(kTwoMiB, PeerAllReduceAlgo::kTwoShot, {}), 64);
+  EXPECT_EQ(blocks(kTwoMiB, PeerAllReduceAlgo::kTwoShot, {1024, 128}), 32);
+  EXPECT_EQ(blocks(kTwoMiB, PeerAllReduceAlgo::kTwoShot, {256, 128}), 128);
+  EXPECT_EQ(blocks(kTwoMiB, PeerAllReduceAlgo::kTwoShot, {128, 100}), 100);
+  EXPECT_EQ(blocks(kTwoMiB, PeerAllReduceAlgo::kOneShot, {}), 128);
+  EXPECT_EQ(blocks(4096, PeerAllReduceAlgo::kOneShot, {}), 1);  // 512 vectors
+  EXPECT_EQ(blocks(4096, PeerAllReduceAlgo::kOneShot, {128, 128}), 4);
+  EXPECT_EQ(blocks(4097, PeerAllReduceAlgo::kOneShot, {128, 128}), 33);  // scalar path
+  EXPECT_EQ(blocks(0, PeerAllReduceAlgo::kOneShot, {}), 0);
+  EXPECT_THROW(blocks(8, PeerAllReduceAlgo::kOneShot, {384, 128}), std::invalid_argument);
+  EXPECT_THROW(blocks(8, PeerAllReduceAlgo::kOneShot, {512, 0}), std::invalid_argument);
+  EXPECT_THROW(blocks(8, PeerAllReduceAlgo::kOneShot, {512, 129}), std::invalid_argument);
+}
 
 TEST(PeerAllReduceCuda, AlternatingAlgorithmsAndSizesKeepTheRanksInStep) {
   SKIP_WITHOUT_PEERS(2);
@@ -162,6 +239,80 @@ TEST(PeerAllReduceCuda, GraphReplaysAreEachAFullAllReduce) {
   }
 }
 
+// One all-reduce + residual add + RMSNorm: fused into the peer kernel, or the peer sum and then
+// kernels::cuda::fused_add_rms_norm; either with the one-shot or the two-shot.
+struct AddNormWay {
+  bool fused;
+  PeerAllReduceAlgo algo;
+};
+
+// Every rank's x [rows, hidden] and residual [rows, pitch] after `way` on inputs `in` (rank r's
+// x) with `residual` [rows, pitch] and `weight` [hidden], the same on every rank.
+struct AddNormResult {
+  std::vector<std::vector<uint16_t>> x, residual;
+};
+
+AddNormResult add_rms_norm(const PeerGroup& g, const std::vector<std::vector<uint16_t>>& in,
+                           const std::vector<uint16_t>& residual,
+                           const std::vector<uint16_t>& weight, int64_t rows, int64_t hidden,
+                           int64_t pitch, AddNormWay way) {
+  const int ranks = g.size();
+  const size_t n = static_cast<size_t>(rows * hidden);
+  upload(g, in);
+  std::vector<void*> res(ranks), w(ranks);
+  for (int d = 0; d < ranks; ++d) {
+    CUDA_CHECK(cudaSetDevice(d));
+    CUDA_CHECK(cudaMalloc(&res[d], residual.size() * 2));
+    CUDA_CHECK(cudaMalloc(&w[d], hidden * 2));
+    CUDA_CHECK(cudaMemcpy(res[d], residual.data(), residual.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(w[d], weight.data(), hidden * 2, cudaMemcpyHostToDevice));
+  }
+  const auto views = [&](int d) {
+    TensorView r(res[d], DType::kBf16, {rows, hidden}, Device::kCuda);
+    r.stride[0] = pitch;
+    return std::make_tuple(TensorView(g.io(d), DType::kBf16, {rows, hidden}, Device::kCuda), r,
+                           TensorView(w[d], DType::kBf16, {hidden}, Device::kCuda));
+  };
+  // One host thread drives every GPU: each rank's peer kernel goes in before any rank's next
+  // launch (a launch behind a spinning kernel can wait on the host).
+  for (int d = 0; d < ranks; ++d) {
+    CUDA_CHECK(cudaSetDevice(d));
+    const auto [x, r, wv] = views(d);
+    const TensorView flat(g.io(d), DType::kBf16, {rows * hidden}, Device::kCuda);
+    if (way.fused)
+      kernels::peer_all_reduce_add_rms_norm(x, r, wv, 1e-6f, g.buffers(d), g.stream(d), way.algo);
+    else
+      kernels::peer_all_reduce_sum(flat, g.buffers(d), way.algo, g.stream(d));
+  }
+  for (int d = 0; !way.fused && d < ranks; ++d) {
+    CUDA_CHECK(cudaSetDevice(d));
+    const auto [x, r, wv] = views(d);
+    kernels::cuda::fused_add_rms_norm(x, r, wv, 1e-6f, g.stream(d));
+  }
+  g.sync();
+  AddNormResult out;
+  for (int d = 0; d < ranks; ++d) {
+    out.x.push_back(download(g, d, n));
+    std::vector<uint16_t> r(residual.size());
+    CUDA_CHECK(cudaSetDevice(d));
+    CUDA_CHECK(cudaMemcpy(r.data(), res[d], r.size() * 2, cudaMemcpyDeviceToHost));
+    out.residual.push_back(std::move(r));
+    CUDA_CHECK(cudaFree(res[d]));
+    CUDA_CHECK(cudaFree(w[d]));
+  }
+  return out;
+}
+
+// `got` has `want`'s bits on every rank, and every rank has rank 0's.
+void expect_same_bits(const AddNormResult& got, const AddNormResult& want,
+                      const std::string& what) {
+  for (size_t d = 0; d < want.x.size(); ++d) {
+    ASSERT_EQ(got.residual[d], want.residual[d]) << "residual, rank " << d << ", " << what;
+    ASSERT_EQ(got.x[d], want.x[d]) << "normed, rank " << d << ", " << what;
+    ASSERT_EQ(got.x[d], got.x[0]) << "rank " << d << " differs from rank 0, " << what;
+  }
+}
+
 // The fused all-reduce + residual add + RMSNorm gives the bits of the one-shot sum followed by
 // kernels::cuda::fused_add_rms_norm, on every rank, for one row, a few, and many (rows spread
 // over the blocks), at two hidden sizes.
@@ -177,57 +328,52 @@ TEST(PeerAllReduceCuda, FusedAddRmsNormMatchesTheSumThenTheNorm) {
       std::mt19937 rng(seed++);
       const auto residual = test::random_bf16(n, rng, -2.f, 2.f);
       const auto weight = test::random_bf16(static_cast<size_t>(hidden), rng, 0.5f, 1.5f);
-      std::vector<std::vector<uint16_t>> want_x(ranks), want_r(ranks), got_x(ranks), got_r(ranks);
-      for (const bool fused : {false, true}) {
-        upload(g, in);
-        std::vector<void*> res(ranks), w(ranks);
-        for (int d = 0; d < ranks; ++d) {
-          CUDA_CHECK(cudaSetDevice(d));
-          CUDA_CHECK(cudaMalloc(&res[d], n * 2));
-          CUDA_CHECK(cudaMalloc(&w[d], hidden * 2));
-          CUDA_CHECK(cudaMemcpy(res[d], residual.data(), n * 2, cudaMemcpyHostToDevice));
-          CUDA_CHECK(cudaMemcpy(w[d], weight.data(), hidden * 2, cudaMemcpyHostToDevice));
-        }
-        // One host thread drives every GPU: each rank's peer kernel goes in before any rank's
-        // next launch (a launch behind a spinning kernel can wait on the host).
-        for (int d = 0; d < ranks; ++d) {
-          CUDA_CHECK(cudaSetDevice(d));
-          const TensorView x(g.io(d), DType::kBf16, {rows, hidden}, Device::kCuda);
-          const TensorView r(res[d], DType::kBf16, {rows, hidden}, Device::kCuda);
-          const TensorView wv(w[d], DType::kBf16, {hidden}, Device::kCuda);
-          const TensorView flat(g.io(d), DType::kBf16, {rows * hidden}, Device::kCuda);
-          if (fused)
-            kernels::peer_all_reduce_add_rms_norm(x, r, wv, 1e-6f, g.buffers(d), g.stream(d));
-          else
-            kernels::peer_all_reduce_sum(flat, g.buffers(d), PeerAllReduceAlgo::kOneShot,
-                                         g.stream(d));
-        }
-        for (int d = 0; !fused && d < ranks; ++d) {
-          CUDA_CHECK(cudaSetDevice(d));
-          const TensorView x(g.io(d), DType::kBf16, {rows, hidden}, Device::kCuda);
-          const TensorView r(res[d], DType::kBf16, {rows, hidden}, Device::kCuda);
-          const TensorView wv(w[d], DType::kBf16, {hidden}, Device::kCuda);
-          kernels::cuda::fused_add_rms_norm(x, r, wv, 1e-6f, g.stream(d));
-        }
-        g.sync();
-        for (int d = 0; d < ranks; ++d) {
-          (fused ? got_x : want_x)[d] = download(g, d, n);
-          std::vector<uint16_t> r(n);
-          CUDA_CHECK(cudaSetDevice(d));
-          CUDA_CHECK(cudaMemcpy(r.data(), res[d], n * 2, cudaMemcpyDeviceToHost));
-          (fused ? got_r : want_r)[d] = r;
-          CUDA_CHECK(cudaFree(res[d]));
-          CUDA_CHECK(cudaFree(w[d]));
-        }
-      }
-      for (int d = 0; d < ranks; ++d) {
-        ASSERT_EQ(got_r[d], want_r[d]) << "residual, rank " << d << ", " << rows << " x " << hidden;
-        ASSERT_EQ(got_x[d], want_x[d]) << "normed, rank " << d << ", " << rows << " x " << hidden;
-        ASSERT_EQ(got_x[d], got_x[0]) << "rank " << d << " differs from rank 0";
-      }
+      const auto run = [&](bool fused) {
+        return add_rms_norm(g, in, residual, weight, rows, hidden, hidden,
+                            {fused, PeerAllReduceAlgo::kOneShot});
+      };
+      ASSERT_NO_FATAL_FAILURE(expect_same_bits(
+          run(true), run(false), std::to_string(rows) + " x " + std::to_string(hidden)));
     }
   }
 }
+
+// The two-shot fused kernel gives the one-shot fused kernel's bits and those of the two-shot
+// sum followed by the norm: one row (one rank owns it, the others none), fewer rows than
+// ranks, rows the ranks do not divide evenly, and many; a residual with padded rows (the
+// padding stays as it was) at 7 rows.
+class PeerAllReduceTwoShotNorm : public ::testing::TestWithParam<int> {};
+
+TEST_P(PeerAllReduceTwoShotNorm, MatchesTheOneShotAndTheSumThenTheNorm) {
+  const int ranks = GetParam();
+  SKIP_WITHOUT_PEERS(ranks);
+  PeerGroup g(ranks, kCapacity);
+  uint32_t seed = 700;
+  for (const int64_t hidden : {4096, 1000}) {
+    for (const int64_t rows : {1, 3, 7, 64, 256}) {
+      const int64_t pitch = rows == 7 ? hidden + 8 : hidden;
+      const auto in = random_inputs(ranks, static_cast<size_t>(rows * hidden), seed++);
+      std::mt19937 rng(seed++);
+      const auto residual = test::random_bf16(static_cast<size_t>(rows * pitch), rng, -2.f, 2.f);
+      const auto weight = test::random_bf16(static_cast<size_t>(hidden), rng, 0.5f, 1.5f);
+      const auto run = [&](bool fused, PeerAllReduceAlgo algo) {
+        return add_rms_norm(g, in, residual, weight, rows, hidden, pitch, {fused, algo});
+      };
+      const std::string what = std::to_string(rows) + " x " + std::to_string(hidden);
+      const AddNormResult two_shot = run(true, PeerAllReduceAlgo::kTwoShot);
+      ASSERT_NO_FATAL_FAILURE(expect_same_bits(two_shot, run(true, PeerAllReduceAlgo::kOneShot),
+                                               what + ", one-shot fused"));
+      ASSERT_NO_FATAL_FAILURE(expect_same_bits(two_shot, run(false, PeerAllReduceAlgo::kTwoShot),
+                                               what + ", sum then norm"));
+      for (int64_t t = 0; t < rows && pitch > hidden; ++t)
+        for (int64_t i = hidden; i < pitch; ++i)
+          ASSERT_EQ(two_shot.residual[0][t * pitch + i], residual[t * pitch + i]) << "padding";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PeerAllReduceCuda, PeerAllReduceTwoShotNorm, ::testing::Values(2, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "Ranks"; });
 
 TEST(PeerAllReduceCuda, BadArgumentsAreRefusedBeforeAnyLaunch) {
   SKIP_WITHOUT_PEERS(2);

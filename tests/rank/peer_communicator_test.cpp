@@ -18,10 +18,17 @@ TEST(AllReduceChoice, TwoRanksTakeTheOneShotUpToTheStagingBuffer) {
 TEST(AllReduceChoice, FourRanksFollowTheMeasuredCrossovers) {
   EXPECT_EQ(choose_all_reduce(4, 8 * kKiB, kStaging, true), AllReducePath::kOneShot);
   EXPECT_EQ(choose_all_reduce(4, 512 * kKiB, kStaging, true), AllReducePath::kOneShot);
-  EXPECT_EQ(choose_all_reduce(4, 1 * kMiB, kStaging, true), AllReducePath::kNccl);
+  EXPECT_EQ(choose_all_reduce(4, 1 * kMiB, kStaging, true), AllReducePath::kTwoShot);
   EXPECT_EQ(choose_all_reduce(4, 2 * kMiB, kStaging, true), AllReducePath::kTwoShot);
   EXPECT_EQ(choose_all_reduce(4, 4 * kMiB, kStaging, true), AllReducePath::kTwoShot);
   EXPECT_EQ(choose_all_reduce(4, 8 * kMiB, kStaging, true), AllReducePath::kNccl);
+}
+
+TEST(AllReduceChoice, TwoRanksLaunch512ThreadsABlockAndMoreRanks256) {
+  EXPECT_EQ(peer_launch_shape(2).threads, 512);
+  EXPECT_EQ(peer_launch_shape(4).threads, 256);
+  EXPECT_EQ(peer_launch_shape(8).threads, 256);
+  EXPECT_EQ(peer_launch_shape(4).max_blocks, kernels::kPeerAllReduceMaxBlocks);
 }
 
 TEST(AllReduceChoice, NcclWhereThePeerPathIsOffOrTheGroupIsOneRank) {

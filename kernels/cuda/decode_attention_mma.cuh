@@ -1,0 +1,271 @@
+// The tensor-core compute of a decode-attention run (head dim 128, G <= 8 query heads per kv
+// head): the same ring, plan and merges as the lane-group path (decode_attention_attend.cuh),
+// with the dot products and the weighted sum of V rows on mma.sync instead of FMAs and
+// shuffles. Why: the lane-group path spends about as many instructions per byte as the SM can
+// issue (ncu at batch 60: 65 % of cycles issue, DRAM at 65 %), most of them the 16-lane
+// shuffle sums of each score; an MMA does a warp's 8 tokens x 16 dims x 16 heads in one.
+//
+// Warp w owns rows 8w .. 8w + 7 of each tile and keeps its own online softmax; the 4 warps are
+// merged at the end as the lane groups are. Per tile, lane (g = lane / 4, t = lane % 4):
+//   S [16 heads, 8 tokens] = Q [16, 128] K^T: m16n8k16 x 8, heads as rows (rows >= G are zero),
+//     the warp's 8 K rows as the B operand read straight from the ring: lane g reads row g's
+//     16-byte chunks {4i + t}, and the dims a k-step sums are a fixed permutation of the head
+//     dims that the query fragments follow (any permutation gives the same dot product);
+//   O^T [128 dims, 8 heads] += V^T [128, 8 tokens] P^T [8 tokens, 8 heads]: m16n8k8 x 8. S's
+//     accumulator layout (lane holds head g's scores of tokens 2t, 2t + 1) is exactly P^T's B
+//     fragment, and V^T's A fragment pairs tokens 2t, 2t + 1 of one dim, built from those two
+//     rows by byte permutes; which dims m-tile i's rows are is again a permutation (v_dims) that
+//     the final store undoes. Heads on the N side keep the accumulators at 32 a lane (all used
+//     at G = 8) where heads on the M side would hold 64, half of them rows >= G.
+// The ring is swizzled (swizzled_chunk) so that both reads are free of bank conflicts.
+//
+// bf16 cache: Q, K, V, P in bf16 (P rounded as FlashAttention-2 rounds it), f32 accumulation,
+// scores scaled to the log2 domain after the MMA. fp8 cache: K and V converted to f16 exactly
+// (cvt e4m3x2), Q scaled per head by a power of two into f16's range, so the MMAs run in f16;
+// a K row's exponent scales its score, a V row's goes into the numerator's weight, which keeps
+// its own running max (mv) so that every weight stays <= 2^kSlack in f16.
+// The running maxima move lazily (only when a tile's max passes them by more than kSlack, as
+// FlashAttention-4 does): the rescale of 64 accumulators is rare after the first tiles.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_attention_ring.cuh"
+#include "kernels/cuda/decode_attention_tile.cuh"
+#include "kernels/cuda/fp8_kv.cuh"
+#include "kernels/cuda/mma_ops.cuh"
+
+namespace nanovllm::kernels::cuda::decode {
+
+constexpr float kSlack = 8.f;  // log2 units: weights stay <= 256 between rescales
+
+template <int D, int G>
+constexpr bool mma_decode_supports() {
+  return D == 128 && G <= 8;
+}
+
+// 32-bit word i of a 16-byte chunk.
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// The chunk of a V row that lane g reads for its m-tile rows: over g = 0..7 a permutation of
+// 0..7 that puts lanes 2r and 2r + 1 four chunks apart (bank groups, swizzled_chunk).
+__device__ __forceinline__ int v_chunk(int g) {
+  return ((g & 1) << 2) | (g >> 1);
+}
+
+// The k-th (0..15) of the 16 head dims lane g holds of a V row: bf16, its chunks v_chunk(g)
+// and 8 + v_chunk(g) (8 dims each); fp8, its chunk v_chunk(g) (16 dims). Row g of m-tile i is
+// dim v_dim(g, 2i), row g + 8 is v_dim(g, 2i + 1).
+template <bool FP8>
+__device__ __forceinline__ int v_dim(int g, int k) {
+  return FP8 ? 16 * v_chunk(g) + k : 8 * (8 * (k / 8) + v_chunk(g)) + k % 8;
+}
+
+template <int D, int G, bool FP8>
+__device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int hk, int ctx,
+                                 int first_tile, int ntiles, int64_t cell, bool& waited) {
+  using L = Layout<D, FP8>;
+  static_assert(mma_decode_supports<D, G>() && L::kTokens == 8 * kWarps);
+  static_assert((kWarps * G * D + 2 * kWarps * G) * 4 <= L::kSmemBytes);
+  const TileRing<D, FP8, true> ring(a, smem, b, hk, ctx, first_tile, ntiles);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  ring.prologue(waited);
+
+  // Query fragments, [k-step][a0, a2] (a1 = a3 = 0: rows g + 8 >= G): head hk * G + g's dims
+  // that k-step s pairs with the K chunks lane t reads.
+  uint32_t qa[8][2];
+  float score_scale = a.scale_log2;
+  {
+    const bf16* qrow = a.q + b * a.q_tok + (hk * G + min(g, G - 1)) * a.q_head;
+    if constexpr (!FP8) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        // dims 8 (4i + t) .. + 7: k-steps 2i (their first 4) and 2i + 1.
+        const uint4 c = g < G ? *reinterpret_cast<const uint4*>(qrow + 8 * (4 * i + t))
+                              : make_uint4(0, 0, 0, 0);
+        qa[2 * i][0] = c.x;
+        qa[2 * i][1] = c.y;
+        qa[2 * i + 1][0] = c.z;
+        qa[2 * i + 1][1] = c.w;
+      }
+    } else {
+      // dims 16 (4i + t) .. + 15 for i = 0, 1: k-steps 4i .. 4i + 3, 4 dims each.
+      float qf[32];
+      float mx = 0.f;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const Bf16x8 v = load8(qrow + 16 * (4 * i + t) + 8 * h);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            qf[16 * i + 8 * h + j] = g < G ? to_f32(v.v[j]) : 0.f;
+            mx = fmaxf(mx, fabsf(qf[16 * i + 8 * h + j]));
+          }
+        }
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // The head's largest |q| into [2^13, 2^14): far from f16's overflow, exact otherwise.
+      int e = 0;
+      if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &e);
+      const int shift = min(max(14 - e, -120), 120);
+      const float up = pow2i(shift);
+      score_scale *= pow2i(-shift);
+#pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        const float* d = qf + 16 * (s / 4) + 4 * (s % 4);
+        qa[s][0] = pack_f16x2(d[0] * up, d[1] * up);
+        qa[s][1] = pack_f16x2(d[2] * up, d[3] * up);
+      }
+    }
+  }
+
+  float m = -INFINITY, l = 0.f;  // row g: running max (log2 domain), this lane's part of the sum
+  float mv = -INFINITY;          // fp8: running max of score + V exponent (the weights' base)
+  // O^T: m-tile i, c0 c1 = dim v_dim(g, 2i) of heads 2t, 2t + 1, c2 c3 = dim v_dim(g, 2i + 1).
+  float acc[8][4];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+  const int r0 = 8 * warp;    // this warp's first tile row
+  const int ta = r0 + 2 * t;  // tile rows of this lane's scores: ta, ta + 1
+  const int cl = v_chunk(g);
+
+  for (int it = 0; it < ntiles; ++it) {
+    const int slot = ring.acquire(it);
+    const int tok0 = (first_tile + it) * L::kTokens;
+
+    float s[4] = {0.f, 0.f, 0.f, 0.f};
+    const unsigned char* krow = ring.k(slot) + (r0 + g) * L::kRowBytes;
+    if constexpr (!FP8) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint4 kc = *reinterpret_cast<const uint4*>(krow + swizzled_chunk(g, 4 * i + t) * 16);
+        const uint32_t a0[4] = {qa[2 * i][0], 0u, qa[2 * i][1], 0u};
+        const uint32_t a1[4] = {qa[2 * i + 1][0], 0u, qa[2 * i + 1][1], 0u};
+        mma_bf16_16816(s, a0, kc.x, kc.y);
+        mma_bf16_16816(s, a1, kc.z, kc.w);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint4 kc = *reinterpret_cast<const uint4*>(krow + swizzled_chunk(g, 4 * i + t) * 16);
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+          const uint32_t w = word(kc, h);
+          const uint32_t af[4] = {qa[4 * i + h][0], 0u, qa[4 * i + h][1], 0u};
+          mma_f16_16816(s, af, e4m3x2_to_f16x2(w & 0xffffu), e4m3x2_to_f16x2(w >> 16));
+        }
+      }
+    }
+
+    // Scores of tile rows ta, ta + 1 for head g (masked: -inf), and (fp8) plus V's exponent.
+    const int8_t* ek = ring.exps(slot);
+    float sc[2], sv[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const bool valid = tok0 + ta + k < ctx;
+      const float k_pow = FP8 ? pow2i(ek[ta + k]) : 1.f;
+      sc[k] = valid ? s[k] * score_scale * k_pow : -INFINITY;
+      sv[k] = FP8 ? sc[k] + static_cast<float>(ek[L::kTokens + ta + k]) : sc[k];
+    }
+    float mt = fmaxf(sc[0], sc[1]), mvt = fmaxf(sv[0], sv[1]);
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+      if constexpr (FP8) mvt = fmaxf(mvt, __shfl_xor_sync(0xffffffffu, mvt, o));
+    }
+    const bool grow = mt > m + kSlack || (FP8 && mvt > mv + kSlack);
+    if (__any_sync(0xffffffffu, grow)) {
+      const float m_new = fmaxf(m, mt);
+      l *= fast_exp2(m - (m_new == -INFINITY ? 0.f : m_new));  // m = -inf -> 0
+      m = m_new;
+      const float mv_new = FP8 ? fmaxf(mv, mvt) : m_new;
+      const float corr = fast_exp2(mv - (mv_new == -INFINITY ? 0.f : mv_new));
+      mv = mv_new;
+      // This lane's accumulators are heads 2t and 2t + 1, whose states lanes 8t and 8t + 4 hold.
+      const float c0 = __shfl_sync(0xffffffffu, corr, 8 * t);
+      const float c1 = __shfl_sync(0xffffffffu, corr, 8 * t + 4);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        acc[i][0] *= c0;
+        acc[i][1] *= c1;
+        acc[i][2] *= c0;
+        acc[i][3] *= c1;
+      }
+    }
+    const float m_use = m == -INFINITY ? 0.f : m;
+    const float mv_use = mv == -INFINITY ? 0.f : mv;
+    float w[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const float p = fast_exp2(sc[k] - m_use);  // masked -> 0
+      l += p;
+      w[k] = FP8 ? fast_exp2(sv[k] - mv_use) : p;
+    }
+    const uint32_t pa = FP8 ? pack_f16x2(w[0], w[1]) : pack_bf16x2(w[0], w[1]);
+
+    const unsigned char* va_row = ring.v(slot) + ta * L::kRowBytes;
+    const unsigned char* vb_row = va_row + L::kRowBytes;
+    if constexpr (!FP8) {
+      uint4 va[2], vb[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        va[h] = *reinterpret_cast<const uint4*>(va_row + swizzled_chunk(ta, 8 * h + cl) * 16);
+        vb[h] = *reinterpret_cast<const uint4*>(vb_row + swizzled_chunk(ta + 1, 8 * h + cl) * 16);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {  // dims v_dim(g, 2i), v_dim(g, 2i + 1): word i % 4's halves
+        const uint32_t x = word(va[i / 4], i % 4), y = word(vb[i / 4], i % 4);
+        mma_16808<false>(acc[i], __byte_perm(x, y, 0x5410), __byte_perm(x, y, 0x7632), pa);
+      }
+    } else {
+      const uint4 va = *reinterpret_cast<const uint4*>(va_row + swizzled_chunk(ta, cl) * 16);
+      const uint4 vb = *reinterpret_cast<const uint4*>(vb_row + swizzled_chunk(ta + 1, cl) * 16);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {  // bytes 2i, 2i + 1: word i / 2, bytes 2 (i % 2) and + 1
+        const uint32_t x = word(va, i / 2), y = word(vb, i / 2);
+        const int by = 2 * (i % 2);
+        const uint32_t lo = __byte_perm(x, y, by | ((by + 4) << 4));
+        const uint32_t hi = __byte_perm(x, y, (by + 1) | ((by + 5) << 4));
+        mma_16808<true>(acc[i], e4m3x2_to_f16x2(lo), e4m3x2_to_f16x2(hi), pa);
+      }
+    }
+  }
+
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  // fp8: acc is in the base mv; the merge wants l's base m (per head: lanes 8t, 8t + 4 again).
+  const float to_m = FP8 && l > 0.f ? fast_exp2((mv == -INFINITY ? 0.f : mv) - m) : 1.f;
+  const float to_m0 = __shfl_sync(0xffffffffu, to_m, 8 * t);
+  const float to_m1 = __shfl_sync(0xffffffffu, to_m, 8 * t + 4);
+  ring.drain();  // the ring is free for the merge buffers
+  const GroupStates<D, G, kWarps> st(smem);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int d0 = v_dim<FP8>(g, 2 * i), d1 = v_dim<FP8>(g, 2 * i + 1);
+    if (2 * t < G) {
+      float* row = st.acc + (warp * G + 2 * t) * D;
+      row[d0] = acc[i][0] * to_m0;
+      row[d1] = acc[i][2] * to_m0;
+    }
+    if (2 * t + 1 < G) {
+      float* row = st.acc + (warp * G + 2 * t + 1) * D;
+      row[d0] = acc[i][1] * to_m1;
+      row[d1] = acc[i][3] * to_m1;
+    }
+  }
+  if (g < G && t == 0) {
+    st.m[warp * G + g] = m;
+    st.l[warp * G + g] = l;
+  }
+  __syncthreads();
+  write_merged<D, G, kWarps>(a, st, b, hk, cell);
+}
+
+}  // namespace nanovllm::kernels::cuda::decode

@@ -1,0 +1,165 @@
+// What the peer-memory all-reduce kernels share (kernels/cuda/peer_all_reduce.cu: the sums;
+// kernels/cuda/peer_all_reduce_norm.cu: the sums fused with the residual add and RMSNorm): the
+// per-block flag barrier across the ranks, the ordered sum of one unit over the ranks, the
+// per-block call counter, and the host-side checks and rank-count dispatch.
+#pragma once
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/peer_all_reduce.h"
+
+namespace nanovllm::kernels::cuda::peer {
+
+enum Barrier { kStart = 0, kMiddle = 1, kEnd = 2 };
+
+__device__ __forceinline__ void store_release_sys(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ void store_relaxed_sys(uint32_t* p, uint32_t v) {
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t load_relaxed_sys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Every rank's block `blockIdx.x` reaches barrier `which` of call `call` before any goes on.
+// Thread t < N signals rank t and waits for rank t's signal; the CTA barriers around it order
+// the block's own memory operations. RELEASE: the block wrote data that peers read after the
+// barrier (release/acquire at system scope, cumulative over the CTA barrier). Otherwise only
+// "done reading" is signalled: every load of the block has returned (its value was used) before
+// the CTA barrier, so a relaxed flag suffices and costs no fence (as vLLM's final barrier).
+template <int N, bool RELEASE>
+__device__ void block_barrier(const PeerAllReduceBuffers& b, Barrier which, uint32_t call) {
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < N) {
+    const size_t slot =
+        (static_cast<size_t>(which) * kPeerAllReduceMaxBlocks + blockIdx.x) * kMaxPeerRanks;
+    uint32_t* theirs = b.flags[t] + slot + b.rank;
+    const uint32_t* mine = b.flags[b.rank] + slot + t;
+    if constexpr (RELEASE)
+      store_release_sys(theirs, call);
+    else
+      store_relaxed_sys(theirs, call);
+    const uint64_t start = global_ns();
+    while (static_cast<int32_t>((RELEASE ? load_acquire_sys(mine) : load_relaxed_sys(mine)) -
+                                call) < 0) {
+      if (global_ns() - start > kPeerWaitTimeoutNs) {
+        printf(
+            "peer all-reduce: rank %d, block %d waited more than 10 s for rank %d at barrier "
+            "%d of call %u\n",
+            b.rank, blockIdx.x, t, static_cast<int>(which), call);
+        __trap();
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// Units are 16-byte vectors of 8 bf16 (VEC) or single bf16 elements.
+template <bool VEC>
+struct Unit;
+template <>
+struct Unit<true> {
+  using T = uint4;
+  static constexpr int kElems = 8;
+};
+template <>
+struct Unit<false> {
+  using T = bf16;
+  static constexpr int kElems = 1;
+};
+
+// The sum over the ranks of unit i, ranks in order 0..N-1, f32, rounded once.
+template <int N, bool VEC>
+__device__ __forceinline__ typename Unit<VEC>::T sum_unit(const PeerAllReduceBuffers& b,
+                                                          int64_t i) {
+  using U = typename Unit<VEC>::T;
+  if constexpr (VEC) {
+    float acc[8] = {};
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      const uint4 raw = __ldcg(static_cast<const uint4*>(b.data[r]) + i);
+      const Bf16x8 v = *reinterpret_cast<const Bf16x8*>(&raw);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] += to_f32(v.v[j]);
+    }
+    Bf16x8 out;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out.v[j] = to_bf16(acc[j]);
+    return *reinterpret_cast<const U*>(&out);
+  } else {
+    float acc = 0.f;
+#pragma unroll
+    for (int r = 0; r < N; ++r) acc += to_f32(static_cast<const bf16*>(b.data[r])[i]);
+    return to_bf16(acc);
+  }
+}
+
+// The call number of this block: one more than its last (the same on every rank, since every
+// rank makes the same calls). Written back by thread 0 at the end.
+__device__ __forceinline__ uint32_t next_call(const PeerAllReduceBuffers& b) {
+  __shared__ uint32_t call;
+  if (threadIdx.x == 0) call = b.counters[blockIdx.x] + 1;
+  __syncthreads();
+  return call;
+}
+
+inline int64_t ceil_div64(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+[[noreturn]] inline void fail(const char* op, const std::string& why) {
+  throw std::invalid_argument(std::string(op) + ": " + why);
+}
+
+// The group every call needs: a built rank count, this rank in it, every rank's buffers mapped,
+// call counters, and `bytes` within the staging buffers.
+inline void check_group(const char* op, const PeerAllReduceBuffers& b, size_t bytes) {
+  if (!peer_all_reduce_supports(b.world_size))
+    fail(op, "world_size " + std::to_string(b.world_size) + " not built (2, 4 or 8)");
+  if (b.rank < 0 || b.rank >= b.world_size)
+    fail(op, "rank " + std::to_string(b.rank) + " outside the group");
+  for (int r = 0; r < b.world_size; ++r)
+    if (b.data[r] == nullptr || b.flags[r] == nullptr)
+      fail(op, "rank " + std::to_string(r) + "'s buffers are not mapped");
+  if (b.counters == nullptr) fail(op, "no call counters");
+  if (bytes > b.capacity_bytes)
+    fail(op, std::to_string(bytes) + " bytes exceed the staging buffers' " +
+                 std::to_string(b.capacity_bytes));
+}
+
+// launch(std::integral_constant<int, N>) for the group's rank count (check_group passed).
+template <typename Launch>
+void dispatch_world_size(int world_size, Launch&& launch) {
+  switch (world_size) {
+    case 2:
+      launch(std::integral_constant<int, 2>{});
+      break;
+    case 4:
+      launch(std::integral_constant<int, 4>{});
+      break;
+    default:
+      launch(std::integral_constant<int, 8>{});
+      break;
+  }
+}
+
+}  // namespace nanovllm::kernels::cuda::peer
