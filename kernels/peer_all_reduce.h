@@ -55,7 +55,8 @@ bool peer_all_reduce_supports(int world_size);
 // most blocks (1 .. kPeerAllReduceMaxBlocks, which the flags and counters are laid out for).
 // blocks = min(max_blocks, ceil(work / threads)), work being the units (16-byte vectors, or
 // elements off the vector path) of the message (one-shot) or of one rank's part (two-shot).
-// The default is the runtime's; the others are for all_reduce_bench --sweep-shapes. Every
+// The runtime picks one per rank count (rank/peer_communicator.h's peer_launch_shape: 512 on
+// 2 ranks, 256 on more); all_reduce_bench --sweep-shapes times them all. Every
 // rank must pass the same shape (block b waits for block b of every peer). The sum of an
 // element is the same whatever the shape, so every shape gives the same bits.
 struct PeerAllReduceShape {
@@ -86,8 +87,10 @@ int peer_all_reduce_blocks(const TensorView& inout, const PeerAllReduceBuffers& 
 // - two-shot: rank r sums rows [r * T / N, (r + 1) * T / N) over every rank into its staging
 //   buffer; then every rank reads each row's sum from the rank that owns it and adds and
 //   normalises every row itself (residual is replicated: each rank updates its own copy).
-// Both give the same bits (the same sum order, the same norm reduction). Throws
-// std::invalid_argument on a bad argument.
+// Both give the same bits (the same sum order, the same norm reduction). The two-shot form
+// lost to the two-shot sum followed by the norm kernel on 4 H200s (it reads the rows' sums one
+// row after another), so the runtime fuses on the one-shot path only; all_reduce_bench
+// --fused-norm times all four. Throws std::invalid_argument on a bad argument.
 void peer_all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
                                   const TensorView& weight, float eps,
                                   const PeerAllReduceBuffers& buffers, cudaStream_t stream,
