@@ -11,7 +11,12 @@
 #               default (mma), in the same call: nano-vllm's workload, batch 1 / 16 / 64 / 256
 #               x 512/512, 256 x 128/128, the decode step at 16 / 64 / 256;
 #   fp8:        per preset, --kv-cache-dtype bfloat16 then fp8 (both mma): 256 x 512/512,
-#               nano-vllm's workload, the decode step at 8 and 256, and batch 8 at 32k context.
+#               nano-vllm's workload, the decode step at 8 and 256, and batch 8 at 32k context;
+#   ncu:        (only when named) per preset and cache, ncu's speed-of-light, warp-state,
+#               occupancy and instruction sections of two decode-attention launches of an eager
+#               decode step at batch 60, context 1024, for each kernel (lanes, mma). The cache
+#               is held to 300 blocks: ncu backs device memory up for each replay, which did not
+#               finish with a 120 GiB cache.
 # Usage: DA_CHECK_PHASES="tests generation speed fp8" bash scripts/decode_attention_check.sh
 #        qwen3-0.6b [qwen3-8b ...]
 # Logs and JSONs go to a scratch folder, packed after every phase into
@@ -79,6 +84,24 @@ for preset in "$@"; do
         --decode-batch 8,256 --decode-context 1024
       bench "fp8_${preset}_${dt}_32k" "$preset" -- --kv-cache-dtype "$dt" --workloads decode-step \
         --decode-batch 8 --decode-context 32768 --max-model-len 33792
+    done
+    pack
+  fi
+  if has ncu; then
+    for dt in bfloat16 fp8; do
+      for kernel in lanes mma; do
+        NANOVLLM_DECODE_ATTENTION=$kernel in_background timeout 240 \
+          /usr/local/cuda/bin/ncu --target-processes all \
+          --kernel-name regex:'decode_(whole|split)_kernel' --launch-skip 200 --launch-count 2 \
+          --section SpeedOfLight --section WarpStateStats --section Occupancy \
+          --section InstructionStats --section LaunchStats \
+          "$bundle/bin/nanovllm-bench" "$work/$preset" --runs 1 --workloads decode-step \
+          --decode-batch 60 --decode-context 1024 --enforce-eager --num-gpu-blocks-override 300 \
+          --kv-cache-dtype "$dt" >"$out/ncu_${preset}_${dt}_$kernel.log" 2>&1
+        echo "ncu $preset $dt $kernel: rc=$?"
+        grep -E 'decode_(whole|split)_kernel|Duration|DRAM Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Instructions  ' \
+          "$out/ncu_${preset}_${dt}_$kernel.log" | head -16
+      done
     done
     pack
   fi
