@@ -6,8 +6,8 @@
 // adds, per GPU count, both peer kernels at every launch shape (kernels::PeerAllReduceShape:
 // 128 .. 1024 threads a block, at most 128 blocks) beside the default shape, and the best per
 // size. --fused-norm adds, per GPU count, the all-reduce with the residual add and RMSNorm after
-// it (H 4096): each peer kernel then kernels::cuda::fused_add_rms_norm, and each fused kernel
-// (kernels::peer_all_reduce_add_rms_norm).
+// it (H 4096): each peer kernel then kernels::cuda::fused_add_rms_norm, and the one-shot fused
+// kernel (kernels::peer_all_reduce_add_rms_norm).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -170,9 +170,9 @@ void sweep_shapes(const test::PeerGroup& g, const std::vector<DefaultTimes>& def
   }
 }
 
-// --fused-norm: per row count at H 4096, the peer sum then the norm kernel beside the fused
-// kernel, one-shot and two-shot. x is the io buffer; residual [512, 4096] and weight [4096] per
-// GPU, zeroed (the values do not change the work).
+// --fused-norm: per row count at H 4096, the one-shot and two-shot sums then the norm kernel
+// beside the one-shot fused kernel (default launch shape). x is the io buffer; residual [512, 4096]
+// and weight [4096] per GPU, zeroed (the values do not change the work).
 void fused_norm(const test::PeerGroup& g) {
   constexpr int64_t kHidden = 4096, kMaxRows = 512;
   const int n = g.size();
@@ -189,8 +189,7 @@ void fused_norm(const test::PeerGroup& g) {
       "\n%d GPUs: all-reduce + residual add + RMSNorm (H %lld) in a CUDA graph, microseconds per "
       "call\n",
       n, static_cast<long long>(kHidden));
-  std::printf("%6s %10s %10s %10s %10s %10s\n", "rows", "bytes", "one+norm", "two+norm",
-              "one-fused", "two-fused");
+  std::printf("%6s %10s %10s %10s %10s\n", "rows", "bytes", "one+norm", "two+norm", "one-fused");
   for (const int64_t rows : {1, 8, 32, 64, 128, 256, 512}) {
     const auto call = [&](bool fused, kernels::PeerAllReduceAlgo algo) {
       return [&, rows, fused, algo] {
@@ -200,7 +199,7 @@ void fused_norm(const test::PeerGroup& g) {
           const TensorView r(residual[d], DType::kBf16, {rows, kHidden}, Device::kCuda);
           const TensorView w(weight[d], DType::kBf16, {kHidden}, Device::kCuda);
           if (fused) {
-            kernels::peer_all_reduce_add_rms_norm(x, r, w, 1e-6f, g.buffers(d), g.stream(d), algo);
+            kernels::peer_all_reduce_add_rms_norm(x, r, w, 1e-6f, g.buffers(d), g.stream(d));
           } else {
             const TensorView flat(g.io(d), DType::kBf16, {rows * kHidden}, Device::kCuda);
             kernels::peer_all_reduce_sum(flat, g.buffers(d), algo, g.stream(d));
@@ -213,16 +212,15 @@ void fused_norm(const test::PeerGroup& g) {
     const double one = time_in_graph(g, call(false, PeerAllReduceAlgo::kOneShot));
     const double two = time_in_graph(g, call(false, PeerAllReduceAlgo::kTwoShot));
     const double one_fused = time_in_graph(g, call(true, PeerAllReduceAlgo::kOneShot));
-    const double two_fused = time_in_graph(g, call(true, PeerAllReduceAlgo::kTwoShot));
     const size_t bytes = static_cast<size_t>(rows * kHidden * 2);
-    std::printf("%6lld %10zu %10.2f %10.2f %10.2f %10.2f\n", static_cast<long long>(rows), bytes,
-                one, two, one_fused, two_fused);
+    std::printf("%6lld %10zu %10.2f %10.2f %10.2f\n", static_cast<long long>(rows), bytes, one, two,
+                one_fused);
     std::printf(
         "JSON {\"bench\":\"all_reduce_norm\",\"ranks\":%d,\"rows\":%lld,\"hidden\":%lld,"
         "\"bytes\":%zu,\"one_shot_then_norm_us\":%.3f,\"two_shot_then_norm_us\":%.3f,"
-        "\"one_shot_fused_us\":%.3f,\"two_shot_fused_us\":%.3f}\n",
+        "\"one_shot_fused_us\":%.3f}\n",
         n, static_cast<long long>(rows), static_cast<long long>(kHidden), bytes, one, two,
-        one_fused, two_fused);
+        one_fused);
   }
   for (int d = 0; d < n; ++d) {
     CUDA_CHECK(cudaSetDevice(d));

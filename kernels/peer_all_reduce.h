@@ -77,23 +77,17 @@ void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& bu
 int peer_all_reduce_blocks(const TensorView& inout, const PeerAllReduceBuffers& buffers,
                            PeerAllReduceAlgo algo, const PeerAllReduceShape& shape = {});
 
-// The all-reduce fused with the residual add and the RMSNorm after it (the decoder's
+// The one-shot all-reduce fused with the residual add and the RMSNorm after it (the decoder's
 // row-parallel outputs): y = the ordered f32 sum over the ranks of x, rounded to bf16 (as
 // peer_all_reduce_sum leaves it); residual = bf16(y + residual); x = bf16(residual * rsqrt(
 // mean(residual^2) + eps) * weight). x, residual: [T, H] bf16, rows contiguous (any row stride
 // for residual), H a multiple of 8; weight: [H] bf16; T * H * 2 bytes at most capacity_bytes.
-// Whole rows throughout, so the norm needs no second pass over the ranks:
-// - one-shot: each block sums its rows over every rank, then adds and normalises them;
-// - two-shot: rank r sums rows [r * T / N, (r + 1) * T / N) over every rank into its staging
-//   buffer; then every rank reads each row's sum from the rank that owns it and adds and
-//   normalises every row itself (residual is replicated: each rank updates its own copy).
-// Both give the same bits (the same sum order, the same norm reduction). The two-shot form
-// lost to the two-shot sum followed by the norm kernel on 4 H200s (it reads the rows' sums one
-// row after another), so the runtime fuses on the one-shot path only; all_reduce_bench
-// --fused-norm times all four. Throws std::invalid_argument on a bad argument.
+// Each block owns whole rows, so the norm needs no second pass over the ranks. (A two-shot form
+// that reads each row's sum from the rank that reduced it lost to the two-shot sum followed by
+// the norm kernel on 4 H200s at every size: bench/results/h200x4-2026-11-26-issue31_all_reduce_
+// shapes.txt.) Throws std::invalid_argument on a bad argument.
 void peer_all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
                                   const TensorView& weight, float eps,
-                                  const PeerAllReduceBuffers& buffers, cudaStream_t stream,
-                                  PeerAllReduceAlgo algo = PeerAllReduceAlgo::kOneShot);
+                                  const PeerAllReduceBuffers& buffers, cudaStream_t stream);
 
 }  // namespace nanovllm::kernels

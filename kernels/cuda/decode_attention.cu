@@ -219,8 +219,13 @@ int ctas_per_sm() {
   return n;
 }
 
-// Calls f.template operator()<G>() for the supported GQA group sizes: Qwen3's 1, 2, 4 and 8,
-// and 5 (Qwen3-14B: 40 q heads over 8 kv heads).
+// The GQA group sizes dispatch_group builds: Qwen3's 1, 2, 4 and 8, and 5 (Qwen3-14B: 40 q
+// heads over 8 kv heads).
+bool group_built(int64_t group) {
+  return group == 1 || group == 2 || group == 4 || group == 5 || group == 8;
+}
+
+// Calls f.template operator()<G>() for a group group_built() takes.
 template <class F>
 void dispatch_group(int64_t group, F&& f) {
   switch (group) {
@@ -319,9 +324,12 @@ const char* decode_kernel_name(DecodeKernel kernel) {
 }
 
 bool mma_decode_supports(int64_t head_dim, int64_t hq, int64_t hkv) {
-  if (hkv <= 0 || hq % hkv != 0) return false;
-  const int64_t g = hq / hkv;  // the groups dispatch_group builds, within the mma kernel's 8
-  return head_dim == 128 && (g == 1 || g == 2 || g == 4 || g == 5 || g == 8);
+  if (hkv <= 0 || hq % hkv != 0 || (head_dim != 64 && head_dim != 128) || !group_built(hq / hkv))
+    return false;
+  bool ok = false;  // the device-side rule, for the built shape
+  dispatch_shape(head_dim, hq / hkv,
+                 [&]<int D, int G>() { ok = decode::mma_decode_supports<D, G>(); });
+  return ok;
 }
 
 DecodeKernel decode_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv) {

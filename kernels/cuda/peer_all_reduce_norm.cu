@@ -1,7 +1,7 @@
-// The peer-memory all-reduce fused with the residual add and RMSNorm after it
-// (kernels/peer_all_reduce.h's peer_all_reduce_add_rms_norm), one-shot and two-shot. Both add
-// and normalise a row with the same code (add_rms_norm_row) and the same block size, so they
-// give the same bits, as kernels::cuda::fused_add_rms_norm does after the plain sum.
+// The one-shot peer-memory all-reduce fused with the residual add and RMSNorm after it
+// (kernels/peer_all_reduce.h's peer_all_reduce_add_rms_norm): the same add and norm as
+// kernels::cuda::fused_add_rms_norm at the same block size, so it gives that kernel's bits after
+// the plain sum.
 #include <algorithm>
 
 #include "kernels/check.h"
@@ -18,36 +18,6 @@ using peer::sum_unit;
 // tree, so the results match it to the bit.
 constexpr int kNormThreads = 256;
 
-// One row: residual = bf16(y + residual), x = bf16(residual * rsqrt(mean(residual^2) + eps) *
-// weight), y's 8 columns from i being sum_at(i) (uint4 of 8 bf16). xr, rr: the row's [H] of x
-// and residual; weight: [H].
-template <typename SumAt>
-__device__ __forceinline__ void add_rms_norm_row(SumAt&& sum_at, bf16* xr, bf16* rr,
-                                                 const bf16* __restrict__ weight, int hidden,
-                                                 float eps) {
-  float sq = 0.f;
-  for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {
-    const uint4 sum = sum_at(i);
-    const Bf16x8 y = *reinterpret_cast<const Bf16x8*>(&sum);
-    Bf16x8 a = load8(rr + i);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      a.v[j] = to_bf16(to_f32(y.v[j]) + to_f32(a.v[j]));
-      sq += to_f32(a.v[j]) * to_f32(a.v[j]);
-    }
-    store8(rr + i, a);
-  }
-  const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
-  // Each thread re-reads only the residual elements it wrote itself above.
-  for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {
-    const Bf16x8 a = load8(rr + i), w = load8(weight + i);
-    Bf16x8 r;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) r.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
-    store8(xr + i, r);
-  }
-}
-
 // x: [T, H] (row stride x_stride), residual: [T, H] (row stride r_stride), weight: [H]; the
 // staging buffers hold [T, H] contiguous. Block b owns rows b, b + grid, ...
 template <int N>
@@ -61,76 +31,45 @@ __global__ void __launch_bounds__(kNormThreads)
     for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8)
       store8(mine + t * hidden + i, load8(x + t * x_stride + i));
   block_barrier<N, true>(b, peer::kStart, call);
-  for (int64_t t = blockIdx.x; t < rows; t += gridDim.x)
-    add_rms_norm_row([&](int i) { return sum_unit<N, true>(b, (t * hidden + i) / 8); },
-                     x + t * x_stride, residual + t * r_stride, weight, hidden, eps);
-  block_barrier<N, false>(b, peer::kEnd, call);
-  if (threadIdx.x == 0) b.counters[blockIdx.x] = call;
-}
-
-// Rank p's rows are [first_row(p), first_row(p + 1)): whole rows, none where rows < N.
-template <int N>
-__device__ __forceinline__ int64_t first_row(int p, int64_t rows) {
-  return p * rows / N;
-}
-
-// Shapes as one_shot_add_rms_norm_kernel's. Block k owns the rows first_row(p) + k, + grid, ...
-// of every rank p: it copies them in, sums those of its own rank, and adds and normalises them
-// all, so each of its barriers covers exactly the rows that block k of every peer touches.
-// Bounds: one block an SM (the grid is at most kPeerAllReduceMaxBlocks), else ptxas spills.
-template <int N>
-__global__ void __launch_bounds__(kNormThreads, 1)
-    two_shot_add_rms_norm_kernel(bf16* x, int64_t x_stride, bf16* residual, int64_t r_stride,
-                                 const bf16* __restrict__ weight, int64_t rows, int hidden,
-                                 float eps, PeerAllReduceBuffers b) {
-  const uint32_t call = next_call(b);
-  bf16* mine = static_cast<bf16*>(b.data[b.rank]);
-  for (int p = 0; p < N; ++p)
-    for (int64_t t = first_row<N>(p, rows) + blockIdx.x; t < first_row<N>(p + 1, rows);
-         t += gridDim.x)
-      for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8)
-        store8(mine + t * hidden + i, load8(x + t * x_stride + i));
-  block_barrier<N, true>(b, peer::kStart, call);
-  // This rank's rows of this buffer are read by no peer before the middle barrier, and each
-  // element is read (for the sum) and then overwritten by the same thread.
-  for (int64_t t = first_row<N>(b.rank, rows) + blockIdx.x; t < first_row<N>(b.rank + 1, rows);
-       t += gridDim.x)
-    for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8)
-      reinterpret_cast<uint4*>(mine)[(t * hidden + i) / 8] =
-          sum_unit<N, true>(b, (t * hidden + i) / 8);
-  block_barrier<N, true>(b, peer::kMiddle, call);
-  for (int p = 0; p < N; ++p) {
-    // Rank p's staging buffer, [T, H / 8] vectors: its rows hold their sums now.
-    const uint4* owner = static_cast<const uint4*>(b.data[p]);
-    for (int64_t t = first_row<N>(p, rows) + blockIdx.x; t < first_row<N>(p + 1, rows);
-         t += gridDim.x)
-      add_rms_norm_row([&](int i) { return __ldcg(owner + (t * hidden + i) / 8); },
-                       x + t * x_stride, residual + t * r_stride, weight, hidden, eps);
+  for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
+    bf16* rr = residual + t * r_stride;
+    float sq = 0.f;
+    for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {
+      const uint4 sum = sum_unit<N, true>(b, (t * hidden + i) / 8);
+      const Bf16x8 y = *reinterpret_cast<const Bf16x8*>(&sum);
+      Bf16x8 a = load8(rr + i);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        a.v[j] = to_bf16(to_f32(y.v[j]) + to_f32(a.v[j]));
+        sq += to_f32(a.v[j]) * to_f32(a.v[j]);
+      }
+      store8(rr + i, a);
+    }
+    const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
+    // Each thread re-reads only the residual elements it wrote itself above.
+    for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {
+      const Bf16x8 a = load8(rr + i), w = load8(weight + i);
+      Bf16x8 r;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) r.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
+      store8(x + t * x_stride + i, r);
+    }
   }
-  block_barrier<N, false>(b, peer::kEnd, call);  // no rank refills its buffer while a peer reads
+  block_barrier<N, false>(b, peer::kEnd, call);
   if (threadIdx.x == 0) b.counters[blockIdx.x] = call;
 }
 
 template <int N>
 void launch_add_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight,
-                         float eps, const PeerAllReduceBuffers& b, PeerAllReduceAlgo algo,
-                         cudaStream_t stream) {
+                         float eps, const PeerAllReduceBuffers& b, cudaStream_t stream) {
   const int64_t rows = x.size(0);
   auto* xp = static_cast<bf16*>(x.data);
   auto* rp = static_cast<bf16*>(residual.data);
   const auto* wp = static_cast<const bf16*>(weight.data);
   const int hidden = static_cast<int>(x.size(1));
-  if (algo == PeerAllReduceAlgo::kOneShot) {
-    const int blocks = static_cast<int>(std::min<int64_t>(kPeerAllReduceMaxBlocks, rows));
-    one_shot_add_rms_norm_kernel<N><<<blocks, kNormThreads, 0, stream>>>(
-        xp, x.stride[0], rp, residual.stride[0], wp, rows, hidden, eps, b);
-  } else {
-    // A block for each of the largest rank's rows (ceil(T / N)): more would have none to sum.
-    const int blocks =
-        static_cast<int>(std::min<int64_t>(kPeerAllReduceMaxBlocks, peer::ceil_div64(rows, N)));
-    two_shot_add_rms_norm_kernel<N><<<blocks, kNormThreads, 0, stream>>>(
-        xp, x.stride[0], rp, residual.stride[0], wp, rows, hidden, eps, b);
-  }
+  const int blocks = static_cast<int>(std::min<int64_t>(kPeerAllReduceMaxBlocks, rows));
+  one_shot_add_rms_norm_kernel<N><<<blocks, kNormThreads, 0, stream>>>(
+      xp, x.stride[0], rp, residual.stride[0], wp, rows, hidden, eps, b);
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -141,8 +80,7 @@ namespace nanovllm::kernels {
 
 void peer_all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
                                   const TensorView& weight, float eps,
-                                  const PeerAllReduceBuffers& b, cudaStream_t stream,
-                                  PeerAllReduceAlgo algo) {
+                                  const PeerAllReduceBuffers& b, cudaStream_t stream) {
   constexpr const char* kOp = "peer_all_reduce_add_rms_norm";
   using cuda::peer::fail;
   if (x.dtype != DType::kBf16 || residual.dtype != DType::kBf16 || weight.dtype != DType::kBf16 ||
@@ -156,7 +94,7 @@ void peer_all_reduce_add_rms_norm(const TensorView& x, const TensorView& residua
   cuda::peer::check_group(kOp, b, static_cast<size_t>(x.numel()) * 2);
   if (x.size(0) == 0) return;
   cuda::peer::dispatch_world_size(b.world_size, [&](auto n) {
-    cuda::launch_add_rms_norm<decltype(n)::value>(x, residual, weight, eps, b, algo, stream);
+    cuda::launch_add_rms_norm<decltype(n)::value>(x, residual, weight, eps, b, stream);
   });
 }
 
