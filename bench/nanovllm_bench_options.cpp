@@ -121,6 +121,9 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
       ->capture_default_str();
   app.add_flag("--disable-custom-all-reduce", o.disable_custom_all_reduce,
                "--tp on GPUs: every all-reduce through NCCL, none through peer memory");
+  app.add_flag("--disable-shard-sampling", o.disable_shard_sampling,
+               "--tp: gather every step's logits to rank 0 instead of sampling from the "
+               "vocabulary shards");
   app.add_flag("--knock-out-all-reduce", o.knock_out_all_reduce,
                "timing experiment, CUDA with a --tp above 1: every all-reduce of the forward pass "
                "is skipped (wrong outputs); beside a normal run, the decode step's all-reduce "
@@ -265,6 +268,7 @@ LaunchOptions launch_options(const BenchOptions& o, int tp, int dp) {
   l.long_prefill_token_threshold = o.long_prefill_token_threshold;
   l.enable_prefix_caching = o.enable_prefix_caching;
   l.disable_custom_all_reduce = o.disable_custom_all_reduce;
+  l.disable_shard_sampling = o.disable_shard_sampling;
   // vLLM's default budget without chunking: one step holds a max_model_len prompt (the cap by
   // the model's limit only lowers max_model_len; apply_engine_flags sees the capped value).
   if (!o.enable_chunked_prefill && !o.max_num_batched_tokens_given && o.max_model_len)

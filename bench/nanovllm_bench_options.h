@@ -52,6 +52,7 @@ struct BenchOptions {
   std::string kv_cache_dtype = "auto";     // --kv-cache-dtype (launcher/cli.h)
   bool enable_prefix_caching = true;       // --[no-]enable-prefix-caching
   bool disable_custom_all_reduce = false;  // NCCL for every all-reduce (vLLM's flag)
+  bool disable_shard_sampling = false;     // --tp: gather the logits every step (launcher/cli.h)
   // --knock-out-all-reduce (CUDA, a tp above 1): the ranks skip every all-reduce of the forward
   // pass (RunSettings::knock_out_all_reduce). A timing experiment with wrong outputs: the
   // decode step's time beside a normal run's gives the all-reduce share inside the graph.

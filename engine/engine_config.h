@@ -32,6 +32,11 @@ struct EngineConfig {
   // With chunking: one step holds the decodes and the chunks (mixed), or decode steps and
   // chunk steps alternate while both are pending (false). Mixed measured as fast (issue 18).
   bool mixed_chunked_steps = true;
+  // --tp > 1: steps whose every row allows it sample from the LM head's vocabulary shards
+  // instead of gathering the logits to rank 0 (engine/shard_sampling_plan.h); 1 = never
+  // (--tp 1, or --disable-shard-sampling). vocab_size: the model's, which the rule reads.
+  int shard_sampling_ranks = 1;
+  int64_t vocab_size = 0;
 
   // nano-vllm: max_model_len = min(max_model_len, max_position_embeddings).
   void cap_max_model_len(int max_position_embeddings);

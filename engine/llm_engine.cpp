@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "engine/shard_sampling_plan.h"
 #include "engine/step_builder.h"
 #include "kernels/check.h"
 
@@ -169,6 +170,8 @@ std::vector<RequestOutput> LLMEngine::step() {
                                                              sampling_slots_, config_.eos_token_ids)
                                      : build_decode_command(batch.seqs, config_.kvcache_block_size);
   cmd.step_id = next_step_id_++;
+  cmd.sample_from_shards =
+      !cmd.logits_indices.empty() && step_samples_from_shards(batch.seqs, config_);
   stats_.scheduler_seconds += seconds_since(start);
 
   start = std::chrono::steady_clock::now();
@@ -203,6 +206,8 @@ std::vector<RequestOutput> LLMEngine::step() {
     seq.cumulative_logprob += seq.logprobs.back().logprob;
   }
   ++stats_.num_steps;
+  if (!cmd.logits_indices.empty()) ++stats_.num_sampling_steps;
+  if (cmd.sample_from_shards) ++stats_.num_shard_sampled_steps;
   stats_.num_preemptions += scheduler_.num_preemptions() - preemptions_before;
   ++(batch.is_prefill ? stats_.num_prefill_steps : stats_.num_decode_steps);
   stats_.num_prefill_tokens += batch.num_tokens() - batch.num_decode_tokens;

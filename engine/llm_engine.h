@@ -64,8 +64,10 @@ struct EngineStats {
   int64_t num_preemptions = 0;
   int64_t num_finished = 0;
   int64_t num_rejected = 0;
-  double scheduler_seconds = 0;  // schedule + postprocess
-  double executor_seconds = 0;   // StepExecutor::execute
+  int64_t num_sampling_steps = 0;       // steps that sampled a token
+  int64_t num_shard_sampled_steps = 0;  // of those, drawn from the vocabulary shards
+  double scheduler_seconds = 0;         // schedule + postprocess
+  double executor_seconds = 0;          // StepExecutor::execute
 };
 
 class LLMEngine {

@@ -12,11 +12,13 @@ enum class StepKind : uint8_t { kPrefill, kDecode, kExit };
 
 // Bumped whenever StepCommand's fields or their meaning change; the ring's header carries it,
 // so a worker of another build refuses the ring instead of misreading commands.
-inline constexpr uint32_t kStepCommandSchemaVersion = 4;
+inline constexpr uint32_t kStepCommandSchemaVersion = 5;
 
-// A sampling slot's parameters (rank 0's sampler keeps them on the device until the slot is
+// A sampling slot's parameters (the sampler keeps them on the device until the slot is
 // refilled; kernels/sampler.h states their rules). temperature 0 = greedy; top_k <= 0 or
-// >= vocab, top_p >= 1, min_p <= 0 = no filter; seed keys the slot's Philox draws.
+// >= vocab, top_p >= 1, min_p <= 0 = no filter; seed keys the slot's Philox draws. The workers
+// receive these first six fields only (they draw shard candidates: sample_from_shards); the
+// rest is rank 0's alone.
 struct SlotSamplingParams {
   int32_t slot = -1;
   float temperature = 1.0f;
@@ -87,13 +89,19 @@ struct StepCommand {
   // (every rank computes those logits: the LM head is sharded).
   std::vector<int32_t> prompt_logprobs_indices;  // [P] row index into [T]
 
-  // Rank 0's alone, never sent to the workers (ipc/step_command_serialization.h):
-  // Sampling state lives on rank 0's device, one slot per running sequence (vLLM's persistent
+  // Sampling state lives on the device, one slot per running sequence (vLLM's persistent
   // batch): each sampled row names its slot, and a slot's parameters travel once, in the step
-  // where a sequence starts using it.
+  // where a sequence starts using it (to the workers: the first six fields).
   std::vector<int32_t> sample_slots;                // [S] slot of each sampled row
   std::vector<SlotSamplingParams> new_slot_params;  // [N] slots (re)filled this step
-  bool sample_logprobs = false;                     // some sampled row's slot has num_logprobs >= 0
+  // --tp > 1: every rank reduces its LM-head shard of each sampled row to candidate keys and
+  // rank 0 merges them (kernels/shard_sampler.h) instead of gathering the logits. Rank 0's
+  // engine sets it when every sampled row's rule decomposes (ipc/shard_sampling_rule.h) and
+  // no row asks for logprobs.
+  bool sample_from_shards = false;
+
+  // Rank 0's alone, never sent to the workers (ipc/step_command_serialization.h):
+  bool sample_logprobs = false;  // some sampled row's slot has num_logprobs >= 0
   // prompt_logprobs: the token each row's logprob is of, and the alternatives it reports.
   std::vector<int32_t> prompt_logprobs_targets;  // [P]
   std::vector<int32_t> prompt_logprobs_num_top;  // [P] in [0, kMaxLogprobs]

@@ -1,7 +1,8 @@
 // Boost.Serialization of StepCommand (binary archive): the free serialize() that Boost finds
 // by argument-dependent lookup, and the byte-buffer encode/decode the ring carries.
 // An EXIT is a StepCommand with kind EXIT (its vectors empty). Only the fields every rank
-// executes travel: the ones step_command.h marks rank 0's alone decode empty.
+// executes travel: the ones step_command.h marks rank 0's alone decode empty, and of each new
+// slot's parameters the first six.
 #pragma once
 
 #include <boost/serialization/vector.hpp>
@@ -14,6 +15,13 @@
 
 namespace nanovllm {
 
+// A slot's parameters as the workers receive them: what a shard's candidates depend on, and no
+// token state, bias or mask (a whole prompt's ids would otherwise size every ring slot).
+template <class Archive>
+void serialize(Archive& ar, SlotSamplingParams& p, const unsigned int /*version*/) {
+  ar& p.slot& p.temperature& p.top_k& p.top_p& p.min_p& p.seed;
+}
+
 template <class Archive>
 void serialize(Archive& ar, StepCommand& c, const unsigned int /*version*/) {
   auto kind = static_cast<uint8_t>(c.kind);
@@ -25,8 +33,7 @@ void serialize(Archive& ar, StepCommand& c, const unsigned int /*version*/) {
   ar& c.context_lens;
   ar& c.block_tables& c.block_table_width;
   ar& c.logits_indices& c.prompt_logprobs_indices;
-  // Rank 0's sampling fields stay off the ring: the workers never read them, and a slot's
-  // token state (a whole prompt's ids) would otherwise size every ring slot.
+  ar& c.sample_slots& c.new_slot_params& c.sample_from_shards;
 }
 
 // Serialized bytes of `command` (binary archive, no archive header: the ring's payload schema,

@@ -30,6 +30,9 @@ StepCommand worst_case_step_command(const StepLimits& limits) {
   c.block_table_width = width;
   c.logits_indices.assign(b, 0);
   c.prompt_logprobs_indices.assign(t, 0);  // every token of the step a prompt_logprobs row
+  c.sample_slots.assign(b, 0);
+  c.new_slot_params.assign(b, SlotSamplingParams{});  // their six travelling fields each
+  c.sample_from_shards = true;
   return c;
 }
 

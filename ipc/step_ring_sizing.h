@@ -14,8 +14,8 @@ namespace nanovllm {
 
 // Every serialized vector at the longest length the limits allow, the prefill and decode fields
 // together: T = max_step_tokens(limits) tokens (each one a prompt_logprobs
-// row), B = max_num_seqs sequences (all sampled), block tables
-// [B, ceil(max_model_len / block_size)]. Rank 0's sampling fields never travel.
+// row), B = max_num_seqs sequences (all sampled, each new to its slot), block tables
+// [B, ceil(max_model_len / block_size)]. Rank 0's own sampling fields never travel.
 StepCommand worst_case_step_command(const StepLimits& limits);
 
 // encode_step_command(worst_case_step_command(config)).size(): the binary archive's length

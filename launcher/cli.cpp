@@ -230,6 +230,9 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
       ->capture_default_str();
   app.add_flag("--disable-custom-all-reduce", o.disable_custom_all_reduce,
                "--tp on GPUs: every all-reduce through NCCL, none through peer memory");
+  app.add_flag("--disable-shard-sampling", o.disable_shard_sampling,
+               "--tp: gather every step's logits to rank 0 instead of sampling from the "
+               "vocabulary shards (same tokens; a comparison switch)");
   std::string hf_overrides, rope_scaling;
   app.add_option("--hf-overrides", hf_overrides,
                  "JSON object whose fields replace config.json's (vLLM's flag), e.g. "

@@ -48,6 +48,9 @@ struct LaunchOptions {
   DType kv_cache_dtype = DType::kBf16;
   // vLLM's --disable-custom-all-reduce: every all-reduce through NCCL (no peer memory).
   bool disable_custom_all_reduce = false;
+  // --tp > 1: always gather the LM head's logits to rank 0, never sample from the vocabulary
+  // shards (engine/shard_sampling_plan.h; the tokens are the same either way).
+  bool disable_shard_sampling = false;
   // vLLM's --hf-overrides: top-level config.json fields replaced before the model is read;
   // --rope-scaling X is --hf-overrides '{"rope_scaling": X}'. An empty object: none.
   nlohmann::json hf_overrides = nlohmann::json::object();

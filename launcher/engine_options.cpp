@@ -33,6 +33,7 @@ const std::map<std::string, Keyword>& keywords() {
       {"seed", {Kind::kInt, "--seed"}},
       {"device", {Kind::kString, "--device"}},
       {"disable_custom_all_reduce", {Kind::kBool, "--disable-custom-all-reduce"}},
+      {"disable_shard_sampling", {Kind::kBool, "--disable-shard-sampling"}},
       {"cpu_kv_cache_space", {Kind::kFloat, "--cpu-kv-cache-space"}},
       {"hf_overrides", {Kind::kObject, "--hf-overrides"}},
       {"kv_cache_dtype", {Kind::kString, "--kv-cache-dtype"}},

@@ -18,6 +18,7 @@ std::unique_ptr<ModelRunner> load_model_runner(const RunSettings& s, Communicato
   options.max_model_len = s.job.engine.max_model_len;
   options.cpu_threads = s.cpu_threads;
   options.kv_cache_dtype = s.kv_cache_dtype;
+  options.sample_from_shards = s.job.engine.shard_sampling_ranks > 1;
   options.nccl_setup_s = nccl ? nccl->setup_s() : 0.0;
   return std::make_unique<ModelRunner>(s.model_dir, s.model, comm, options);
 }

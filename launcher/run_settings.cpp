@@ -195,6 +195,8 @@ RunSettings make_run_settings(const LaunchOptions& o) {
   s.gpu_memory_utilization = o.gpu_memory_utilization;
   s.enforce_eager = o.enforce_eager;
   s.custom_all_reduce = !o.disable_custom_all_reduce;
+  job.engine.shard_sampling_ranks = o.disable_shard_sampling ? 1 : s.tp_size;
+  job.engine.vocab_size = s.model.vocab_size;
 
   job.cli_sampling = o.sampling;
   job.cli_sampling.seed.reset();  // not a shared seed: the base of each request's derived seed

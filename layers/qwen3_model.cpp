@@ -184,24 +184,32 @@ void Qwen3ForCausalLM::reserve_fp8_prefill_staging(int64_t blocks, int64_t table
   workspace_.get(kFp8StagingTables, DType::kI32, {table_entries});
 }
 
-void Qwen3ForCausalLM::compute_logits(const TensorView& logits, const TensorView& hidden,
-                                      const TensorView& logits_indices, const ExecContext& ctx) {
+Workspace& Qwen3ForCausalLM::logits_workspace(int64_t rows) {
+  const bool overflow = workspace_.frozen() && workspace_.slot_bytes(kSelected) <
+                                                   static_cast<size_t>(rows * config_.hidden_size) *
+                                                       dtype_size(DType::kBf16);
+  return overflow ? overflow_ : workspace_;
+}
+
+TensorView Qwen3ForCausalLM::select_rows(const TensorView& hidden, const TensorView& logits_indices,
+                                         const ExecContext& ctx) {
   // No indices: every row of hidden in order (a decode step), read in place.
   const bool all_rows = logits_indices.data == nullptr;
   const int64_t s = all_rows ? hidden.size(0) : logits_indices.size(0), h = config_.hidden_size;
-  const bool overflow =
-      workspace_.frozen() &&
-      workspace_.slot_bytes(kSelected) < static_cast<size_t>(s * h) * dtype_size(DType::kBf16);
-  Workspace& ws = overflow ? overflow_ : workspace_;
   // Row gather [T, H] -> [S, H] through the embedding kernel (hidden as the "table"). The slot
   // is sized in both cases, so a frozen workspace never grows from a later gather.
-  TensorView selected = ws.get(kSelected, DType::kBf16, {s, h});
-  if (all_rows) {
-    selected = hidden;
-  } else {
-    const PhaseScope phase(ctx, Phase::kElementwise);
-    kernels::embedding(selected, logits_indices, hidden, 0, ctx);
-  }
+  TensorView selected = logits_workspace(s).get(kSelected, DType::kBf16, {s, h});
+  if (all_rows) return hidden;
+  const PhaseScope phase(ctx, Phase::kElementwise);
+  kernels::embedding(selected, logits_indices, hidden, 0, ctx);
+  return selected;
+}
+
+void Qwen3ForCausalLM::compute_logits(const TensorView& logits, const TensorView& hidden,
+                                      const TensorView& logits_indices, const ExecContext& ctx) {
+  const TensorView selected = select_rows(hidden, logits_indices, ctx);
+  const int64_t s = selected.size(0);
+  Workspace& ws = logits_workspace(s);
   const int64_t shard = lm_head_->shard_rows();
   const bool multi = comm_->world_size() > 1;
   const TensorView shard_logits =
@@ -209,6 +217,19 @@ void Qwen3ForCausalLM::compute_logits(const TensorView& logits, const TensorView
   const TensorView gathered =
       multi ? ws.get(kGathered, DType::kF32, {comm_->world_size(), s, shard}) : TensorView();
   lm_head_->forward(logits, selected, shard_logits, gathered, ctx);
+}
+
+TensorView Qwen3ForCausalLM::compute_shard_logits(const TensorView& hidden,
+                                                  const TensorView& logits_indices,
+                                                  const ExecContext& ctx) {
+  CHECK_GT(comm_->world_size(), 1);
+  const TensorView selected = select_rows(hidden, logits_indices, ctx);
+  const int64_t s = selected.size(0);
+  // The same slot compute_logits sized at warm-up, so a frozen workspace never grows.
+  const TensorView shard_logits =
+      logits_workspace(s).get(kShardLogits, DType::kF32, {s, lm_head_->shard_rows()});
+  lm_head_->forward_shard(shard_logits, selected, ctx);
+  return shard_logits;
 }
 
 }  // namespace nanovllm

@@ -65,6 +65,13 @@ class Qwen3ForCausalLM {
   // Every rank must call it (the shards are gathered to rank 0).
   void compute_logits(const TensorView& logits, const TensorView& hidden,
                       const TensorView& logits_indices, const ExecContext& ctx);
+  // This rank's LM-head shard for the same rows, gathered nowhere (sampling from shards,
+  // kernels/shard_sampler.h): [S, shard_rows] f32, column c = token vocab_start() + c, the
+  // first vocab_columns() real; a workspace view valid until the next call. Every rank calls it.
+  TensorView compute_shard_logits(const TensorView& hidden, const TensorView& logits_indices,
+                                  const ExecContext& ctx);
+  int64_t vocab_start() const { return lm_head_->vocab_start(); }
+  int64_t vocab_columns() const { return lm_head_->vocab_columns(); }
 
   // CUDA decode: allocates the split-KV scratch now (its size depends on the GPU and the head
   // shape only, so it serves any batch) and zeroes its merge counters, so graphs captured
@@ -97,6 +104,11 @@ class Qwen3ForCausalLM {
     kFp8StagingV,
     kFp8StagingTables
   };
+  // The LM head's input rows: hidden itself (no indices), else the gathered rows [S, H] bf16.
+  TensorView select_rows(const TensorView& hidden, const TensorView& logits_indices,
+                         const ExecContext& ctx);
+  // compute_logits' workspace: the frozen one, or overflow_ for more rows than it sized.
+  Workspace& logits_workspace(int64_t rows);
   // Rows of the CUDA decode kernel's split-KV scratch (kSplitOut [cells, G, D] f32, kSplitLse
   // [cells, G] f32, G = q heads per kv head of this rank): two per resident CTA slot of the
   // GPU, whatever the batch and the lengths (kernels::cuda::decode_attention_split_cells).

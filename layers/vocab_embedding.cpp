@@ -53,6 +53,13 @@ ParallelLMHead::ParallelLMHead(const VocabParallelEmbedding& tied_to, Communicat
   comm_ = &comm;
 }
 
+void ParallelLMHead::forward_shard(const TensorView& shard_logits, const TensorView& hidden,
+                                   const ExecContext& ctx) const {
+  CHECK_EQ(shard_logits.size(1), head_weight().size(0));
+  const PhaseScope phase(ctx, Phase::kGemm);
+  kernels::linear(shard_logits, hidden, head_weight(), TensorView(), ctx);
+}
+
 void ParallelLMHead::forward(const TensorView& logits, const TensorView& hidden,
                              const TensorView& shard_logits, const TensorView& gathered,
                              const ExecContext& ctx) const {

@@ -2,6 +2,7 @@
 // vocab rows [r * S, (r + 1) * S) with S = ceil(V / tp_size); rows past V are zero padding.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "layers/linear.h"
@@ -44,7 +45,15 @@ class ParallelLMHead : public VocabParallelEmbedding {
   void forward(const TensorView& logits, const TensorView& hidden, const TensorView& shard_logits,
                const TensorView& gathered, const ExecContext& ctx) const;
 
+  // This rank's shard alone, no gather (sampling from shards): shard_logits [S, shard_rows] f32.
+  void forward_shard(const TensorView& shard_logits, const TensorView& hidden,
+                     const ExecContext& ctx) const;
+
   int64_t shard_rows() const { return head_weight().size(0); }
+  // The shard's columns that are real tokens (the last shard's padding rows are not).
+  int64_t vocab_columns() const {
+    return std::max<int64_t>(0, std::min(shard_rows(), vocab_size_ - vocab_start_));
+  }
 
  private:
   const TensorView& head_weight() const { return tied_ != nullptr ? tied_->weight() : weight(); }

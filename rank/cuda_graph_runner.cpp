@@ -10,11 +10,11 @@ namespace {
 
 // forward(in) captured on stream and instantiated. The stream is usable again on any exit.
 cudaGraphExec_t capture_graph(const CudaGraphRunner::Forward& forward, const DecodeGraphInputs& in,
-                              cudaStream_t stream) {
+                              bool from_shards, cudaStream_t stream) {
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
-    forward(in);
+    forward(in, from_shards);
   } catch (...) {
     cudaStreamEndCapture(stream, &graph);  // leave the stream usable before rethrowing
     if (graph != nullptr) cudaGraphDestroy(graph);
@@ -67,6 +67,7 @@ CudaGraphRunner::CudaGraphRunner(std::vector<int> batch_sizes, int max_blocks_pe
 CudaGraphRunner::~CudaGraphRunner() {
   // No throw from a destructor: a failure here only leaks.
   for (cudaGraphExec_t e : execs_) cudaGraphExecDestroy(e);
+  for (cudaGraphExec_t e : shard_execs_) cudaGraphExecDestroy(e);
   if (uploaded_ != nullptr) {
     cudaEventSynchronize(uploaded_);  // the last copy may still read the pinned buffer
     cudaEventDestroy(uploaded_);
@@ -116,10 +117,11 @@ void CudaGraphRunner::upload(int b, cudaStream_t stream) {
   CUDA_CHECK(cudaEventRecord(uploaded_, stream));
 }
 
-void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream) {
+void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream, bool from_shards) {
   CHECK(execs_.empty());
   CHECK(stream != nullptr);  // the legacy default stream cannot be captured
   execs_.assign(sizes_.size(), nullptr);
+  if (from_shards) shard_execs_.assign(sizes_.size(), nullptr);
   // Eager runs before the first capture do the lazy initialisation outside any capture
   // (cuBLAS's per-shape set-up, module loading, our kernels' function attributes and
   // occupancy queries): one at the largest size, whose GEMMs go to cuBLAS, and one at every
@@ -131,10 +133,14 @@ void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream) {
   stage_padding(0, sizes_.back());
   upload(sizes_.back(), stream);
   for (size_t i = sizes_.size(); i-- > 0;)
-    if (i + 1 == sizes_.size() || sizes_[i] <= kernels::kSkinnyGemmMaxM) forward(inputs(sizes_[i]));
+    if (i + 1 == sizes_.size() || sizes_[i] <= kernels::kSkinnyGemmMaxM)
+      for (const bool shards : {false, true})
+        if (!shards || from_shards) forward(inputs(sizes_[i]), shards);
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (size_t i = sizes_.size(); i-- > 0;)  // largest first
-    execs_[i] = capture_graph(forward, inputs(sizes_[i]), stream);
+  for (size_t i = sizes_.size(); i-- > 0;) {  // largest first
+    execs_[i] = capture_graph(forward, inputs(sizes_[i]), false, stream);
+    if (from_shards) shard_execs_[i] = capture_graph(forward, inputs(sizes_[i]), true, stream);
+  }
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -171,6 +177,11 @@ DecodeGraphOutputs CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t 
   }
   stage_padding(n, b);
   upload(b, stream);
+  if (cmd.sample_from_shards) {
+    CHECK_MSG(!shard_execs_.empty(), "a step samples from shards; no graph was captured for it");
+    CUDA_CHECK(cudaGraphLaunch(shard_execs_[i], stream));
+    return {TensorView(), out_tokens_.view(DType::kI32, {n})};
+  }
   CUDA_CHECK(cudaGraphLaunch(execs_[i], stream));
   return {logits_.slice_rows(0, n), out_tokens_.view(DType::kI32, {n})};
 }

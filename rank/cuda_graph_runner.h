@@ -2,6 +2,8 @@
 // One graph per batch size in graph_batch_sizes(), captured largest first. A graph covers
 // embedding -> final norm -> LM-head logits for its padded batch and, on rank 0, the sampler
 // (its per-slot parameters are device state; padded rows carry slot -1 and sample nothing).
+// With sampling from shards (--tp > 1) every size has a second graph, which ends in the shard
+// candidates, their gather and rank 0's merge instead (StepCommand::sample_from_shards picks).
 //
 // Memory: every intermediate comes from the model's workspace (sized for the largest step at
 // warm-up and frozen before capture) and every input from the persistent buffers below, so
@@ -31,7 +33,7 @@ struct DecodeGraphInputs {
 
 // What a replay leaves on the device for the live rows, valid until the next replay.
 struct DecodeGraphOutputs {
-  TensorView logits;      // [B, V] f32
+  TensorView logits;      // [B, V] f32 (empty after a graph that samples from shards)
   TensorView out_tokens;  // [B] i32 (meaningful where the graph samples: rank 0)
 };
 
@@ -59,13 +61,16 @@ class CudaGraphRunner {
   CudaGraphRunner(const CudaGraphRunner&) = delete;
   CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
 
-  using Forward = std::function<void(const DecodeGraphInputs&)>;
+  // forward(inputs, from_shards): the step with the logits gathered and sampled (false) or
+  // sampled from shards (true).
+  using Forward = std::function<void(const DecodeGraphInputs&, bool)>;
   // One eager run at the largest size and at the largest size our decode-size GEMMs take
-  // (lazy initialisation outside any capture), then every size captured, largest first.
-  void capture(const Forward& forward, cudaStream_t stream);
+  // (lazy initialisation outside any capture), then every size captured, largest first; with
+  // from_shards, each size in both forms.
+  void capture(const Forward& forward, cudaStream_t stream, bool from_shards = false);
 
   int max_batch() const { return sizes_.back(); }
-  int num_graphs() const { return static_cast<int>(execs_.size()); }
+  int num_graphs() const { return static_cast<int>(execs_.size() + shard_execs_.size()); }
   bool can_run(int64_t num_seqs) const { return num_seqs >= 1 && num_seqs <= max_batch(); }
 
   // Decode cmd on the smallest graph that holds its batch: fills the live rows, resets the
@@ -89,8 +94,9 @@ class CudaGraphRunner {
   // One copy of rows [0, b) of every input (padding included), pinned host -> device.
   void upload(int b, cudaStream_t stream);
 
-  std::vector<int> sizes_;              // ascending
-  std::vector<cudaGraphExec_t> execs_;  // parallel to sizes_
+  std::vector<int> sizes_;                    // ascending
+  std::vector<cudaGraphExec_t> execs_;        // parallel to sizes_
+  std::vector<cudaGraphExec_t> shard_execs_;  // parallel to sizes_, or empty (from_shards)
   int width_, max_model_len_;
   TensorView logits_;
   // [5 * max_bs + max_bs * width_] i32 each: ids, positions, slot_mapping, context_lens,

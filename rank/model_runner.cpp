@@ -11,6 +11,7 @@
 
 #include "kernels/phase_timer.h"
 #include "kernels/sampler.h"
+#include "kernels/shard_sampler.h"
 #include "layers/checkpoint.h"
 #include "rank/cuda_exec_resources.h"
 #include "rank/cuda_graph_runner.h"
@@ -107,9 +108,10 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
     cuda_->fill(ctx_);
     before = gpu_mem_info();
   }
-  if (tp_rank == 0)
-    sampling_ =
-        std::make_unique<SlotSamplingState>(options.max_num_seqs, config_.vocab_size, device);
+  // Every rank: workers keep the draw parameters their shard candidates read.
+  sampling_ = std::make_unique<SlotSamplingState>(options.max_num_seqs, config_.vocab_size, device,
+                                                  tp_rank, tp_size);
+  sample_from_shards_ = tp_size > 1 && options.sample_from_shards;
   max_logits_rows_ = options.max_num_seqs;
   limits_ = StepLimits{options.max_num_batched_tokens, options.max_num_seqs, options.max_model_len,
                        options.block_size};
@@ -202,7 +204,11 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
   // The buffers were sized for these limits at start-up: a command outside them is rank 0's bug.
   const std::string violation = step_limit_violation(cmd, limits_);
   CHECK_MSG(violation.empty(), "step command outside the engine's limits: " + violation);
-  if (sampling_) sampling_->apply(cmd.new_slot_params, ctx_.stream);
+  sampling_->apply(cmd.new_slot_params, ctx_.stream);
+  CHECK_MSG(!cmd.sample_from_shards || sample_from_shards_,
+            "a step samples from shards on a runner without them (--tp 1 or turned off)");
+  CHECK_MSG(!cmd.sample_from_shards || !cmd.sample_logprobs,
+            "a step samples from shards and asks for logprobs (they need the whole row)");
   // A phase timer needs the eager path: its event records cannot live in a graph.
   if (graphs_ && !ctx_.phase_timer && cmd.kind == StepKind::kDecode && graphs_->can_run(b)) {
     const DecodeGraphOutputs out = graphs_->replay(cmd, ctx_.stream);
@@ -250,6 +256,18 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
   for (int64_t i = 0; in_order && i < s; ++i) in_order = cmd.logits_indices[i] == i;
   const TensorView indices =
       in_order ? TensorView() : upload(kLogitsIndices, cmd.logits_indices.data(), DType::kI32, {s});
+  if (cmd.sample_from_shards) {  // every rank's shard candidates, merged into rank 0's tokens
+    std::vector<int32_t> row_positions(static_cast<size_t>(s));  // [S]
+    for (int64_t i = 0; i < s; ++i)
+      row_positions[static_cast<size_t>(i)] = cmd.positions[cmd.logits_indices[i]];
+    CHECK_EQ(len(cmd.sample_slots), s);
+    const TensorView out_tokens = inputs_.get(kOutTokens, DType::kI32, {s});
+    draw_from_shards(model_->compute_shard_logits(hidden, indices, ctx_),
+                     upload(kSampleSlots, cmd.sample_slots.data(), DType::kI32, {s}),
+                     upload(kSamplePositions, row_positions.data(), DType::kI32, {s}), out_tokens);
+    if (comm_->rank() == 0) out.out_tokens = out_tokens;
+    return out;
+  }
   // Every rank computes its logits shard; only rank 0's view receives the full rows.
   const TensorView logits = logits_rows(s);
   model_->compute_logits(logits, hidden, indices, ctx_);
@@ -295,12 +313,47 @@ kernels::LogprobsBatch ModelRunner::prompt_logprobs(const StepCommand& cmd,
   return all;
 }
 
+void ModelRunner::draw_from_shards(const TensorView& shard_logits, const TensorView& slots,
+                                   const TensorView& positions, const TensorView& out_tokens) {
+  const int64_t s = shard_logits.size(0);
+  const bool rank0 = comm_->rank() == 0;
+  kernels::ShardCandidatesBatch c;
+  c.shard_logits = shard_logits;
+  c.vocab_start = model_->vocab_start();
+  c.columns = model_->vocab_columns();
+  c.vocab = config_.vocab_size;
+  c.slots = slots;
+  c.positions = positions;
+  c.params = sampling_->draw_params();
+  c.keys = sampling_->shard_keys(s);
+  {
+    const PhaseScope phase(ctx_, Phase::kSampling);
+    kernels::shard_candidates(c, ctx_);
+  }
+  const TensorView gathered = rank0 ? sampling_->gathered_keys(s) : TensorView();
+  {
+    const PhaseScope phase(ctx_, Phase::kLogitsGather);
+    comm_->gather_to_root(c.keys, gathered, ctx_);
+  }
+  if (!rank0) return;
+  const PhaseScope phase(ctx_, Phase::kSampling);
+  kernels::ShardMergeBatch m;
+  m.keys = gathered;
+  m.slots = slots;
+  m.positions = positions;
+  m.vocab = config_.vocab_size;
+  m.params = sampling_->draw_params();
+  m.out_tokens = out_tokens;
+  m.last_tokens = sampling_->last_tokens();
+  kernels::merge_shard_candidates(m, ctx_);
+}
+
 std::vector<int32_t> ModelRunner::sample(const StepCommand& cmd, const TensorView& logits) {
   return read_tokens(sample_rows(cmd, logits));
 }
 
 TensorView ModelRunner::sample_rows(const StepCommand& cmd, const TensorView& logits) {
-  CHECK(sampling_ != nullptr);  // rank 0 only
+  CHECK_EQ(comm_->rank(), 0);  // rank 0 only
   const int64_t s = logits.size(0);
   CHECK_EQ(len(cmd.sample_slots), s);
   CHECK_EQ(len(cmd.logits_indices), s);

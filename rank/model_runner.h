@@ -44,6 +44,9 @@ struct ModelRunnerOptions {
   bool time_steps = false;
   // --tp on CUDA: seconds the NCCL set-up took before this runner (startup_timing() says it).
   double nccl_setup_s = 0;
+  // --tp > 1: steps may sample from the vocabulary shards (StepCommand::sample_from_shards);
+  // on CUDA the decode graphs then come in both forms. false: --disable-shard-sampling.
+  bool sample_from_shards = true;
 };
 
 class ModelRunner final : public StepExecutor {
@@ -63,8 +66,9 @@ class ModelRunner final : public StepExecutor {
   // none). Every rank must execute every command; EXIT is a no-op here.
   StepResult execute(const StepCommand& cmd) override;
   // The forward pass: logits [S, V] f32 on rank 0 (a workspace view valid until the next
-  // call); an empty view on other ranks. Rank 0 takes the command's new slot parameters
-  // first (a decode graph samples too, as part of its replay).
+  // call); an empty view on other ranks, and on every rank for a command that samples from
+  // shards (it gathers no logits). Every rank takes the command's new slot parameters first
+  // (a decode graph samples too, as part of its replay).
   TensorView run_model(const StepCommand& cmd);
 
   // Rank 0: one token per row of logits (from run_model of the same command), with the
@@ -109,6 +113,11 @@ class ModelRunner final : public StepExecutor {
   // sample() on the device: [S] i32 (and the rows' logprobs in the sampling state when the
   // command asks), valid until the next step.
   TensorView sample_rows(const StepCommand& cmd, const TensorView& logits);
+  // Every rank: the candidates of its LM-head shard [S, shard] f32 for rows of slots [S] i32 at
+  // positions [S] i32, gathered to rank 0, which merges them into out_tokens [S] i32
+  // (kernels/shard_sampler.h).
+  void draw_from_shards(const TensorView& shard_logits, const TensorView& slots,
+                        const TensorView& positions, const TensorView& out_tokens);
   // Device tokens [S] -> host, the step's one synchronisation.
   std::vector<int32_t> read_tokens(const TensorView& tokens);
   // Device logprob outputs -> host (after read_tokens: the stream is drained).
@@ -138,7 +147,8 @@ class ModelRunner final : public StepExecutor {
   DeviceBuffer logits_;    // [max logits rows, V] f32 (options start-up on CUDA), else empty
   int64_t max_logits_rows_ = 0;  // max_num_seqs: the most logits rows one LM-head call makes
   StepLimits limits_;            // the options' max_* and block size: every command stays inside
-  std::unique_ptr<SlotSamplingState> sampling_;  // rank 0: per-slot parameters
+  std::unique_ptr<SlotSamplingState> sampling_;  // per-slot parameters (workers: draw ones)
+  bool sample_from_shards_ = false;              // --tp > 1 and not turned off
   std::unique_ptr<CudaGraphRunner> graphs_;      // decode graphs; destroyed first
   // Step timing (CUDA events, model_runner.cpp); null while off.
   struct StepEvents;

@@ -86,11 +86,13 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
   // What the pool still holds is already in the free-memory drop.
   m.activation_transient_bytes = pool_high > pool_now ? pool_high - pool_now : 0;
   m.cublas_workspace_bytes = CudaExecResources::kCublasWorkspaceBytes;
-  m.cuda_graph_bytes = o.enforce_eager
-                           ? 0
-                           : CudaGraphRunner::graph_bytes_estimate(
-                                 CudaGraphRunner::graph_batch_sizes(o.max_num_seqs).size(),
-                                 comm_->world_size(), static_cast<int>(config_.num_hidden_layers));
+  // Sampling from shards doubles the graphs: each batch size in both forms.
+  const size_t graph_forms = sample_from_shards_ ? 2 : 1;
+  m.cuda_graph_bytes =
+      o.enforce_eager ? 0
+                      : CudaGraphRunner::graph_bytes_estimate(
+                            graph_forms * CudaGraphRunner::graph_batch_sizes(o.max_num_seqs).size(),
+                            comm_->world_size(), static_cast<int>(config_.num_hidden_layers));
   m.kv_block_bytes = kv_block_bytes(config_, comm_->world_size(), block_size_, kv_dtype_);
   m.gpu_memory_utilization = o.gpu_memory_utilization;
   const GpuMemoryBudget budget = plan_gpu_memory(m);
@@ -129,10 +131,15 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
       static_cast<int>(max_blocks_per_seq(o.max_model_len, block_size_)), o.max_model_len,
       logits_.view(DType::kF32, {rows, config_.vocab_size}));
   graphs_->capture(
-      [this](const DecodeGraphInputs& in) {
+      [this](const DecodeGraphInputs& in, bool from_shards) {
         const TensorView hidden = model_->forward(in.input_ids, in.positions, in.meta, ctx_);
+        if (from_shards) {  // rows in order; the decode row's input position, as below
+          draw_from_shards(model_->compute_shard_logits(hidden, TensorView(), ctx_),
+                           in.sample_slots, in.positions, in.out_tokens);
+          return;
+        }
         model_->compute_logits(in.logits, hidden, TensorView(), ctx_);  // rows in order
-        if (!sampling_) return;                                         // only rank 0 samples
+        if (comm_->rank() != 0) return;                                 // only rank 0 samples
         // The decode row's input position: the sampler draws for the token after it. The
         // logprobs kernel is part of every graph: rows whose slot asks for none leave at once.
         const int64_t b = in.logits.size(0);
@@ -147,7 +154,7 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
         batch.logprobs = sampling_->logprobs(b);
         kernels::sample(batch, ctx_);
       },
-      ctx_.stream);
+      ctx_.stream, sample_from_shards_);
   const GpuMemInfo after = gpu_mem_info();
   const uint64_t used =
       before.free_bytes > after.free_bytes ? before.free_bytes - after.free_bytes : 0;
@@ -155,9 +162,10 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
       static_cast<size_t>(graphs_->num_graphs()), comm_->world_size(),
       static_cast<int>(config_.num_hidden_layers));
   spdlog::info(
-      "rank {}: captured {} decode CUDA graphs (batch 1..{}) in {:.2f} s, using {} "
+      "rank {}: captured {} decode CUDA graphs (batch 1..{}{}) in {:.2f} s, using {} "
       "(estimate {})",
       comm_->rank(), graphs_->num_graphs(), graphs_->max_batch(),
+      sample_from_shards_ ? "; gathering logits and sampling from shards" : "",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
       format_gib(static_cast<double>(used)), format_gib(static_cast<double>(estimate)));
   if (used > estimate)

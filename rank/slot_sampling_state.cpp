@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ipc/shard_sampling_rule.h"
 #include "kernels/sampler_math.h"
+#include "kernels/shard_sampler.h"
 
 namespace nanovllm {
 
 static_assert(kMaxSlotLogprobs == kernels::kMaxLogprobs);
 static_assert(kTokenStateInPrompt == kernels::kTokenInPrompt);
 static_assert(kTokenStateCountMax == kernels::kTokenCountMax);
+static_assert(kShardSamplingMaxTopK == kernels::kShardCandidates);
+static_assert(kShardSamplingMaxRanks == kernels::kMaxShardRanks);
 
 namespace {
 // Byte offsets of the eleven arrays in the parameter block of n slots.
@@ -55,10 +59,16 @@ void upload(const DeviceBuffer& dst, size_t offset, const void* src, size_t nbyt
 }
 }  // namespace
 
-SlotSamplingState::SlotSamplingState(int num_slots, int64_t vocab_size, Device device)
-    : num_slots_(num_slots), vocab_(vocab_size), device_(device) {
+SlotSamplingState::SlotSamplingState(int num_slots, int64_t vocab_size, Device device, int rank,
+                                     int tp_size)
+    : num_slots_(num_slots),
+      vocab_(vocab_size),
+      device_(device),
+      rank0_(rank == 0),
+      tp_size_(tp_size) {
   CHECK_GT(num_slots, 0);
   CHECK_GT(vocab_size, 0);
+  CHECK_GE(tp_size, 1);
   const size_t n = static_cast<size_t>(num_slots);
   const Layout layout(n);
   // temperature 0 (greedy), no filters, seed 0, nothing masked, penalties off, no bias, no
@@ -71,6 +81,10 @@ SlotSamplingState::SlotSamplingState(int num_slots, int64_t vocab_size, Device d
   }
   params_ = DeviceBuffer(layout.total, device);
   params_.copy_from_host(host_.data(), host_.size());
+  if (tp_size > 1)
+    keys_ = DeviceBuffer(
+        n * kernels::kShardCandidates * sizeof(int64_t) * (rank0_ ? 1 + tp_size : 1), device);
+  if (!rank0_) return;  // a worker: nothing else is ever read or written
   masked_host_.assign(n * kMaskWidth, -1);
   masked_ids_ = DeviceBuffer(masked_host_.size() * sizeof(int32_t), device);
   masked_ids_.copy_from_host(masked_host_.data(), masked_host_.size() * sizeof(int32_t));
@@ -95,6 +109,14 @@ void SlotSamplingState::apply(std::span<const SlotSamplingParams> changed, cudaS
   for (const SlotSamplingParams& p : changed) {
     CHECK_MSG(p.slot >= 0 && p.slot < num_slots_,
               "sampling slot " << p.slot << " outside [0, " << num_slots_ << ")");
+    if (!rank0_) {  // a worker: the draw parameters (the command carries no more)
+      put(host_, layout.seeds, p.slot, static_cast<int64_t>(p.seed));
+      put(host_, layout.temperatures, p.slot, p.temperature);
+      put(host_, layout.top_k, p.slot, p.top_k);
+      put(host_, layout.top_p, p.slot, p.top_p);
+      put(host_, layout.min_p, p.slot, p.min_p);
+      continue;
+    }
     CHECK_MSG(p.min_tokens_masked_ids.size() <= kMaskWidth,
               "sampling slot " << p.slot << " masks " << p.min_tokens_masked_ids.size()
                                << " ids, more than " << kMaxMinTokensMaskedIds);
@@ -137,6 +159,7 @@ void SlotSamplingState::apply(std::span<const SlotSamplingParams> changed, cudaS
   }
   // The whole parameter block (48 bytes a slot): one copy, however many slots changed.
   upload(params_, 0, host_.data(), host_.size(), device_, stream);
+  if (!rank0_) return;
   // The masked-id rows of the slots that mask something, as one span (slots are taken lowest
   // first, so the rows of one step's new sequences are usually adjacent).
   if (hi >= lo) {
@@ -170,7 +193,7 @@ void SlotSamplingState::apply(std::span<const SlotSamplingParams> changed, cudaS
   }
 }
 
-kernels::SamplingSlotParams SlotSamplingState::params() const {
+kernels::SamplingSlotParams SlotSamplingState::draw_params() const {
   const Layout layout(static_cast<size_t>(num_slots_));
   auto array = [&](size_t offset, DType dtype) {
     return TensorView(static_cast<uint8_t*>(params_.data()) + offset, dtype, {num_slots_}, device_);
@@ -181,6 +204,16 @@ kernels::SamplingSlotParams SlotSamplingState::params() const {
   p.top_p = array(layout.top_p, DType::kF32);
   p.min_p = array(layout.min_p, DType::kF32);
   p.seeds = array(layout.seeds, DType::kI64);
+  return p;
+}
+
+kernels::SamplingSlotParams SlotSamplingState::params() const {
+  CHECK(rank0_);
+  const Layout layout(static_cast<size_t>(num_slots_));
+  auto array = [&](size_t offset, DType dtype) {
+    return TensorView(static_cast<uint8_t*>(params_.data()) + offset, dtype, {num_slots_}, device_);
+  };
+  kernels::SamplingSlotParams p = draw_params();
   p.min_tokens_position = array(layout.min_tokens_position, DType::kI32);
   p.min_tokens_masked_ids = masked_ids_.view(DType::kI32, {num_slots_, kMaxMinTokensMaskedIds});
   p.repetition_penalty = array(layout.repetition, DType::kF32);
@@ -194,12 +227,25 @@ kernels::SamplingSlotParams SlotSamplingState::params() const {
   return p;
 }
 
+TensorView SlotSamplingState::shard_keys(int64_t rows) const {
+  CHECK(tp_size_ > 1 && rows <= num_slots_);
+  return TensorView(keys_.data(), DType::kI64, {rows, kernels::kShardCandidates}, device_);
+}
+
+TensorView SlotSamplingState::gathered_keys(int64_t rows) const {
+  CHECK(rank0_ && tp_size_ > 1 && rows <= num_slots_);
+  int64_t* base = static_cast<int64_t*>(keys_.data()) + num_slots_ * kernels::kShardCandidates;
+  return TensorView(base, DType::kI64, {tp_size_, rows, kernels::kShardCandidates}, device_);
+}
+
 TensorView SlotSamplingState::processed(int64_t rows) const {
+  CHECK(rank0_);
   CHECK_LE(rows, num_slots_);
   return processed_.view(DType::kF32, {rows, vocab_});
 }
 
 kernels::SampledLogprobs SlotSamplingState::logprobs(int64_t rows) const {
+  CHECK(rank0_);
   CHECK_LE(rows, num_slots_);
   const int64_t n = num_slots_;
   uint8_t* base = static_cast<uint8_t*>(logprobs_.data());

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # On the GPU machine (from the repository root, with the bundle): tensor parallelism in the
 # whole runtime, at --tp 1, 2 and 4 (as the GPUs allow), with the peer-memory all-reduce
-# ("peer") and with --disable-custom-all-reduce ("nccl"). Phases (TP_CHECK_PHASES, default
+# ("peer"), with --disable-custom-all-reduce ("nccl") and with --disable-shard-sampling
+# ("gather": the logits gathered to rank 0 every step). Phases (TP_CHECK_PHASES, default
 # "greedy bench knockout"; TP_CHECK_WAYS, default "peer nccl"):
 #   greedy    nanovllm-launch on the examples, token ids compared with --tp 1's;
+#   sampled   the examples with Qwen3's sampling (t 0.6, top-k 20, top-p 0.95, seeded) at every
+#             tp above 1, sampled from shards and gathered: the token ids must be identical;
 #   bench     nanovllm-bench --tp 1,2[,4] on nano-vllm's workload and the decode step (the
 #             nccl way skips tp 1, the same run as peer's);
 #   knockout  the decode step again with --knock-out-all-reduce at every tp above 1: beside the
@@ -30,7 +33,12 @@ make_model "$preset"
 tps=1; for t in 2 4 8; do [ "$gpus" -ge "$t" ] && tps="$tps,$t"; done
 multi=${tps#1,}  # the sizes above 1
 bench=("$bundle/bin/nanovllm-bench" "$work/$preset" --device cuda --runs "$runs")
-way_flag() { [ "$1" = nccl ] && echo --disable-custom-all-reduce; }
+way_flag() {
+  case $1 in
+    nccl) echo --disable-custom-all-reduce ;;
+    gather) echo --disable-shard-sampling ;;
+  esac
+}
 # `run_bench TAG LIMIT FLAGS...`: nanovllm-bench on the preset, $out/TAG.{json,txt,err}.
 run_bench() {
   local tag=$1 limit=$2
@@ -55,9 +63,24 @@ if has greedy; then
 fi
 pack
 
+if has sampled; then
+  for tp in ${multi//,/ }; do
+    for way in peer gather; do
+      in_background timeout 300 "$bundle/bin/nanovllm-launch" "$work/$preset" examples/prompts.jsonl \
+        --device cuda --tp "$tp" --temperature 0.6 --top-k 20 --top-p 0.95 --seed 7 \
+        $(way_flag $way) -o "$out/sampled_tp${tp}_$way.jsonl" >"$out/sampled_tp${tp}_$way.log" 2>&1
+      echo "launch sampled tp$tp $way rc=$? $(grep -o '[0-9]* of [0-9]* sampling steps' \
+        "$out/sampled_tp${tp}_$way.log" | head -1)"
+    done
+    python3 scripts/compare_greedy.py "$out/sampled_tp${tp}_gather.jsonl" \
+      "$out/sampled_tp${tp}_peer.jsonl"
+  done
+fi
+pack
+
 if has bench; then
   for way in $ways; do
-    sizes=$tps; [ $way = nccl ] && sizes=$multi
+    sizes=$tps; [ $way != peer ] && sizes=$multi
     run_bench "bench_$way" 500 --tp "$sizes" --sampling model-defaults \
       --workloads nanovllm,decode-step $(way_flag $way)
     python3 scripts/tp_check_summary.py bench "$way" "$out/bench_$way.json"

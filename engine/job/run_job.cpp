@@ -22,6 +22,7 @@
 #include "engine/progress.h"
 #include "engine/result_writer.h"
 #include "engine/resume.h"
+#include "ipc/shard_sampling_rule.h"
 #include "ipc/step_limits.h"
 #include "kernels/check.h"
 
@@ -120,6 +121,15 @@ int run_engine(const JobSettings& s, StepExecutor& executor, const PendingWork& 
   }
   runner.engine().stop_workers();
   progress.finish();
+  if (engine_config.shard_sampling_ranks > 1) {
+    const EngineStats& stats = runner.stats();
+    spdlog::info(
+        "{} of {} sampling steps drew their tokens from the {} vocabulary shards; the rest "
+        "gathered the logits (a row needed the whole vocabulary: logprobs, penalties, "
+        "logit_bias, min_tokens, top-p or min-p without top-k, top-k above {})",
+        stats.num_shard_sampled_steps, stats.num_sampling_steps, engine_config.shard_sampling_ranks,
+        kShardSamplingMaxTopK);
+  }
   totals.state(ReplicaTotals::kDone);
   if (interrupt_requested()) {  // the launcher's closing line says what was kept
     // Unfinished: not every completion written (an OpenAI request's buffered ones are lost;

@@ -23,6 +23,10 @@
 //       11-bit digits of the 64-bit candidate key narrow the range until one of the above
 //       applies.
 // Typical Qwen3 defaults (top_k 20, top_p 0.95): three passes over the row.
+// Emit mode (kernels/shard_sampler.h, cuda::shard_candidates below): the row is one rank's
+// vocabulary shard (ids offset by its start) and the kernel writes candidate keys instead of a
+// token: a greedy or unfiltered row's winner, or a top-k row's k keys sorted (top-p and min-p
+// are left to rank 0's merge; the exact cut inside a bin then compacts the k keys it bounds).
 // Rule P (logit_bias, penalties, min_tokens) runs first, as its own kernel
 // (sampler_process.cuh): it writes the processed rows into the `processed` scratch, and a
 // processed row's cluster reads that instead of the raw logits, which stay untouched for the
@@ -35,6 +39,7 @@
 #include "kernels/cuda/sampler_row.cuh"
 #include "kernels/cuda/sampler_select.cuh"
 #include "kernels/sampler.h"
+#include "kernels/shard_sampler.h"
 
 namespace nanovllm::kernels::cuda {
 namespace {
@@ -59,9 +64,14 @@ struct Args {
   int num_slots;  // N
   ProcessParams process;
   const float* processed;  // [B, V] contiguous (rule P's rows), or null
-  int32_t* out_tokens;     // [B]
+  int32_t* out_tokens;     // [B] (null when emitting)
   int32_t* last_tokens;    // [N] or null
   int32_t* row_passes;     // [B] or null
+  // Shard candidates (kernels/shard_sampler.h) instead of tokens: [B, kShardCandidates] keys
+  // of ids id_offset + column; top_p / min_p are left to rank 0's merge. Null: a draw.
+  u64* emit_keys;
+  int id_offset;
+  int64_t full_vocab;  // V, which a top_k must be below to cut
 };
 
 __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
@@ -71,9 +81,12 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   const unsigned rank = cluster.block_rank(), blocks = cluster.num_blocks();
   const bool leader = rank == 0;
   const int32_t slot = a.slots[row];
+  u64* keys = a.emit_keys ? a.emit_keys + static_cast<int64_t>(row) * kShardCandidates : nullptr;
   if (slot < 0) {  // padding: the whole cluster leaves before any barrier
+    if (leader && keys)
+      for (int i = threadIdx.x; i < kShardCandidates; i += kThreads) keys[i] = 0;
     if (leader && threadIdx.x == 0) {
-      a.out_tokens[row] = 0;
+      if (!keys) a.out_tokens[row] = 0;
       if (a.row_passes) a.row_passes[row] = 0;
     }
     return;
@@ -88,6 +101,8 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   r.begin = min(a.vocab, static_cast<int>(rank) * chunk);
   r.end = min(a.vocab, r.begin + chunk);
   r.vocab = a.vocab;
+  r.id_offset = a.id_offset;
+  r.emit = keys != nullptr;
   const float t_raw = a.params.temperatures[slot];
   r.temperature = effective_temperature(t_raw);
   r.window_scale = kWindowBinsPerLogit / r.temperature;
@@ -96,21 +111,24 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   r.min_p = a.params.min_p[slot];
   r.seed = static_cast<uint64_t>(a.params.seeds[slot]);
   r.position = a.positions[row] + 1;
-  r.use_k = r.top_k > 0 && r.top_k < a.vocab;
-  r.use_p = r.top_p < 1.0f;
-  r.use_min_p = r.min_p > 0.0f;
+  r.use_k = r.top_k > 0 && r.top_k < a.full_vocab;
+  // A shard short of top_k tokens: rank 0's rule (ipc/shard_sampling_rule.h) is broken.
+  if (r.emit && r.use_k && r.top_k >= a.vocab) __trap();
+  r.use_p = !r.emit && r.top_p < 1.0f;
+  r.use_min_p = !r.emit && r.min_p > 0.0f;
   const bool greedy = t_raw == 0.0f;
   const float t = r.temperature;
   int passes = 1;
   int32_t token = -1;
+  Best drawn{0.f, -1};  // greedy and Gumbel rows: the winner, whose key a shard emits
   const auto scaled = [t](float x) { return scaled_logit(x, t); };
   const auto everything = [](int, float) { return true; };
   if (threadIdx.x == 0) sh.best_bits = ordered_bits(-INFINITY);
   __syncthreads();
   if (greedy) {
-    token = draw(
-                sh, cluster, r, false, [](float x) { return x; }, everything)
-                .id;
+    drawn = draw(
+        sh, cluster, r, false, [](float x) { return x; }, everything);
+    token = drawn.id;
   } else {
     // Pass 1: the row's largest logit and its token (raw: division is monotone, so scaling
     // it gives the largest scaled one).
@@ -195,6 +213,10 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
         });
         cluster.sync();  // every candidate copied
         if (!whole_bin) {
+          if (leader && keys) {
+            emit_candidates(sh, r, d, keys);
+            return;  // the last cluster barrier is behind every block
+          }
           if (leader) token = finish_candidates(sh, r, d);
           break;
         }
@@ -203,13 +225,20 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
         continue;
       }
       // Pass::kGumbel: the draw over every token at or above the exact cut.
-      token = draw(sh, cluster, r, true, scaled, [&](int v, float l) {
-                // The row's first token (l == l_max) passes min-p: sampler_exp(0) == 1.
-                return candidate_key(l, v) >= d.floor &&
-                       (!r.use_min_p || sampler_exp(l - l_max) >= r.min_p);
-              }).id;
+      drawn = draw(sh, cluster, r, true, scaled, [&](int v, float l) {
+        // The row's first token (l == l_max) passes min-p: sampler_exp(0) == 1.
+        return candidate_key(l, v) >= d.floor &&
+               (!r.use_min_p || sampler_exp(l - l_max) >= r.min_p);
+      });
+      token = drawn.id;
       break;
     }
+  }
+  if (keys) {  // a greedy or unfiltered row of a shard: its winner's key
+    if (leader && threadIdx.x < kShardCandidates)
+      keys[threadIdx.x] =
+          threadIdx.x == 0 && drawn.id >= 0 ? u64{score_key(drawn.score, drawn.id)} : 0;
+    return;
   }
   if (leader && threadIdx.x == 0) {
     a.out_tokens[row] = token;
@@ -328,7 +357,10 @@ void sample(const SamplingBatch& s, cudaStream_t stream) {
                processed,
                s.out_tokens.ptr<int32_t>(),
                s.last_tokens.data ? s.last_tokens.ptr<int32_t>() : nullptr,
-               s.row_passes.data ? s.row_passes.ptr<int32_t>() : nullptr};
+               s.row_passes.data ? s.row_passes.ptr<int32_t>() : nullptr,
+               nullptr,
+               0,
+               vocab};
   if (processed) {
     const ProcessArgs pa{s.logits.ptr<float>(),
                          s.logits.stride[0],
@@ -351,6 +383,52 @@ void sample(const SamplingBatch& s, cudaStream_t stream) {
     token_logprobs({s.logits, s.out_tokens, s.params.num_logprobs, s.slots, s.logprobs.logprob,
                     s.logprobs.rank, s.logprobs.top_ids, s.logprobs.top_logprobs},
                    stream);
+}
+
+void shard_candidates(const ShardCandidatesBatch& b, cudaStream_t stream) {
+  const TensorView& l = b.shard_logits;
+  check_cuda_tensor(l, DType::kF32, "shard sampler logits");
+  check_cuda_tensor(b.slots, DType::kI32, "shard sampler slots");
+  check_cuda_tensor(b.positions, DType::kI32, "shard sampler positions");
+  check_cuda_tensor(b.params.temperatures, DType::kF32, "shard sampler temperatures");
+  check_cuda_tensor(b.params.top_k, DType::kI32, "shard sampler top_k");
+  check_cuda_tensor(b.params.top_p, DType::kF32, "shard sampler top_p");
+  check_cuda_tensor(b.params.min_p, DType::kF32, "shard sampler min_p");
+  check_cuda_tensor(b.params.seeds, DType::kI64, "shard sampler seeds");
+  check_cuda_tensor(b.keys, DType::kI64, "shard sampler keys");
+  CHECK_EQ(l.ndim, 2);
+  CHECK_EQ(l.stride[1], 1);
+  const int64_t rows = l.size(0);
+  CHECK(b.columns > 0 && b.columns <= l.size(1));
+  CHECK(b.vocab_start >= 0 && b.vocab_start + b.columns <= b.vocab);
+  CHECK_LT(b.vocab, int64_t{1} << 30);
+  CHECK(b.keys.ndim == 2 && b.keys.is_contiguous());
+  CHECK(b.keys.size(0) == rows && b.keys.size(1) == kShardCandidates);
+  CHECK_EQ(b.slots.size(0), rows);
+  CHECK_EQ(b.positions.size(0), rows);
+  if (rows == 0) return;
+  CHECK_LT(rows, int64_t{65536});  // grid.y
+  const SamplingSlotParams& p = b.params;
+  const Args a{l.ptr<float>(),
+               l.stride[0],
+               static_cast<int>(b.columns),
+               b.slots.ptr<int32_t>(),
+               b.positions.ptr<int32_t>(),
+               SlotParams{p.temperatures.ptr<float>(), p.top_k.ptr<int32_t>(), p.top_p.ptr<float>(),
+                          p.min_p.ptr<float>(), p.seeds.ptr<int64_t>()},
+               static_cast<int>(p.temperatures.size(0)),
+               ProcessParams{},
+               nullptr,
+               nullptr,
+               nullptr,
+               nullptr,
+               reinterpret_cast<u64*>(b.keys.ptr<int64_t>()),
+               static_cast<int>(b.vocab_start),
+               b.vocab};
+  const int c = cluster_size(rows);
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t config = cluster_config(c, static_cast<int>(rows), stream, &attr);
+  CUDA_CHECK(cudaLaunchKernelEx(&config, sample_kernel, a));
 }
 
 }  // namespace nanovllm::kernels::cuda

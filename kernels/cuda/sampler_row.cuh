@@ -10,6 +10,7 @@
 
 #include "kernels/philox.h"
 #include "kernels/sampler_math.h"
+#include "kernels/shard_sampler_math.h"
 
 namespace nanovllm::kernels::cuda::sampling {
 
@@ -105,8 +106,10 @@ struct Shared {
 // This block's share of a row and the row's parameters.
 struct Row {
   const float* logits;
-  int begin, end;  // [begin, end) of the vocabulary
-  int vocab;
+  int begin, end;      // [begin, end) of the row's columns
+  int vocab;           // the row's columns
+  int id_offset;       // column c is token id_offset + c (a vocabulary shard's start, else 0)
+  bool emit;           // shard candidates out instead of a draw (kernels/shard_sampler.h)
   float temperature;   // effective
   float window_scale;  // window bins per raw logit: kWindowBinsPerLogit / temperature
   int32_t top_k;
@@ -116,7 +119,7 @@ struct Row {
   bool use_k, use_p, use_min_p;
 };
 
-// f(v, logit) for every v of this block's share, kUnroll 4-wide loads in flight per thread
+// f(v, logit) for every token id v of this block's share, kUnroll 4-wide loads in flight per thread
 // when the row allows (one at a time leaves an SM far from its share of the bandwidth), in
 // steps every thread takes together: step_done() runs after each (block-uniform, so it may
 // synchronise the block).
@@ -137,10 +140,11 @@ __device__ __forceinline__ void for_each_logit_in_steps(const Row& r, F&& f, Ste
       for (int u = 0; u < kUnroll; ++u) {
         const int j = i + u * kThreads;
         if (j >= last) break;
-        f(4 * j, x[u].x);
-        f(4 * j + 1, x[u].y);
-        f(4 * j + 2, x[u].z);
-        f(4 * j + 3, x[u].w);
+        const int id = r.id_offset + 4 * j;
+        f(id, x[u].x);
+        f(id + 1, x[u].y);
+        f(id + 2, x[u].z);
+        f(id + 3, x[u].w);
       }
       step_done();
     }
@@ -148,7 +152,7 @@ __device__ __forceinline__ void for_each_logit_in_steps(const Row& r, F&& f, Ste
   }
   for (int base = v; base < r.end; base += kThreads) {
     const int i = base + static_cast<int>(threadIdx.x);
-    if (i < r.end) f(i, r.logits[i]);
+    if (i < r.end) f(r.id_offset + i, r.logits[i]);
     step_done();
   }
 }

@@ -20,6 +20,11 @@ __device__ void take_exact_cut(Decision& d, u64 cut_key, bool mass, const Row& r
     d.prefix = 0;
     d.above_count = 0;
     d.total_known = false;
+  } else if (r.emit) {  // the top k themselves out: one compaction of the keys >= the cut
+    d.k_applied = true;
+    d.pass = Pass::kCompact;
+    d.level = 0;
+    d.compact_key = 0;
   } else {
     d.k_applied = d.k_applied || !mass;
     d.pass = Pass::kGumbel;
@@ -189,6 +194,7 @@ __device__ __noinline__ void cut_in_bin(Shared& sh, const Row& r) {
                       : static_cast<int>(d.need) - 1;
   if (threadIdx.x == 0) {
     take_exact_cut(d, sh.cand[min(max(at, 0), n - 1)], mass, r);
+    if (d.pass == Pass::kCompact) sh.num_cand = 0;
     sh.decision = d;
   }
   __syncthreads();
@@ -216,6 +222,17 @@ __device__ __noinline__ int32_t finish_candidates(Shared& sh, const Row& r, cons
   __syncthreads();  // tmp was the scan's
   best = ReduceBest(sh.tmp.reduce_best).Reduce(best, BestOp());
   return best.id;
+}
+
+// Leader, every thread, in place of finish_candidates for a shard's top-k row: the top k of
+// the sorted candidates into out [kShardCandidates], 0-padded.
+__device__ __noinline__ void emit_candidates(Shared& sh, const Row& r, const Decision& d,
+                                             u64* out) {
+  const int n = static_cast<int>(sh.num_cand);
+  sort_candidates(sh, n);
+  const int keep = min((r.use_k && !d.k_applied) ? min(r.top_k, n) : n, kShardCandidates);
+  for (int i = static_cast<int>(threadIdx.x); i < kShardCandidates; i += kThreads)
+    out[i] = i < keep ? sh.cand[i] : 0;
 }
 
 }  // namespace nanovllm::kernels::cuda::sampling

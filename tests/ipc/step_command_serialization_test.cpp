@@ -40,7 +40,24 @@ StepCommand random_command(uint32_t seed) {
   c.block_tables = random_vector<int32_t>(rng, b * c.block_table_width);
   c.logits_indices = random_vector<int32_t>(rng, s);
   c.prompt_logprobs_indices = random_vector<int32_t>(rng, rng() % 2 == 0 ? 0 : t);
+  c.sample_slots = random_vector<int32_t>(rng, s);
+  for (size_t i = rng() % 4; i > 0; --i)
+    c.new_slot_params.push_back(SlotSamplingParams{
+        static_cast<int32_t>(rng() % 64), static_cast<float>(rng() % 100) / 50.0f,
+        static_cast<int32_t>(rng() % 100), static_cast<float>(rng() % 100) / 99.0f,
+        static_cast<float>(rng() % 10) / 20.0f, rng()});
+  c.sample_from_shards = rng() % 2 == 0;
   return c;
+}
+
+// The six fields of a slot's parameters that reach the workers.
+void expect_same_travelling(const SlotSamplingParams& a, const SlotSamplingParams& b) {
+  EXPECT_EQ(a.slot, b.slot);
+  EXPECT_EQ(a.temperature, b.temperature);
+  EXPECT_EQ(a.top_k, b.top_k);
+  EXPECT_EQ(a.top_p, b.top_p);
+  EXPECT_EQ(a.min_p, b.min_p);
+  EXPECT_EQ(a.seed, b.seed);
 }
 
 void expect_same(const StepCommand& a, const StepCommand& b) {
@@ -58,6 +75,11 @@ void expect_same(const StepCommand& a, const StepCommand& b) {
   EXPECT_EQ(a.block_table_width, b.block_table_width);
   EXPECT_EQ(a.logits_indices, b.logits_indices);
   EXPECT_EQ(a.prompt_logprobs_indices, b.prompt_logprobs_indices);
+  EXPECT_EQ(a.sample_slots, b.sample_slots);
+  ASSERT_EQ(a.new_slot_params.size(), b.new_slot_params.size());
+  for (size_t i = 0; i < a.new_slot_params.size(); ++i)
+    expect_same_travelling(a.new_slot_params[i], b.new_slot_params[i]);
+  EXPECT_EQ(a.sample_from_shards, b.sample_from_shards);
 }
 
 TEST(StepCommandSerialization, RandomCommandsRoundTripFieldByField) {
@@ -89,21 +111,33 @@ StepCommand with_rank0_sampling_fields(StepCommand c) {
   return c;
 }
 
-TEST(StepCommandSerialization, RankZeroSamplingFieldsStayOffTheRing) {
-  // Workers never sample: the slots, their parameters and token state, and the logprobs
-  // targets cost the ring nothing and decode empty.
+TEST(StepCommandSerialization, WorkersGetTheSlotsAndTheirDrawParametersOnly) {
+  // Workers draw shard candidates: the rows' slots and each new slot's six draw parameters
+  // travel; the token state, mask, bias, logprobs and the logprobs targets cost the ring
+  // nothing and decode empty.
   StepCommand c;
   c.kind = StepKind::kPrefill;
   c.input_ids = {1, 2, 3};
   c.logits_indices = {2};
   c.prompt_logprobs_indices = {0, 1};
   const StepCommand full = with_rank0_sampling_fields(c);
+  StepCommand travelling = c;
+  travelling.sample_slots = full.sample_slots;
+  for (const SlotSamplingParams& p : full.new_slot_params)
+    travelling.new_slot_params.push_back(
+        SlotSamplingParams{p.slot, p.temperature, p.top_k, p.top_p, p.min_p, p.seed});
   const std::vector<uint8_t> bytes = encode_step_command(full);
-  EXPECT_EQ(bytes.size(), encode_step_command(c).size());
+  EXPECT_EQ(bytes.size(), encode_step_command(travelling).size());
   const StepCommand back = decode_step_command(bytes);
-  expect_same(back, c);
-  EXPECT_TRUE(back.sample_slots.empty());
-  EXPECT_TRUE(back.new_slot_params.empty());
+  expect_same(back, full);
+  ASSERT_EQ(back.new_slot_params.size(), 2u);
+  for (const SlotSamplingParams& p : back.new_slot_params) {
+    EXPECT_TRUE(p.token_state_ids.empty());
+    EXPECT_TRUE(p.min_tokens_masked_ids.empty());
+    EXPECT_TRUE(p.logit_bias_ids.empty());
+    EXPECT_EQ(p.num_logprobs, -1);
+    EXPECT_EQ(p.repetition_penalty, 1.0f);
+  }
   EXPECT_FALSE(back.sample_logprobs);
   EXPECT_TRUE(back.prompt_logprobs_targets.empty());
   EXPECT_TRUE(back.prompt_logprobs_num_top.empty());
@@ -111,7 +145,8 @@ TEST(StepCommandSerialization, RankZeroSamplingFieldsStayOffTheRing) {
 
 TEST(StepCommandSerialization, WorstCaseCommandHoldsAPromptLogprobsRowPerToken) {
   // The ring's slot bound counts a prompt_logprobs row for every token of the largest step
-  // (every prompt of a prefill asking for them), and nothing for rank 0's sampling fields.
+  // (every prompt of a prefill asking for them) and every row's slot and new parameters, and
+  // nothing for rank 0's own sampling fields.
   const StepLimits limits{256, 8, 256, 16};
   const StepCommand worst = worst_case_step_command(limits);
   EXPECT_EQ(worst.prompt_logprobs_indices.size(), 256u);
