@@ -125,6 +125,9 @@ Split g_split = Split::kFused;
 bool g_decode_only = false;   // --decode-only: skip the prefill rows
 bool g_prefill_only = false;  // --prefill: only the prefill rows
 bool g_long_context = false;  // --long-context: batches 1-8 at 32k-128k (issue 19's target)
+// --decode-row B,CTX: that one uniform decode row alone (a profiler then sees one shape only).
+int64_t g_row_batch = 0;
+int g_row_context = 0;
 
 void bench_decode(const std::vector<int>& lens, const std::string& shape, double copy_gbps) {
   const int64_t batch = static_cast<int64_t>(lens.size()), hq = g_decode_hq, g = hq / kHkv;
@@ -273,6 +276,13 @@ int main(int argc, char** argv) {
       g_decode_hq = v * kHkv;
     } else if (arg == "--fp8") {
       g_fp8 = true;
+    } else if (arg == "--decode-row" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      const size_t comma = v.find(',');
+      CHECK_MSG(comma != std::string::npos, "--decode-row B,CTX, not " << v);
+      g_row_batch = std::stoll(v.substr(0, comma));
+      g_row_context = std::stoi(v.substr(comma + 1));
+      CHECK_MSG(g_row_batch > 0 && g_row_context > 0, "--decode-row B,CTX: both positive, not " << v);
     } else if (arg == "--decode-kernels" && i + 1 < argc) {
       const std::string v = argv[++i];
       CHECK_MSG(v == "lanes" || v == "mma" || v == "lanes,mma",
@@ -283,7 +293,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: attention_bench [--split fused|merge|none] [--decode-only | --prefill] "
-                   "[--long-context] [--gqa G] [--fp8] [--decode-kernels lanes|mma|lanes,mma]\n");
+                   "[--long-context] [--gqa G] [--fp8] [--decode-kernels lanes|mma|lanes,mma] "
+                   "[--decode-row B,CTX]\n");
       return 2;
     }
   }
@@ -303,6 +314,10 @@ int main(int argc, char** argv) {
     print_header(
         "decode attention (ratio: KV GB/s / copy GB/s, targets >= 0.85 @B>=64, >= 0.6 @16, "
         "B=1 ctx 1024 <= 6 us)");
+    if (g_row_batch > 0) {
+      bench_decode_uniform(g_row_batch, g_row_context, copy);
+      return 0;
+    }
     if (g_long_context) {
       // Long context: a few sequences must still spread over every SM (split-KV over the
       // context); target >= 0.8 of copy bandwidth.
