@@ -282,7 +282,8 @@ int main(int argc, char** argv) {
       CHECK_MSG(comma != std::string::npos, "--decode-row B,CTX, not " << v);
       g_row_batch = std::stoll(v.substr(0, comma));
       g_row_context = std::stoi(v.substr(comma + 1));
-      CHECK_MSG(g_row_batch > 0 && g_row_context > 0, "--decode-row B,CTX: both positive, not " << v);
+      CHECK_MSG(g_row_batch > 0 && g_row_context > 0,
+                "--decode-row B,CTX: both positive, not " << v);
     } else if (arg == "--decode-kernels" && i + 1 < argc) {
       const std::string v = argv[++i];
       CHECK_MSG(v == "lanes" || v == "mma" || v == "lanes,mma",
