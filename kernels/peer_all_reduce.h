@@ -12,10 +12,15 @@
 // fixed, never who arrives first.
 //
 // Every rank must make the same calls with the same sizes in the same order (as with NCCL):
-// each block of each rank counts its calls on the device (PeerAllReduceBuffers::counters),
-// and the count is the flag value that call waits for, so a graph replays correctly without
-// host-side epochs. A flag wait past kPeerWaitTimeoutNs traps (a dead or diverged peer turns
-// into a launch error, not a hang).
+// each rank counts its calls on the device (PeerAllReduceBuffers::counters, one per block
+// index, all advanced by every call whatever its grid), and the count is the flag value that
+// call waits for, so a graph replays correctly without host-side epochs. A flag wait past
+// kPeerWaitTimeoutNs traps (a dead or diverged peer turns into a launch error, not a hang).
+// Calls alternate between the two halves of every staging buffer (the count's parity), so a
+// call ends without waiting for its peers to finish reading: a rank writes a half again only
+// in the call after next, which it reaches after every peer has started the call between
+// (that call's start barrier), and so ended every read of the half (kernels run in stream
+// order). That saves the end barrier, one cross-GPU flag exchange a call.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -31,8 +36,8 @@ inline constexpr int kMaxPeerRanks = 8;
 inline constexpr int kPeerAllReduceMaxBlocks = 128;
 inline constexpr uint64_t kPeerWaitTimeoutNs = 10'000'000'000ull;  // 10 s
 
-// Flags a rank's flag block holds: [3 barriers (start, middle, end)][blocks][ranks] u32.
-inline constexpr size_t kPeerFlagWords = size_t{3} * kPeerAllReduceMaxBlocks * kMaxPeerRanks;
+// Flags a rank's flag block holds: [2 barriers (start, middle)][blocks][ranks] u32.
+inline constexpr size_t kPeerFlagWords = size_t{2} * kPeerAllReduceMaxBlocks * kMaxPeerRanks;
 
 enum class PeerAllReduceAlgo { kOneShot, kTwoShot };
 
@@ -42,10 +47,10 @@ enum class PeerAllReduceAlgo { kOneShot, kTwoShot };
 struct PeerAllReduceBuffers {
   int rank = 0;
   int world_size = 0;
-  void* data[kMaxPeerRanks] = {};       // rank r's staging buffer [capacity_bytes]
+  void* data[kMaxPeerRanks] = {};       // rank r's staging buffer [2, capacity_bytes]
   uint32_t* flags[kMaxPeerRanks] = {};  // rank r's flag block [kPeerFlagWords]
   uint32_t* counters = nullptr;         // this rank's own [kPeerAllReduceMaxBlocks], device
-  size_t capacity_bytes = 0;            // every staging buffer's size
+  size_t capacity_bytes = 0;            // each half of every staging buffer
 };
 
 // The rank counts the kernels are built for (2, 4, 8): a group of another size keeps NCCL.

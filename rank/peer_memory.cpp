@@ -46,7 +46,7 @@ std::unique_ptr<PeerMemory> PeerMemory::open(NcclCommunicator& nccl) {
     return nullptr;
   }
   std::unique_ptr<PeerMemory> m(new PeerMemory());
-  CUDA_CHECK(cudaMalloc(&m->own_, kFlagBytes + kStagingBytes));
+  CUDA_CHECK(cudaMalloc(&m->own_, kFlagBytes + 2 * kStagingBytes));  // two halves
   CUDA_CHECK(cudaMemset(m->own_, 0, kFlagBytes));
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m->counters_),
                         kernels::kPeerAllReduceMaxBlocks * sizeof(uint32_t)));
@@ -73,7 +73,7 @@ std::unique_ptr<PeerMemory> PeerMemory::open(NcclCommunicator& nccl) {
     b.data[r] = static_cast<uint8_t*>(base) + kFlagBytes;
   }
   spdlog::info("rank {}: peer-memory all-reduce over {} GPUs ({} MiB staging a rank)", rank, world,
-               kStagingBytes >> 20);
+               kStagingBytes >> 20);  // the message bound; the buffer holds two halves of it
   return m;
 }
 

@@ -18,7 +18,8 @@ namespace nanovllm {
 
 class PeerMemory {
  public:
-  // The staging buffer's size: the largest message the peer path takes.
+  // The largest message the peer path takes; a rank's staging buffer holds two halves of it
+  // (calls alternate between them: kernels/peer_all_reduce.h).
   static constexpr size_t kStagingBytes = size_t{8} << 20;
 
   // Collective over `nccl`'s ranks (every rank calls it, on its own GPU): nullopt-like (an
@@ -33,7 +34,7 @@ class PeerMemory {
 
  private:
   PeerMemory() = default;
-  void* own_ = nullptr;                        // [flag bytes | kStagingBytes] on this rank's GPU
+  void* own_ = nullptr;  // [flag bytes | 2 x kStagingBytes] on this rank's GPU (two halves)
   uint32_t* counters_ = nullptr;               // [kPeerAllReduceMaxBlocks], this rank's own
   void* opened_[kernels::kMaxPeerRanks] = {};  // peers' blocks mapped here (cudaIpcOpenMemHandle)
   kernels::PeerAllReduceBuffers buffers_;

@@ -14,7 +14,9 @@ namespace {
 
 using peer::block_barrier;
 using peer::ceil_div64;
+using peer::end_call;
 using peer::next_call;
+using peer::staging;
 using peer::sum_unit;
 using peer::Unit;
 
@@ -34,12 +36,11 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
   const uint32_t call = next_call(b);
   const int64_t begin = blockIdx.x * per_block;
   const int64_t end = min(units, begin + per_block);
-  U* mine = static_cast<U*>(b.data[b.rank]);
+  U* mine = staging<U>(b, b.rank, call);
   for (int64_t i = begin + threadIdx.x; i < end; i += THREADS) mine[i] = io[i];
   block_barrier<N, true>(b, peer::kStart, call);
-  for (int64_t i = begin + threadIdx.x; i < end; i += THREADS) io[i] = sum_unit<N, VEC>(b, i);
-  block_barrier<N, false>(b, peer::kEnd, call);  // no rank refills its buffer while a peer reads
-  if (threadIdx.x == 0) b.counters[blockIdx.x] = call;
+  for (int64_t i = begin + threadIdx.x; i < end; i += THREADS) io[i] = sum_unit<N, VEC>(b, call, i);
+  end_call(b, call);
 }
 
 // The units are N parts of `part` (the last shorter); block b owns [b * sub, (b + 1) * sub) of
@@ -56,7 +57,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
     begin = min(part_end, p * part + blockIdx.x * sub);
     end = min(part_end, begin + sub);
   };
-  U* mine = static_cast<U*>(b.data[b.rank]);
+  U* mine = staging<U>(b, b.rank, call);
   int64_t begin, end;
   for (int p = 0; p < N; ++p) {
     range(p, begin, end);
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
   block_barrier<N, true>(b, peer::kStart, call);
   range(b.rank, begin, end);
   for (int64_t i = begin + threadIdx.x; i < end; i += THREADS) {
-    const U s = sum_unit<N, VEC>(b, i);
+    const U s = sum_unit<N, VEC>(b, call, i);
     io[i] = s;
     mine[i] = s;  // part `rank` of this buffer is read by no peer before the middle barrier
   }
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
   for (int p = 0; p < N; ++p) {
     if (p == b.rank) continue;
     range(p, begin, end);
-    const U* theirs = static_cast<const U*>(b.data[p]);
+    const U* theirs = staging<const U>(b, p, call);
     for (int64_t i = begin + threadIdx.x; i < end; i += THREADS) {
       if constexpr (VEC)
         io[i] = __ldcg(theirs + i);
@@ -82,8 +83,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
         io[i] = theirs[i];
     }
   }
-  block_barrier<N, false>(b, peer::kEnd, call);
-  if (threadIdx.x == 0) b.counters[blockIdx.x] = call;
+  end_call(b, call);
 }
 
 // One call's grid: `work` units (the message, or one part of it) over `blocks` blocks of

@@ -14,7 +14,7 @@
 
 namespace nanovllm::kernels::cuda::peer {
 
-enum Barrier { kStart = 0, kMiddle = 1, kEnd = 2 };
+enum Barrier { kStart = 0, kMiddle = 1 };
 
 __device__ __forceinline__ void store_release_sys(uint32_t* p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -88,15 +88,21 @@ struct Unit<false> {
 };
 
 // The sum over the ranks of unit i, ranks in order 0..N-1, f32, rounded once.
+// Rank r's staging half of call `call` (kernels/peer_all_reduce.h: calls alternate halves).
+template <typename U>
+__device__ __forceinline__ U* staging(const PeerAllReduceBuffers& b, int r, uint32_t call) {
+  return reinterpret_cast<U*>(static_cast<uint8_t*>(b.data[r]) + (call & 1u) * b.capacity_bytes);
+}
+
 template <int N, bool VEC>
 __device__ __forceinline__ typename Unit<VEC>::T sum_unit(const PeerAllReduceBuffers& b,
-                                                          int64_t i) {
+                                                          uint32_t call, int64_t i) {
   using U = typename Unit<VEC>::T;
   if constexpr (VEC) {
     float acc[8] = {};
 #pragma unroll
     for (int r = 0; r < N; ++r) {
-      const uint4 raw = __ldcg(static_cast<const uint4*>(b.data[r]) + i);
+      const uint4 raw = __ldcg(staging<const uint4>(b, r, call) + i);
       const Bf16x8 v = *reinterpret_cast<const Bf16x8*>(&raw);
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[j] += to_f32(v.v[j]);
@@ -108,7 +114,7 @@ __device__ __forceinline__ typename Unit<VEC>::T sum_unit(const PeerAllReduceBuf
   } else {
     float acc = 0.f;
 #pragma unroll
-    for (int r = 0; r < N; ++r) acc += to_f32(static_cast<const bf16*>(b.data[r])[i]);
+    for (int r = 0; r < N; ++r) acc += to_f32(staging<const bf16>(b, r, call)[i]);
     return to_bf16(acc);
   }
 }
@@ -120,6 +126,16 @@ __device__ __forceinline__ uint32_t next_call(const PeerAllReduceBuffers& b) {
   if (threadIdx.x == 0) call = b.counters[blockIdx.x] + 1;
   __syncthreads();
   return call;
+}
+
+// The call's last act: every block index's count becomes `call`, the launched blocks' by
+// themselves and the others' by block 0, so that all counts (and the staging half) stay in
+// step whatever grid the next call has. Read again only by the next kernel.
+__device__ __forceinline__ void end_call(const PeerAllReduceBuffers& b, uint32_t call) {
+  if (threadIdx.x == 0) b.counters[blockIdx.x] = call;
+  if (blockIdx.x == 0)
+    for (unsigned j = gridDim.x + threadIdx.x; j < kPeerAllReduceMaxBlocks; j += blockDim.x)
+      b.counters[j] = call;
 }
 
 inline int64_t ceil_div64(int64_t a, int64_t b) {

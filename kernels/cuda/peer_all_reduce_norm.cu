@@ -11,7 +11,9 @@ namespace nanovllm::kernels::cuda {
 namespace {
 
 using peer::block_barrier;
+using peer::end_call;
 using peer::next_call;
+using peer::staging;
 using peer::sum_unit;
 
 // rms_norm.cu's block size: the norm's block_sum adds the threads' partial sums in the same
@@ -26,7 +28,7 @@ __global__ void __launch_bounds__(kNormThreads)
                                  const bf16* __restrict__ weight, int64_t rows, int hidden,
                                  float eps, PeerAllReduceBuffers b) {
   const uint32_t call = next_call(b);
-  bf16* mine = static_cast<bf16*>(b.data[b.rank]);
+  bf16* mine = staging<bf16>(b, b.rank, call);
   for (int64_t t = blockIdx.x; t < rows; t += gridDim.x)
     for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8)
       store8(mine + t * hidden + i, load8(x + t * x_stride + i));
@@ -35,7 +37,7 @@ __global__ void __launch_bounds__(kNormThreads)
     bf16* rr = residual + t * r_stride;
     float sq = 0.f;
     for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {
-      const uint4 sum = sum_unit<N, true>(b, (t * hidden + i) / 8);
+      const uint4 sum = sum_unit<N, true>(b, call, (t * hidden + i) / 8);
       const Bf16x8 y = *reinterpret_cast<const Bf16x8*>(&sum);
       Bf16x8 a = load8(rr + i);
 #pragma unroll
@@ -55,8 +57,7 @@ __global__ void __launch_bounds__(kNormThreads)
       store8(x + t * x_stride + i, r);
     }
   }
-  block_barrier<N, false>(b, peer::kEnd, call);
-  if (threadIdx.x == 0) b.counters[blockIdx.x] = call;
+  end_call(b, call);
 }
 
 template <int N>

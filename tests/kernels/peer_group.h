@@ -34,8 +34,8 @@ class PeerGroup {
     return usable;
   }
 
-  // GPUs 0..n-1, each with a staging buffer of `capacity` bytes, zeroed flags and counters, an
-  // io buffer of `capacity` bytes and a stream.
+  // GPUs 0..n-1, each with a staging buffer of two halves of `capacity` bytes, zeroed flags and
+  // counters, an io buffer of `capacity` bytes and a stream.
   PeerGroup(int n, size_t capacity) : n_(n), capacity_(capacity) {
     for (int d = 0; d < n; ++d) {
       CUDA_CHECK(cudaSetDevice(d));
@@ -49,7 +49,7 @@ class PeerGroup {
         }
       }
       void* p = nullptr;
-      CUDA_CHECK(cudaMalloc(&p, capacity));
+      CUDA_CHECK(cudaMalloc(&p, 2 * capacity));
       data_.push_back(p);
       CUDA_CHECK(cudaMalloc(&p, kernels::kPeerFlagWords * sizeof(uint32_t)));
       CUDA_CHECK(cudaMemset(p, 0, kernels::kPeerFlagWords * sizeof(uint32_t)));
