@@ -32,6 +32,10 @@ class Communicator {
   // a float reduction). Host in, host out: it waits for the collective, so it is a start-up
   // agreement (e.g. the KV-cache block count), never part of a captured CUDA graph.
   virtual int64_t all_reduce_min(int64_t value, const ExecContext& ctx) = 0;
+  // Whether a bf16 all-reduce of `bytes` (and of every smaller size) runs as this backend's own
+  // kernel rather than an NCCL call, so that a captured graph holds no NCCL node for it (the
+  // graphs' memory estimate, rank/cuda_graph_runner.h). Default: no.
+  virtual bool all_reduce_in_kernels(size_t /*bytes*/) const { return false; }
   // The stop path: a rank that gives up calls abort() so that its pending and later
   // collectives end with an error instead of waiting for peers that will never come (and,
   // where the backend can, so that its peers' do too). Idempotent. Default: nothing to abort.

@@ -41,8 +41,11 @@ std::vector<int> CudaGraphRunner::graph_batch_sizes(int max_num_seqs) {
   return sizes;
 }
 
-size_t CudaGraphRunner::graph_bytes_estimate(size_t num_graphs, int tp_size, int num_layers) {
-  const size_t collectives = tp_size > 1 ? 2 * static_cast<size_t>(num_layers) + 2 : 0;
+size_t CudaGraphRunner::graph_bytes_estimate(size_t num_graphs, int tp_size, int num_layers,
+                                             bool all_reduces_in_kernels) {
+  size_t collectives = 0;  // NCCL nodes a graph holds
+  if (tp_size > 1)
+    collectives = all_reduces_in_kernels ? 1 : 2 * static_cast<size_t>(num_layers) + 2;
   return num_graphs * (kGraphBytesEstimate + collectives * kCollectiveNodeBytesEstimate);
 }
 

@@ -48,10 +48,14 @@ class CudaGraphRunner {
   // NCCL 2.28); a default --tp 2/4 run on H200s took 0.34-0.35 GiB. NCCL's graph-captured
   // collectives cost per node, so the estimate grows with the all-reduces a graph holds (two
   // a layer, the embedding's and the LM head's gather) where the old flat 8 MiB a graph ran
-  // short under tensor parallelism and every rank warned.
+  // short under tensor parallelism and every rank warned. all_reduces_in_kernels: the
+  // all-reduces are the peer path's kernels (Communicator::all_reduce_in_kernels), so a graph
+  // holds one NCCL node, the LM head's gather: 72 graphs (both forms, sampling from shards)
+  // took 0.08-0.09 GiB a rank at --tp 2 and 4 on H200s where NCCL's allowance reserved 1.09.
   static constexpr size_t kGraphBytesEstimate = size_t{4} << 20;             // a graph's own
-  static constexpr size_t kCollectiveNodeBytesEstimate = size_t{160} << 10;  // per all-reduce
-  static size_t graph_bytes_estimate(size_t num_graphs, int tp_size, int num_layers);
+  static constexpr size_t kCollectiveNodeBytesEstimate = size_t{160} << 10;  // per NCCL node
+  static size_t graph_bytes_estimate(size_t num_graphs, int tp_size, int num_layers,
+                                     bool all_reduces_in_kernels = false);
 
   // max_blocks_per_seq = ceil(max_model_len / block_size): a sequence of exactly
   // max_model_len fits. logits: [>= max batch, V] f32, the runner's persistent logits.

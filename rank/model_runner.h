@@ -133,6 +133,8 @@ class ModelRunner final : public StepExecutor {
   // The block count every rank allocates: the forced one, else the smallest budget.
   int agree_on_kv_blocks(const ModelRunnerOptions& o, const GpuMemoryBudget& budget);
   void capture_cuda_graphs(const ModelRunnerOptions& o);
+  // Whether every decode graph's all-reduces are the peer path's kernels (no NCCL node).
+  bool graph_all_reduces_in_kernels(int max_num_seqs) const;
 
   ModelConfig config_;
   Communicator* comm_;

@@ -92,12 +92,21 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
       o.enforce_eager ? 0
                       : CudaGraphRunner::graph_bytes_estimate(
                             graph_forms * CudaGraphRunner::graph_batch_sizes(o.max_num_seqs).size(),
-                            comm_->world_size(), static_cast<int>(config_.num_hidden_layers));
+                            comm_->world_size(), static_cast<int>(config_.num_hidden_layers),
+                            graph_all_reduces_in_kernels(o.max_num_seqs));
   m.kv_block_bytes = kv_block_bytes(config_, comm_->world_size(), block_size_, kv_dtype_);
   m.gpu_memory_utilization = o.gpu_memory_utilization;
   const GpuMemoryBudget budget = plan_gpu_memory(m);
   spdlog::info("rank {}: {}", rank, describe_gpu_memory(m, budget));
   return budget;
+}
+
+bool ModelRunner::graph_all_reduces_in_kernels(int max_num_seqs) const {
+  // The largest graph's all-reduce: [max batch, hidden] bf16 (smaller graphs' are smaller).
+  const std::vector<int> sizes = CudaGraphRunner::graph_batch_sizes(max_num_seqs);
+  const size_t bytes = static_cast<size_t>(sizes.back()) *
+                       static_cast<size_t>(config_.hidden_size) * dtype_size(DType::kBf16);
+  return comm_->all_reduce_in_kernels(bytes);
 }
 
 int ModelRunner::agree_on_kv_blocks(const ModelRunnerOptions& o, const GpuMemoryBudget& budget) {
@@ -160,7 +169,7 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
       before.free_bytes > after.free_bytes ? before.free_bytes - after.free_bytes : 0;
   const uint64_t estimate = CudaGraphRunner::graph_bytes_estimate(
       static_cast<size_t>(graphs_->num_graphs()), comm_->world_size(),
-      static_cast<int>(config_.num_hidden_layers));
+      static_cast<int>(config_.num_hidden_layers), graph_all_reduces_in_kernels(o.max_num_seqs));
   spdlog::info(
       "rank {}: captured {} decode CUDA graphs (batch 1..{}{}) in {:.2f} s, using {} "
       "(estimate {})",

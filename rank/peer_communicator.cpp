@@ -22,6 +22,12 @@ kernels::PeerAllReduceShape peer_launch_shape(int world_size) {
 PeerCommunicator::PeerCommunicator(NcclCommunicator& nccl, std::unique_ptr<PeerMemory> peer)
     : nccl_(nccl), peer_(std::move(peer)) {}
 
+bool PeerCommunicator::all_reduce_in_kernels(size_t bytes) const {
+  if (knocked_out_) return true;  // no all-reduce at all
+  return peer_ != nullptr && choose_all_reduce(world_size(), bytes, peer_->buffers().capacity_bytes,
+                                               true) != AllReducePath::kNccl;
+}
+
 void PeerCommunicator::all_reduce_sum(const TensorView& inout, const ExecContext& ctx) {
   if (knocked_out_) return;
   const bool peer_on = peer_ != nullptr && inout.dtype == DType::kBf16 && inout.is_contiguous();

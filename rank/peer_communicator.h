@@ -49,6 +49,8 @@ class PeerCommunicator final : public Communicator {
   int64_t all_reduce_min(int64_t value, const ExecContext& ctx) override {
     return nccl_.all_reduce_min(value, ctx);
   }
+  // Below the NCCL crossover (choose_all_reduce), every size is one of our kernels.
+  bool all_reduce_in_kernels(size_t bytes) const override;
   void abort() override { nccl_.abort(); }
   void synchronize(cudaStream_t stream) override { nccl_.synchronize(stream); }
 

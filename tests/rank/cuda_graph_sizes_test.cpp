@@ -50,5 +50,21 @@ TEST(CudaGraphSizes, ReservationCoversTheMeasuredUse) {
   EXPECT_EQ(CudaGraphRunner::graph_bytes_estimate(0, 4, 28), 0u);
 }
 
+// With the peer all-reduce a graph holds one NCCL node (the LM head's gather): 72 graphs (36
+// sizes in both forms, sampling from shards) of the 8B shape (36 layers) took 0.08-0.09 GiB a
+// rank at --tp 2 and 4 on H200s, where NCCL's allowance reserved 1.09 GiB.
+TEST(CudaGraphSizes, PeerAllReducesReserveOnlyTheGathersNode) {
+  const size_t graphs = 2 * CudaGraphRunner::graph_batch_sizes(512).size();
+  const double gib = 1073741824.0;
+  const auto peer = CudaGraphRunner::graph_bytes_estimate(graphs, 4, 36, true);
+  EXPECT_GE(static_cast<double>(peer), 0.09 * gib);
+  EXPECT_LT(static_cast<double>(peer), 0.4 * gib);
+  EXPECT_EQ(peer / graphs,
+            CudaGraphRunner::kGraphBytesEstimate + CudaGraphRunner::kCollectiveNodeBytesEstimate);
+  EXPECT_GT(CudaGraphRunner::graph_bytes_estimate(graphs, 4, 36), 1.0 * gib);  // NCCL's
+  EXPECT_EQ(CudaGraphRunner::graph_bytes_estimate(graphs, 1, 36, true),
+            graphs * CudaGraphRunner::kGraphBytesEstimate);  // one rank: no collective at all
+}
+
 }  // namespace
 }  // namespace nanovllm
