@@ -10,8 +10,10 @@
 // limit max(bytes / copy bandwidth, FLOPs / bf16 peak), both ceilings measured at start
 // (bench/machine_limits.h); then, per model, the sum over one
 // decode step (layers x the four projections) for the default and for the fastest per shape.
+// --tp N: one rank's shards of the shapes (qkv and gate_up split their N, o_proj and
+// down_proj their K), the GEMMs a rank of --tp N runs.
 //
-// Usage: cublaslt_bench [--model 0.6b|8b] [--launches N]
+// Usage: cublaslt_bench [--model 0.6b|8b] [--launches N] [--tp N]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
@@ -38,13 +40,20 @@ struct Gemm {
   const char* name;
   int64_t n, k;
   int layers;
+  bool row_parallel;  // under tensor parallelism K is split (else N)
 };
 constexpr Gemm kGemms[] = {
-    {"0.6b", "qkv_proj", 4096, 1024, 28},     {"0.6b", "o_proj", 1024, 2048, 28},
-    {"0.6b", "gate_up_proj", 6144, 1024, 28}, {"0.6b", "down_proj", 1024, 3072, 28},
-    {"8b", "qkv_proj", 6144, 4096, 36},       {"8b", "o_proj", 4096, 4096, 36},
-    {"8b", "gate_up_proj", 24576, 4096, 36},  {"8b", "down_proj", 4096, 12288, 36},
+    {"0.6b", "qkv_proj", 4096, 1024, 28, false},     {"0.6b", "o_proj", 1024, 2048, 28, true},
+    {"0.6b", "gate_up_proj", 6144, 1024, 28, false}, {"0.6b", "down_proj", 1024, 3072, 28, true},
+    {"8b", "qkv_proj", 6144, 4096, 36, false},       {"8b", "o_proj", 4096, 4096, 36, true},
+    {"8b", "gate_up_proj", 24576, 4096, 36, false},  {"8b", "down_proj", 4096, 12288, 36, true},
 };
+
+// One rank's shard of g at --tp tp.
+Gemm shard_of(Gemm g, int tp) {
+  (g.row_parallel ? g.k : g.n) /= tp;
+  return g;
+}
 
 #define LT_CHECK(call) CHECK_EQ(static_cast<int>(call), static_cast<int>(CUBLAS_STATUS_SUCCESS))
 
@@ -155,14 +164,18 @@ Result run(const Gemm& g, int64_t m, const Handles& h, const MachineLimits& lim,
 int main(int argc, char** argv) {
   using namespace nanovllm::bench;
   const char* model = nullptr;
-  int launches = 10;
+  int launches = 10, tp = 1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--model") && i + 1 < argc) {
       model = argv[++i];
     } else if (!std::strcmp(argv[i], "--launches") && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
       launches = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--tp") && i + 1 < argc &&
+               (!std::strcmp(argv[i + 1], "1") || !std::strcmp(argv[i + 1], "2") ||
+                !std::strcmp(argv[i + 1], "4") || !std::strcmp(argv[i + 1], "8"))) {
+      tp = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--model 0.6b|8b] [--launches N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--model 0.6b|8b] [--launches N] [--tp 1|2|4|8]\n", argv[0]);
       return 2;
     }
   }
@@ -173,9 +186,10 @@ int main(int argc, char** argv) {
   h.workspace = workspace.ptr;
   CUBLAS_CHECK(cublasSetWorkspace(h.blas, workspace.ptr, kWorkspaceBytes));
   const MachineLimits lim = measure_machine_limits();
-  std::printf("device %s, %d SMs; D2D copy %.0f GB/s (read + write); cuBLAS bf16 %.0f TFLOP/s\n",
-              lim.device.c_str(), lim.sm_count, lim.copy_bytes_per_s / 1e9,
-              lim.bf16_flop_per_s / 1e12);
+  std::printf(
+      "device %s, %d SMs; D2D copy %.0f GB/s (read + write); cuBLAS bf16 %.0f TFLOP/s; one "
+      "rank of --tp %d\n",
+      lim.device.c_str(), lim.sm_count, lim.copy_bytes_per_s / 1e9, lim.bf16_flop_per_s / 1e12, tp);
   std::printf("%-5s %-13s %-6s %9s %9s %9s %7s %7s  %s\n", "model", "gemm", "M", "default",
               "lt_first", "lt_best", "lim/def", "lim/lt", "fastest Lt config");
   for (const char* mdl : {"0.6b", "8b"}) {
@@ -184,7 +198,7 @@ int main(int argc, char** argv) {
       double step_default = 0, step_best = 0, step_limit = 0;
       for (const Gemm& g : kGemms) {
         if (std::strcmp(g.model, mdl) != 0) continue;
-        const Result r = run(g, m, h, lim, launches);
+        const Result r = run(shard_of(g, tp), m, h, lim, launches);
         step_default += g.layers * r.default_us;
         step_best += g.layers * std::min(r.default_us, r.best_lt_us);
         step_limit += g.layers * r.limit_us;
