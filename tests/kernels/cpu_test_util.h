@@ -1,39 +1,18 @@
-// Helpers for the CPU kernel tests: random bf16 tensors held in std::vector, and views on them.
+// Helpers for the CPU kernel tests: host tensors (tests/kernels/host_tensors.h) and the error
+// measure their comparisons use.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
-#include <random>
-#include <vector>
 
 #include "kernels/bf16.h"
 #include "kernels/tensor.h"
+#include "tests/kernels/host_tensors.h"
 
 namespace nanovllm::test {
 
-// bf16 values drawn uniformly from [lo, hi), stored as their bit patterns.
-inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng, float lo = -1.0f,
-                                         float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<uint16_t> out(n);
-  for (auto& x : out) x = float_to_bf16(dist(rng));
-  return out;
-}
-
 inline double bf(uint16_t x) {
   return static_cast<double>(bf16_to_float(x));
-}
-
-inline TensorView view(std::vector<uint16_t>& v, std::initializer_list<int64_t> dims) {
-  return TensorView(v.data(), DType::kBf16, dims);
-}
-inline TensorView view(std::vector<int32_t>& v, std::initializer_list<int64_t> dims) {
-  return TensorView(v.data(), DType::kI32, dims);
-}
-inline TensorView view(std::vector<float>& v, std::initializer_list<int64_t> dims) {
-  return TensorView(v.data(), DType::kF32, dims);
-}
-inline TensorView view(std::vector<int64_t>& v, std::initializer_list<int64_t> dims) {
-  return TensorView(v.data(), DType::kI64, dims);
 }
 
 // |got - want| <= atol + rtol * |want|, with bf16-sized defaults.

@@ -15,6 +15,7 @@
 #include "kernels/bf16.h"
 #include "kernels/check.h"
 #include "kernels/tensor.h"
+#include "tests/kernels/host_tensors.h"
 
 namespace nanovllm::test {
 
@@ -73,14 +74,6 @@ struct DevVec {
   DeviceMem mem;
   size_t n;
 };
-
-inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng, float lo = -1.f,
-                                         float hi = 1.f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<uint16_t> v(n);
-  for (auto& x : v) x = float_to_bf16(d(rng));
-  return v;
-}
 
 struct ErrorStats {
   double rel_l2 = 0;   // ||a - b|| / ||b||

@@ -11,20 +11,9 @@
 
 #include "kernels/sampler.h"
 #include "kernels/shard_sampler.h"
-#include "kernels/tensor.h"
+#include "tests/kernels/host_tensors.h"
 
 namespace nanovllm::test {
-
-// Host views of the case's vectors (the CUDA test cannot include cpu_test_util.h's).
-inline TensorView host_view(std::vector<float>& v, std::initializer_list<int64_t> dims) {
-  return TensorView(v.data(), DType::kF32, dims);
-}
-inline TensorView host_view(std::vector<int32_t>& v, std::initializer_list<int64_t> dims) {
-  return TensorView(v.data(), DType::kI32, dims);
-}
-inline TensorView host_view(std::vector<int64_t>& v, std::initializer_list<int64_t> dims) {
-  return TensorView(v.data(), DType::kI64, dims);
-}
 
 struct ShardSlot {
   float temperature;
@@ -59,22 +48,22 @@ struct ShardCase {
   kernels::SamplingSlotParams params() {
     const int64_t n = num_slots();
     kernels::SamplingSlotParams p;
-    p.temperatures = host_view(temperatures, {n});
-    p.top_k = host_view(top_k, {n});
-    p.top_p = host_view(top_p, {n});
-    p.min_p = host_view(min_p, {n});
-    p.seeds = host_view(seeds, {n});
+    p.temperatures = view(temperatures, {n});
+    p.top_k = view(top_k, {n});
+    p.top_p = view(top_p, {n});
+    p.min_p = view(min_p, {n});
+    p.seeds = view(seeds, {n});
     return p;
   }
   // The full-row CPU sampler's tokens: what every shard merge must give.
   std::vector<int32_t> reference_tokens() {
     std::vector<int32_t> out(static_cast<size_t>(rows), -7);
     kernels::SamplingBatch b;
-    b.logits = host_view(logits, {rows, vocab});
-    b.slots = host_view(row_slot, {rows});
-    b.positions = host_view(positions, {rows});
+    b.logits = view(logits, {rows, vocab});
+    b.slots = view(row_slot, {rows});
+    b.positions = view(positions, {rows});
     b.params = params();
-    b.out_tokens = host_view(out, {rows});
+    b.out_tokens = view(out, {rows});
     kernels::cpu::sample(b);
     return out;
   }

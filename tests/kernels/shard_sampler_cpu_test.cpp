@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "kernels/sampler_math.h"
-#include "tests/kernels/cpu_test_util.h"
 #include "tests/kernels/shard_sampler_case.h"
 
 namespace nanovllm {

@@ -57,9 +57,9 @@ void expect_keys_match(ShardCase& c, const DeviceCase& d, int tp, DevVec<int64_t
                         {c.rows, K}, Device::kCuda);
     kernels::cuda::shard_candidates(b, nullptr);
     CUDA_CHECK(cudaGetLastError());
-    b.shard_logits = host_view(shard, {c.rows, c.shard_width(tp)});
-    b.slots = host_view(c.row_slot, {c.rows});
-    b.positions = host_view(c.positions, {c.rows});
+    b.shard_logits = view(shard, {c.rows, c.shard_width(tp)});
+    b.slots = view(c.row_slot, {c.rows});
+    b.positions = view(c.positions, {c.rows});
     b.params = c.params();
     b.keys = TensorView(want.data() + r * c.rows * K, DType::kI64, {c.rows, K});
     kernels::cpu::shard_candidates(b);
