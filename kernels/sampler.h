@@ -97,8 +97,12 @@ struct SamplingBatch {
   TensorView row_passes;
 };
 
-// Shapes (N slots, vocabulary V), dtypes and all-or-none groups of the per-slot parameters:
-// CHECK failures, the same on both backends (each adds its own device checks).
+// The draw parameters (temperatures, top_k, top_p, min_p, seeds): present, [N] each, their
+// dtypes, contiguous, on `device`. What every sampler kernel reads (the shard sampler's too).
+void check_draw_params(const SamplingSlotParams& p, Device device);
+// Shapes (N slots, vocabulary V), dtypes and all-or-none groups of every per-slot parameter
+// (check_draw_params on the temperatures' device first): CHECK failures, the same on both
+// backends (each adds its own device checks).
 void check_slot_params(const SamplingSlotParams& p, int64_t vocab);
 
 // Rule P's choice for row b of slot s, shared by both backends and every kernel that must agree

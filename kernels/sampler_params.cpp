@@ -3,14 +3,26 @@
 
 namespace nanovllm::kernels {
 
+void check_draw_params(const SamplingSlotParams& p, Device device) {
+  const int64_t n = p.temperatures.ndim == 1 ? p.temperatures.size(0) : -1;
+  const auto check = [&](const TensorView& t, DType dtype, const char* name) {
+    CHECK_MSG(t.data != nullptr, "sampler " << name << " is null");
+    CHECK_MSG(t.device == device, "sampler " << name << " is on the wrong device");
+    CHECK_MSG(t.dtype == dtype, "sampler " << name << " has dtype " << dtype_name(t.dtype)
+                                           << ", expected " << dtype_name(dtype));
+    CHECK_MSG(t.ndim == 1 && t.size(0) == n && t.stride[0] == 1,
+              "sampler " << name << " is " << t.shape_str() << ", expected [" << n << "]");
+  };
+  check(p.temperatures, DType::kF32, "temperatures");
+  check(p.top_k, DType::kI32, "top_k");
+  check(p.top_p, DType::kF32, "top_p");
+  check(p.min_p, DType::kF32, "min_p");
+  check(p.seeds, DType::kI64, "seeds");
+}
+
 void check_slot_params(const SamplingSlotParams& p, int64_t vocab) {
+  check_draw_params(p, p.temperatures.device);
   const int64_t n = p.temperatures.size(0);
-  CHECK_EQ(p.temperatures.ndim, 1);
-  CHECK(p.temperatures.dtype == DType::kF32 && p.top_k.dtype == DType::kI32);
-  CHECK(p.top_p.dtype == DType::kF32 && p.min_p.dtype == DType::kF32);
-  CHECK(p.seeds.dtype == DType::kI64);
-  CHECK(p.top_k.size(0) == n && p.top_p.size(0) == n && p.min_p.size(0) == n &&
-        p.seeds.size(0) == n);
   CHECK_EQ(p.min_tokens_position.data == nullptr, p.min_tokens_masked_ids.data == nullptr);
   if (p.min_tokens_position.data != nullptr) {
     CHECK(p.min_tokens_position.dtype == DType::kI32 && p.min_tokens_position.size(0) == n);

@@ -49,6 +49,16 @@ enum InputSlot : size_t {
 int64_t len(const auto& v) {
   return static_cast<int64_t>(v.size());
 }
+// Each sampled row's input position [S]: the sampler draws for the token after it.
+std::vector<int32_t> sampled_row_positions(const StepCommand& cmd) {
+  std::vector<int32_t> positions;
+  positions.reserve(cmd.logits_indices.size());
+  for (const int32_t row : cmd.logits_indices) {
+    CHECK(row >= 0 && row < cmd.num_tokens());
+    positions.push_back(cmd.positions[static_cast<size_t>(row)]);
+  }
+  return positions;
+}
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -257,9 +267,7 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
   const TensorView indices =
       in_order ? TensorView() : upload(kLogitsIndices, cmd.logits_indices.data(), DType::kI32, {s});
   if (cmd.sample_from_shards) {  // every rank's shard candidates, merged into rank 0's tokens
-    std::vector<int32_t> row_positions(static_cast<size_t>(s));  // [S]
-    for (int64_t i = 0; i < s; ++i)
-      row_positions[static_cast<size_t>(i)] = cmd.positions[cmd.logits_indices[i]];
+    const std::vector<int32_t> row_positions = sampled_row_positions(cmd);  // [S]
     CHECK_EQ(len(cmd.sample_slots), s);
     const TensorView out_tokens = inputs_.get(kOutTokens, DType::kI32, {s});
     draw_from_shards(model_->compute_shard_logits(hidden, indices, ctx_),
@@ -317,6 +325,7 @@ void ModelRunner::draw_from_shards(const TensorView& shard_logits, const TensorV
                                    const TensorView& positions, const TensorView& out_tokens) {
   const int64_t s = shard_logits.size(0);
   const bool rank0 = comm_->rank() == 0;
+  const kernels::SamplingSlotParams params = sampling_->draw_params();
   kernels::ShardCandidatesBatch c;
   c.shard_logits = shard_logits;
   c.vocab_start = model_->vocab_start();
@@ -324,7 +333,7 @@ void ModelRunner::draw_from_shards(const TensorView& shard_logits, const TensorV
   c.vocab = config_.vocab_size;
   c.slots = slots;
   c.positions = positions;
-  c.params = sampling_->draw_params();
+  c.params = params;
   c.keys = sampling_->shard_keys(s);
   {
     const PhaseScope phase(ctx_, Phase::kSampling);
@@ -342,7 +351,7 @@ void ModelRunner::draw_from_shards(const TensorView& shard_logits, const TensorV
   m.slots = slots;
   m.positions = positions;
   m.vocab = config_.vocab_size;
-  m.params = sampling_->draw_params();
+  m.params = params;
   m.out_tokens = out_tokens;
   m.last_tokens = sampling_->last_tokens();
   kernels::merge_shard_candidates(m, ctx_);
@@ -358,13 +367,7 @@ TensorView ModelRunner::sample_rows(const StepCommand& cmd, const TensorView& lo
   CHECK_EQ(len(cmd.sample_slots), s);
   CHECK_EQ(len(cmd.logits_indices), s);
   const PhaseScope phase(ctx_, Phase::kSampling);
-  // Each row's input position: the sampler draws for the token after it.
-  std::vector<int32_t> row_positions(static_cast<size_t>(s));  // [S]
-  for (int64_t i = 0; i < s; ++i) {
-    const int32_t row = cmd.logits_indices[static_cast<size_t>(i)];
-    CHECK(row >= 0 && row < cmd.num_tokens());
-    row_positions[static_cast<size_t>(i)] = cmd.positions[static_cast<size_t>(row)];
-  }
+  const std::vector<int32_t> row_positions = sampled_row_positions(cmd);  // [S]
   kernels::SamplingBatch batch;
   batch.logits = logits;
   batch.slots = upload(kSampleSlots, cmd.sample_slots.data(), DType::kI32, {s});

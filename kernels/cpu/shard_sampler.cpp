@@ -12,11 +12,10 @@ namespace nanovllm::kernels::cpu {
 
 namespace {
 
-void check_params(const SamplingSlotParams& p, const TensorView& slots, const TensorView& positions,
-                  int64_t rows) {
-  CHECK(p.temperatures.dtype == DType::kF32 && p.top_k.dtype == DType::kI32);
-  CHECK(p.top_p.dtype == DType::kF32 && p.min_p.dtype == DType::kF32);
-  CHECK(p.seeds.dtype == DType::kI64);
+// The rows' slots and positions [rows] i32, and the draw parameters, on the CPU.
+void check_rows(const SamplingSlotParams& p, const TensorView& slots, const TensorView& positions,
+                int64_t rows) {
+  check_draw_params(p, Device::kCpu);
   CHECK(slots.dtype == DType::kI32 && positions.dtype == DType::kI32);
   CHECK_EQ(slots.size(0), rows);
   CHECK_EQ(positions.size(0), rows);
@@ -57,7 +56,7 @@ void shard_candidates(const ShardCandidatesBatch& b) {
   CHECK(b.columns > 0 && b.columns <= l.size(1));
   CHECK(b.keys.dtype == DType::kI64 && b.keys.ndim == 2 && b.keys.is_contiguous());
   CHECK(b.keys.size(0) == rows && b.keys.size(1) == kShardCandidates);
-  check_params(b.params, b.slots, b.positions, rows);
+  check_rows(b.params, b.slots, b.positions, rows);
   for (int64_t r = 0; r < rows; ++r) {
     uint64_t* out = reinterpret_cast<uint64_t*>(elem<int64_t>(b.keys, r));
     const int32_t s = *elem<int32_t>(b.slots, r);
@@ -80,7 +79,7 @@ void merge_shard_candidates(const ShardMergeBatch& b) {
   const int tp = static_cast<int>(k.size(0));
   CHECK(tp >= 1 && tp <= kMaxShardRanks);
   const int64_t rows = k.size(1);
-  check_params(b.params, b.slots, b.positions, rows);
+  check_rows(b.params, b.slots, b.positions, rows);
   CHECK(b.out_tokens.dtype == DType::kI32 && b.out_tokens.size(0) == rows);
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t s = *elem<int32_t>(b.slots, r);

@@ -296,11 +296,7 @@ void check_batch(const SamplingBatch& s) {
   check_cuda_tensor(s.logits, DType::kF32, "sampler logits");
   check_cuda_tensor(s.slots, DType::kI32, "sampler slots");
   check_cuda_tensor(s.positions, DType::kI32, "sampler positions");
-  check_cuda_tensor(s.params.temperatures, DType::kF32, "sampler temperatures");
-  check_cuda_tensor(s.params.top_k, DType::kI32, "sampler top_k");
-  check_cuda_tensor(s.params.top_p, DType::kF32, "sampler top_p");
-  check_cuda_tensor(s.params.min_p, DType::kF32, "sampler min_p");
-  check_cuda_tensor(s.params.seeds, DType::kI64, "sampler seeds");
+  check_draw_params(s.params, Device::kCuda);
   check_cuda_tensor(s.out_tokens, DType::kI32, "sampler out_tokens");
   if (s.last_tokens.data) check_cuda_tensor(s.last_tokens, DType::kI32, "sampler last_tokens");
   if (s.row_passes.data) check_cuda_tensor(s.row_passes, DType::kI32, "sampler row_passes");
@@ -390,11 +386,7 @@ void shard_candidates(const ShardCandidatesBatch& b, cudaStream_t stream) {
   check_cuda_tensor(l, DType::kF32, "shard sampler logits");
   check_cuda_tensor(b.slots, DType::kI32, "shard sampler slots");
   check_cuda_tensor(b.positions, DType::kI32, "shard sampler positions");
-  check_cuda_tensor(b.params.temperatures, DType::kF32, "shard sampler temperatures");
-  check_cuda_tensor(b.params.top_k, DType::kI32, "shard sampler top_k");
-  check_cuda_tensor(b.params.top_p, DType::kF32, "shard sampler top_p");
-  check_cuda_tensor(b.params.min_p, DType::kF32, "shard sampler min_p");
-  check_cuda_tensor(b.params.seeds, DType::kI64, "shard sampler seeds");
+  check_draw_params(b.params, Device::kCuda);
   check_cuda_tensor(b.keys, DType::kI64, "shard sampler keys");
   CHECK_EQ(l.ndim, 2);
   CHECK_EQ(l.stride[1], 1);

@@ -54,11 +54,7 @@ void merge_shard_candidates(const ShardMergeBatch& b, cudaStream_t stream) {
   check_cuda_tensor(b.positions, DType::kI32, "shard merge positions");
   check_cuda_tensor(b.out_tokens, DType::kI32, "shard merge out_tokens");
   const SamplingSlotParams& p = b.params;
-  check_cuda_tensor(p.temperatures, DType::kF32, "shard merge temperatures");
-  check_cuda_tensor(p.top_k, DType::kI32, "shard merge top_k");
-  check_cuda_tensor(p.top_p, DType::kF32, "shard merge top_p");
-  check_cuda_tensor(p.min_p, DType::kF32, "shard merge min_p");
-  check_cuda_tensor(p.seeds, DType::kI64, "shard merge seeds");
+  check_draw_params(p, Device::kCuda);
   if (b.last_tokens.data) check_cuda_tensor(b.last_tokens, DType::kI32, "shard merge last_tokens");
   CHECK(b.keys.ndim == 3 && b.keys.is_contiguous());
   CHECK_EQ(b.keys.size(2), kShardCandidates);
