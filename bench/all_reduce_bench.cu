@@ -1,13 +1,13 @@
 // One all-reduce inside a CUDA graph, on 2 and 4 GPUs of this process (as many as have peer
-// access): the peer-memory one-shot and two-shot kernels (kernels/peer_all_reduce.h) beside
+// access): the peer-memory one-shot, two-shot and push kernels (kernels/peer_all_reduce.h) beside
 // NCCL (NVLS off), bf16, in place, over the decode sizes (8 KiB .. 2 MiB) and a few larger.
 // Each figure: a graph of kCallsPerGraph calls replayed kReplays times on every GPU, the time
 // of the slowest GPU's replays over the calls. Prints a table and JSON lines. --sweep-shapes
 // adds, per GPU count, both peer kernels at every launch shape (kernels::PeerAllReduceShape:
 // 128 .. 1024 threads a block, at most 128 blocks) beside the default shape, and the best per
 // size. --fused-norm adds, per GPU count, the all-reduce with the residual add and RMSNorm after
-// it (H 4096): each peer kernel then kernels::cuda::fused_add_rms_norm, and the one-shot fused
-// kernel (kernels::peer_all_reduce_add_rms_norm).
+// it (H 4096): each peer kernel then kernels::cuda::fused_add_rms_norm, and the one-shot and
+// push fused kernels (kernels::peer_all_reduce_add_rms_norm).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -107,10 +107,24 @@ std::function<void()> peer_call(const test::PeerGroup& g, size_t elems,
 }
 
 const char* algo_name(kernels::PeerAllReduceAlgo algo) {
-  return algo == kernels::PeerAllReduceAlgo::kOneShot ? "one-shot" : "two-shot";
+  switch (algo) {
+    case kernels::PeerAllReduceAlgo::kOneShot:
+      return "one-shot";
+    case kernels::PeerAllReduceAlgo::kTwoShot:
+      return "two-shot";
+    default:
+      return "push";
+  }
 }
 const char* algo_key(kernels::PeerAllReduceAlgo algo) {  // JSON
-  return algo == kernels::PeerAllReduceAlgo::kOneShot ? "one_shot" : "two_shot";
+  switch (algo) {
+    case kernels::PeerAllReduceAlgo::kOneShot:
+      return "one_shot";
+    case kernels::PeerAllReduceAlgo::kTwoShot:
+      return "two_shot";
+    default:
+      return "push";
+  }
 }
 
 // The default shape's times at one size (the main table's).
@@ -189,7 +203,8 @@ void fused_norm(const test::PeerGroup& g) {
       "\n%d GPUs: all-reduce + residual add + RMSNorm (H %lld) in a CUDA graph, microseconds per "
       "call\n",
       n, static_cast<long long>(kHidden));
-  std::printf("%6s %10s %10s %10s %10s\n", "rows", "bytes", "one+norm", "two+norm", "one-fused");
+  std::printf("%6s %10s %10s %10s %10s %10s %10s\n", "rows", "bytes", "one+norm", "two+norm",
+              "one-fused", "push+norm", "push-fused");
   for (const int64_t rows : {1, 8, 32, 64, 128, 256, 512}) {
     const auto call = [&](bool fused, kernels::PeerAllReduceAlgo algo) {
       return [&, rows, fused, algo] {
@@ -199,7 +214,7 @@ void fused_norm(const test::PeerGroup& g) {
           const TensorView r(residual[d], DType::kBf16, {rows, kHidden}, Device::kCuda);
           const TensorView w(weight[d], DType::kBf16, {kHidden}, Device::kCuda);
           if (fused) {
-            kernels::peer_all_reduce_add_rms_norm(x, r, w, 1e-6f, g.buffers(d), g.stream(d));
+            kernels::peer_all_reduce_add_rms_norm(x, r, w, 1e-6f, g.buffers(d), g.stream(d), algo);
           } else {
             const TensorView flat(g.io(d), DType::kBf16, {rows * kHidden}, Device::kCuda);
             kernels::peer_all_reduce_sum(flat, g.buffers(d), algo, g.stream(d));
@@ -212,15 +227,17 @@ void fused_norm(const test::PeerGroup& g) {
     const double one = time_in_graph(g, call(false, PeerAllReduceAlgo::kOneShot));
     const double two = time_in_graph(g, call(false, PeerAllReduceAlgo::kTwoShot));
     const double one_fused = time_in_graph(g, call(true, PeerAllReduceAlgo::kOneShot));
+    const double push = time_in_graph(g, call(false, PeerAllReduceAlgo::kPush));
+    const double push_fused = time_in_graph(g, call(true, PeerAllReduceAlgo::kPush));
     const size_t bytes = static_cast<size_t>(rows * kHidden * 2);
-    std::printf("%6lld %10zu %10.2f %10.2f %10.2f\n", static_cast<long long>(rows), bytes, one, two,
-                one_fused);
+    std::printf("%6lld %10zu %10.2f %10.2f %10.2f %10.2f %10.2f\n", static_cast<long long>(rows),
+                bytes, one, two, one_fused, push, push_fused);
     std::printf(
         "JSON {\"bench\":\"all_reduce_norm\",\"ranks\":%d,\"rows\":%lld,\"hidden\":%lld,"
         "\"bytes\":%zu,\"one_shot_then_norm_us\":%.3f,\"two_shot_then_norm_us\":%.3f,"
-        "\"one_shot_fused_us\":%.3f}\n",
+        "\"one_shot_fused_us\":%.3f,\"push_then_norm_us\":%.3f,\"push_fused_us\":%.3f}\n",
         n, static_cast<long long>(rows), static_cast<long long>(kHidden), bytes, one, two,
-        one_fused);
+        one_fused, push, push_fused);
   }
   for (int d = 0; d < n; ++d) {
     CUDA_CHECK(cudaSetDevice(d));
@@ -236,7 +253,8 @@ void bench_ranks(int n, bool sweep, bool fused) {
   for (int d = 0; d < n; ++d) devs[d] = d;
   NCCL_OK(ncclCommInitAll(comms.data(), n, devs.data()));
   std::printf("\n%d GPUs: microseconds per all-reduce in a CUDA graph (bf16, in place)\n", n);
-  std::printf("%10s %10s %10s %10s %8s\n", "bytes", "nccl", "one-shot", "two-shot", "best/nccl");
+  std::printf("%10s %10s %10s %10s %10s %8s\n", "bytes", "nccl", "one-shot", "two-shot", "push",
+              "best/nccl");
   std::vector<DefaultTimes> defaults;
   for (const size_t bytes : kSizes) {
     const size_t elems = bytes / 2;
@@ -252,13 +270,14 @@ void bench_ranks(int n, bool sweep, bool fused) {
         time_in_graph(g, peer_call(g, elems, kernels::PeerAllReduceAlgo::kOneShot));
     const double t_two =
         time_in_graph(g, peer_call(g, elems, kernels::PeerAllReduceAlgo::kTwoShot));
+    const double t_push = time_in_graph(g, peer_call(g, elems, kernels::PeerAllReduceAlgo::kPush));
     defaults.push_back({t_one, t_two});
-    std::printf("%10zu %10.2f %10.2f %10.2f %8.2f\n", bytes, t_nccl, t_one, t_two,
-                std::min(t_one, t_two) / t_nccl);
+    std::printf("%10zu %10.2f %10.2f %10.2f %10.2f %8.2f\n", bytes, t_nccl, t_one, t_two, t_push,
+                std::min({t_one, t_two, t_push}) / t_nccl);
     std::printf(
         "JSON {\"bench\":\"all_reduce\",\"ranks\":%d,\"bytes\":%zu,\"nccl_us\":%.3f,"
-        "\"one_shot_us\":%.3f,\"two_shot_us\":%.3f}\n",
-        n, bytes, t_nccl, t_one, t_two);
+        "\"one_shot_us\":%.3f,\"two_shot_us\":%.3f,\"push_us\":%.3f}\n",
+        n, bytes, t_nccl, t_one, t_two, t_push);
   }
   for (ncclComm_t c : comms) ncclCommDestroy(c);
   if (sweep) sweep_shapes(g, defaults);

@@ -8,6 +8,14 @@
 //   and sums (f32, ranks in order 0..N-1). N reads per element; best for small messages.
 // - Two-shot: reduce-scatter (rank r sums part r of every rank's buffer into its own), then
 //   all-gather (every rank reads part s from rank s). 2 reads per element over the links.
+// - Push (one-shot without flags): each rank writes its input into slot `rank` of every peer's
+//   inbox, then waits for its own inbox's slots to fill and sums. An inbox holds kPushEmpty
+//   (bf16 -0) in every unwritten element, so the data is its own flag: no barrier, one one-way
+//   trip over the links instead of a flag exchange and then remote reads. A -0 input is sent
+//   as +0 (the sum is the same number), and the owner writes kPushEmpty back once it has read.
+//   Calls alternate between two inbox generations: a peer writes generation g again only in
+//   the call after next, which it reaches only once the owner has entered the call between
+//   (its push or its start barrier), after emptying g (kernels run in stream order).
 // Either way every rank ends with the same bits, and a run is deterministic: the sum order is
 // fixed, never who arrives first.
 //
@@ -38,8 +46,17 @@ inline constexpr uint64_t kPeerWaitTimeoutNs = 10'000'000'000ull;  // 10 s
 
 // Flags a rank's flag block holds: [2 barriers (start, middle)][blocks][ranks] u32.
 inline constexpr size_t kPeerFlagWords = size_t{2} * kPeerAllReduceMaxBlocks * kMaxPeerRanks;
+// What an unwritten inbox element holds (bf16 -0; kernels/peer_all_reduce.h's push algorithm).
+inline constexpr uint16_t kPushEmpty = 0x8000;
 
-enum class PeerAllReduceAlgo { kOneShot, kTwoShot };
+enum class PeerAllReduceAlgo { kOneShot, kTwoShot, kPush };
+
+// Bytes of one rank's inbox for pushed messages of up to `slot_bytes`: [2 generations (calls
+// alternate, as with the staging halves)][world_size slots][slot_bytes]. Fill it with
+// kPushEmpty before the first call.
+inline size_t peer_push_inbox_bytes(int world_size, size_t slot_bytes) {
+  return 2 * static_cast<size_t>(world_size) * slot_bytes;
+}
 
 // One rank's view of the group's buffers. data[r] and flags[r] are rank r's, mapped into this
 // process (data[rank] and flags[rank] are its own). Zero the flags and the counters once,
@@ -51,6 +68,10 @@ struct PeerAllReduceBuffers {
   uint32_t* flags[kMaxPeerRanks] = {};  // rank r's flag block [kPeerFlagWords]
   uint32_t* counters = nullptr;         // this rank's own [kPeerAllReduceMaxBlocks], device
   size_t capacity_bytes = 0;            // each half of every staging buffer
+  // Push: rank r's inbox [2][world_size][inbox_bytes] (peer_push_inbox_bytes); null when the
+  // group has none (then kPush is refused).
+  void* inbox[kMaxPeerRanks] = {};
+  size_t inbox_bytes = 0;  // the largest pushed message
 };
 
 // The rank counts the kernels are built for (2, 4, 8): a group of another size keeps NCCL.
@@ -69,30 +90,38 @@ struct PeerAllReduceShape {
   int max_blocks = kPeerAllReduceMaxBlocks;
 };
 
-// The largest message (bytes) the buffers take: capacity_bytes.
-// inout: contiguous bf16 on this rank's device, at most capacity_bytes, the same element count
-// on every rank; summed in place. Throws std::invalid_argument on a bad argument (too large, not
-// bf16, a rank count peer_all_reduce_supports refuses, a shape outside the above).
+// The largest message (bytes) the buffers take: capacity_bytes (inbox_bytes for kPush).
+// inout: contiguous bf16 on this rank's device, at most that, the same element count on every
+// rank; summed in place. kPush also needs 16-byte vectors (peer_push_fits). Throws
+// std::invalid_argument on a bad argument (too large, not bf16, a rank count
+// peer_all_reduce_supports refuses, a shape outside the above, kPush without an inbox or
+// vectors).
 void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& buffers,
                          PeerAllReduceAlgo algo, cudaStream_t stream,
                          const PeerAllReduceShape& shape = {});
+
+// Whether kPush takes inout: an inbox, at most inbox_bytes, 16-byte vectors (an element count
+// that divides by 8, and 16-byte aligned data).
+bool peer_push_fits(const TensorView& inout, const PeerAllReduceBuffers& buffers);
 
 // The blocks peer_all_reduce_sum launches for these arguments (0 for an empty tensor); launches
 // nothing. For the benchmark's tables. Throws as peer_all_reduce_sum does.
 int peer_all_reduce_blocks(const TensorView& inout, const PeerAllReduceBuffers& buffers,
                            PeerAllReduceAlgo algo, const PeerAllReduceShape& shape = {});
 
-// The one-shot all-reduce fused with the residual add and the RMSNorm after it (the decoder's
-// row-parallel outputs): y = the ordered f32 sum over the ranks of x, rounded to bf16 (as
-// peer_all_reduce_sum leaves it); residual = bf16(y + residual); x = bf16(residual * rsqrt(
-// mean(residual^2) + eps) * weight). x, residual: [T, H] bf16, rows contiguous (any row stride
-// for residual), H a multiple of 8; weight: [H] bf16; T * H * 2 bytes at most capacity_bytes.
+// The one-shot or push all-reduce fused with the residual add and the RMSNorm after it (the
+// decoder's row-parallel outputs): y = the ordered f32 sum over the ranks of x, rounded to bf16
+// (as peer_all_reduce_sum with `algo` leaves it); residual = bf16(y + residual); x = bf16(
+// residual * rsqrt(mean(residual^2) + eps) * weight). x, residual: [T, H] bf16, rows contiguous
+// (any row stride for residual), H a multiple of 8; weight: [H] bf16; T * H * 2 bytes at most
+// capacity_bytes (inbox_bytes for kPush); algo kOneShot or kPush.
 // Each block owns whole rows, so the norm needs no second pass over the ranks. (A two-shot form
 // that reads each row's sum from the rank that reduced it lost to the two-shot sum followed by
 // the norm kernel on 4 H200s at every size: bench/results/h200x4-2026-11-26-issue31_all_reduce_
 // shapes.txt.) Throws std::invalid_argument on a bad argument.
 void peer_all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
                                   const TensorView& weight, float eps,
-                                  const PeerAllReduceBuffers& buffers, cudaStream_t stream);
+                                  const PeerAllReduceBuffers& buffers, cudaStream_t stream,
+                                  PeerAllReduceAlgo algo = PeerAllReduceAlgo::kOneShot);
 
 }  // namespace nanovllm::kernels

@@ -1,6 +1,8 @@
 #include "rank/peer_communicator.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 namespace nanovllm {
@@ -13,6 +15,16 @@ AllReducePath choose_all_reduce(int world_size, size_t bytes, size_t staging_byt
   return AllReducePath::kNccl;
 }
 
+bool takes_push(int world_size, size_t bytes, size_t inbox_bytes, bool push_on) {
+  if (!push_on || bytes > inbox_bytes) return false;
+  if (world_size == 2) return bytes <= (size_t{512} << 10);
+  return world_size == 4 && bytes <= (size_t{64} << 10);
+}
+
+bool push_fuses_norm(size_t bytes) {
+  return bytes <= (size_t{256} << 10);
+}
+
 kernels::PeerAllReduceShape peer_launch_shape(int world_size) {
   kernels::PeerAllReduceShape shape;
   shape.threads = world_size <= 2 ? 512 : 256;
@@ -20,7 +32,17 @@ kernels::PeerAllReduceShape peer_launch_shape(int world_size) {
 }
 
 PeerCommunicator::PeerCommunicator(NcclCommunicator& nccl, std::unique_ptr<PeerMemory> peer)
-    : nccl_(nccl), peer_(std::move(peer)) {}
+    : nccl_(nccl), peer_(std::move(peer)) {
+  const char* env = std::getenv("NANOVLLM_PEER_PUSH");
+  push_on_ = peer_ != nullptr && peer_->buffers().inbox_bytes > 0 &&
+             !(env != nullptr && std::string(env) == "off");
+}
+
+kernels::PeerAllReduceAlgo PeerCommunicator::one_shot_algo(size_t bytes, bool vectors) const {
+  return vectors && takes_push(world_size(), bytes, peer_->buffers().inbox_bytes, push_on_)
+             ? kernels::PeerAllReduceAlgo::kPush
+             : kernels::PeerAllReduceAlgo::kOneShot;
+}
 
 bool PeerCommunicator::all_reduce_in_kernels(size_t bytes) const {
   if (knocked_out_) return true;  // no all-reduce at all
@@ -34,11 +56,12 @@ void PeerCommunicator::all_reduce_sum(const TensorView& inout, const ExecContext
   const AllReducePath path = choose_all_reduce(
       world_size(), inout.nbytes(), peer_ ? peer_->buffers().capacity_bytes : 0, peer_on);
   if (path == AllReducePath::kNccl) return nccl_.all_reduce_sum(inout, ctx);
-  kernels::peer_all_reduce_sum(inout, peer_->buffers(),
-                               path == AllReducePath::kOneShot
-                                   ? kernels::PeerAllReduceAlgo::kOneShot
-                                   : kernels::PeerAllReduceAlgo::kTwoShot,
-                               ctx.stream, peer_launch_shape(world_size()));
+  const kernels::PeerAllReduceAlgo algo =
+      path == AllReducePath::kTwoShot
+          ? kernels::PeerAllReduceAlgo::kTwoShot
+          : one_shot_algo(inout.nbytes(), kernels::peer_push_fits(inout, peer_->buffers()));
+  kernels::peer_all_reduce_sum(inout, peer_->buffers(), algo, ctx.stream,
+                               peer_launch_shape(world_size()));
 }
 
 void PeerCommunicator::all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
@@ -55,8 +78,12 @@ void PeerCommunicator::all_reduce_add_rms_norm(const TensorView& x, const Tensor
   const size_t bytes = static_cast<size_t>(x.numel()) * 2;
   if (rows_ok && choose_all_reduce(world_size(), bytes, peer_->buffers().capacity_bytes, true) ==
                      AllReducePath::kOneShot) {
-    kernels::peer_all_reduce_add_rms_norm(x, residual, weight, eps, peer_->buffers(), ctx.stream);
-    return;
+    const kernels::PeerAllReduceAlgo algo = one_shot_algo(bytes, true);
+    if (algo == kernels::PeerAllReduceAlgo::kOneShot || push_fuses_norm(bytes)) {
+      kernels::peer_all_reduce_add_rms_norm(x, residual, weight, eps, peer_->buffers(), ctx.stream,
+                                            algo);
+      return;
+    }
   }
   Communicator::all_reduce_add_rms_norm(x, residual, weight, eps, ctx);
 }

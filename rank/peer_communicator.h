@@ -24,21 +24,39 @@ enum class AllReducePath { kNccl, kOneShot, kTwoShot };
 // 4 MiB to 39.7), NCCL above (its rings win at 8 MiB). NCCL wherever the peer path is off.
 AllReducePath choose_all_reduce(int world_size, size_t bytes, size_t staging_bytes, bool peer_on);
 
+// Whether a one-shot message goes as a push instead (kernels/peer_all_reduce.h; pure), within
+// the inbox: on 2 ranks up to 512 KiB, on 4 up to 64 KiB; 8 ranks keep the one-shot (not
+// measured). On 2 H200s, alone in a graph, the push took 0.63-0.84x the one-shot's time from
+// 8 KiB to 2 MiB, but inside the 8B shape's decode step its 2 MiB calls made the step 0.7 %
+// slower (twice), while the 0.6B shape's 512 KiB calls made it 1 % faster and 8B batch 1
+// (8 KiB) 3.4 % faster. On 4 H200s the fused push (kernels::peer_all_reduce_add_rms_norm) took
+// 0.80-0.90x the fused one-shot's time up to 64 KiB and 1.2x at 256 KiB (bench/results/
+// h200x2-2026-11-27-issue31_push_all_reduce.txt). push_on: the peer path has inboxes and
+// NANOVLLM_PEER_PUSH is not "off" (the comparison switch).
+bool takes_push(int world_size, size_t bytes, size_t inbox_bytes, bool push_on);
+
+// Whether a pushed all-reduce + residual add + RMSNorm is one kernel (pure): up to 256 KiB. The
+// fused kernel gives each row to one block; from 512 KiB the push over every unit followed by
+// the norm kernel was faster (same measurement: 6.66 against 7.18 us at 64 rows of 4096).
+bool push_fuses_norm(size_t bytes);
+
 // The peer kernels' launch shape for a group (pure; the same sweep): 512 threads a block on 2
 // ranks, 256 on more, where 512 was 0.8-0.9x as fast from 8 KiB to 2 MiB.
 kernels::PeerAllReduceShape peer_launch_shape(int world_size);
 
 class PeerCommunicator final : public Communicator {
  public:
-  // `peer`: null = NCCL everywhere (no peer access, or --disable-custom-all-reduce).
+  // `peer`: null = NCCL everywhere (no peer access, or --disable-custom-all-reduce). Reads
+  // NANOVLLM_PEER_PUSH ("off": no push; anything else or unset: takes_push decides).
   PeerCommunicator(NcclCommunicator& nccl, std::unique_ptr<PeerMemory> peer);
 
   int rank() const override { return nccl_.rank(); }
   int world_size() const override { return nccl_.world_size(); }
   void all_reduce_sum(const TensorView& inout, const ExecContext& ctx) override;
-  // One kernel (kernels::peer_all_reduce_add_rms_norm, one-shot) where x takes the one-shot
-  // path and its rows allow 16-byte vectors; else all_reduce_sum (whichever path) and then the
-  // norm (kernels/peer_all_reduce.h says why there is no fused two-shot).
+  // One kernel (kernels::peer_all_reduce_add_rms_norm, one-shot, or push up to
+  // push_fuses_norm) where x takes the one-shot path and its rows allow 16-byte vectors; else
+  // all_reduce_sum (whichever path) and then the norm (kernels/peer_all_reduce.h says why there
+  // is no fused two-shot).
   void all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
                                const TensorView& weight, float eps,
                                const ExecContext& ctx) override;
@@ -62,7 +80,12 @@ class PeerCommunicator final : public Communicator {
 
  private:
   NcclCommunicator& nccl_;
+  // The one-shot algorithm for a message of `bytes` (kOneShot or kPush; a push needs 16-byte
+  // `vectors`).
+  kernels::PeerAllReduceAlgo one_shot_algo(size_t bytes, bool vectors) const;
+
   std::unique_ptr<PeerMemory> peer_;
+  bool push_on_ = false;
   bool knocked_out_ = false;
 };
 

@@ -46,8 +46,14 @@ std::unique_ptr<PeerMemory> PeerMemory::open(NcclCommunicator& nccl) {
     return nullptr;
   }
   std::unique_ptr<PeerMemory> m(new PeerMemory());
-  CUDA_CHECK(cudaMalloc(&m->own_, kFlagBytes + 2 * kStagingBytes));  // two halves
+  const size_t inbox_bytes = kernels::peer_push_inbox_bytes(world, kPushBytes);
+  CUDA_CHECK(cudaMalloc(&m->own_, kFlagBytes + 2 * kStagingBytes + inbox_bytes));  // two halves
   CUDA_CHECK(cudaMemset(m->own_, 0, kFlagBytes));
+  {  // every inbox element starts empty
+    const std::vector<uint16_t> empty(inbox_bytes / sizeof(uint16_t), kernels::kPushEmpty);
+    CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(m->own_) + kFlagBytes + 2 * kStagingBytes,
+                          empty.data(), inbox_bytes, cudaMemcpyHostToDevice));
+  }
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m->counters_),
                         kernels::kPeerAllReduceMaxBlocks * sizeof(uint32_t)));
   CUDA_CHECK(cudaMemset(m->counters_, 0, kernels::kPeerAllReduceMaxBlocks * sizeof(uint32_t)));
@@ -61,6 +67,7 @@ std::unique_ptr<PeerMemory> PeerMemory::open(NcclCommunicator& nccl) {
   b.world_size = world;
   b.counters = m->counters_;
   b.capacity_bytes = kStagingBytes;
+  b.inbox_bytes = kPushBytes;
   for (int r = 0; r < world; ++r) {
     void* base = m->own_;
     if (r != rank) {
@@ -71,9 +78,10 @@ std::unique_ptr<PeerMemory> PeerMemory::open(NcclCommunicator& nccl) {
     }
     b.flags[r] = static_cast<uint32_t*>(base);
     b.data[r] = static_cast<uint8_t*>(base) + kFlagBytes;
+    b.inbox[r] = static_cast<uint8_t*>(base) + kFlagBytes + 2 * kStagingBytes;
   }
-  spdlog::info("rank {}: peer-memory all-reduce over {} GPUs ({} MiB staging a rank)", rank, world,
-               kStagingBytes >> 20);  // the message bound; the buffer holds two halves of it
+  spdlog::info("rank {}: peer-memory all-reduce over {} GPUs ({} MiB staging, {} MiB inbox a rank)",
+               rank, world, kStagingBytes >> 20, inbox_bytes >> 20);
   return m;
 }
 

@@ -21,6 +21,10 @@ class PeerMemory {
   // The largest message the peer path takes; a rank's staging buffer holds two halves of it
   // (calls alternate between them: kernels/peer_all_reduce.h).
   static constexpr size_t kStagingBytes = size_t{8} << 20;
+  // The largest pushed message (kernels/peer_all_reduce.h's push algorithm; the largest that
+  // rank/peer_communicator.h's takes_push sends); the inbox holds 2 x world_size slots of it
+  // (2 MiB on 2 ranks).
+  static constexpr size_t kPushBytes = size_t{512} << 10;
 
   // Collective over `nccl`'s ranks (every rank calls it, on its own GPU): nullopt-like (an
   // empty pointer) when some pair of ranks has no peer access; throws CollectiveError when a
@@ -34,7 +38,8 @@ class PeerMemory {
 
  private:
   PeerMemory() = default;
-  void* own_ = nullptr;  // [flag bytes | 2 x kStagingBytes] on this rank's GPU (two halves)
+  // [flag bytes | 2 x kStagingBytes (two halves) | inbox] on this rank's GPU
+  void* own_ = nullptr;
   uint32_t* counters_ = nullptr;               // [kPeerAllReduceMaxBlocks], this rank's own
   void* opened_[kernels::kMaxPeerRanks] = {};  // peers' blocks mapped here (cudaIpcOpenMemHandle)
   kernels::PeerAllReduceBuffers buffers_;

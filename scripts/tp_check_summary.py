@@ -6,8 +6,9 @@
   tp_check_summary.py knockout FULL.json KNOCKED.json
       the decode step beside the run with --knock-out-all-reduce: the all-reduces' share of
       the step inside its CUDA graph;
-  tp_check_summary.py latency LATENCY.json PREFILL32K.json
-      batch-1 TPOT and a 32k-token prompt's TTFT, each as a ratio to tp 1.
+  tp_check_summary.py latency LATENCY.json PREFILL32K.json [BASE_PREFILL32K.json]
+      batch-1 TPOT and a 32k-token prompt's TTFT, each as a ratio to tp 1 (the 32k prompt's
+      tp 1 from BASE when given: a run of another way above tp 1 only).
 A file that is missing or unreadable (its run failed) counts as no configurations.
 """
 import json
@@ -56,12 +57,13 @@ def knockout(full_path, knocked_path):
               f"{eager:.3f} ms)")
 
 
-def latency(latency_path, prefill_path):
+def latency(latency_path, prefill_path, base_prefill_path=None):
     def medians(path):
         return {tp: r["workloads"][0]["median"] for tp, r in per_tp(path).items()
                 if r["workloads"]}
     lat, pre = medians(latency_path), medians(prefill_path)
-    t1, p1 = lat.get(1, {}), pre.get(1, {})
+    t1 = lat.get(1, {})
+    p1 = medians(base_prefill_path).get(1, {}) if base_prefill_path else pre.get(1, {})
     for tp in sorted(set(lat) | set(pre)):
         tpot, ttft = lat.get(tp, {}).get("tpot_ms"), pre.get(tp, {}).get("ttft_ms")
         r_tpot = f"{tpot / t1['tpot_ms']:.3f}x tp 1" if tpot and t1.get("tpot_ms") else "-"
@@ -72,6 +74,7 @@ def latency(latency_path, prefill_path):
 
 if __name__ == "__main__":
     commands = {"bench": bench, "knockout": knockout, "latency": latency}
-    if len(sys.argv) != 4 or sys.argv[1] not in commands:
+    if len(sys.argv) not in (4, 5) or sys.argv[1] not in commands or (
+            len(sys.argv) == 5 and sys.argv[1] != "latency"):
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

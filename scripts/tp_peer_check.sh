@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine (from the repository root, with the bundle): tensor parallelism in the
 # whole runtime, at --tp 1, 2 and 4 (as the GPUs allow), with the peer-memory all-reduce
-# ("peer"), with --disable-custom-all-reduce ("nccl") and with --disable-shard-sampling
-# ("gather": the logits gathered to rank 0 every step). Phases (TP_CHECK_PHASES, default
-# "greedy bench knockout"; TP_CHECK_WAYS, default "peer nccl"):
+# ("peer"), with --disable-custom-all-reduce ("nccl"), with --disable-shard-sampling
+# ("gather": the logits gathered to rank 0 every step) and, in the latency phase only, with
+# --knock-out-all-reduce ("knockout": no all-reduce at all, wrong outputs: the 32k prompt's
+# all-reduce share). Phases
+# (TP_CHECK_PHASES, default "greedy bench knockout"; TP_CHECK_WAYS, default "peer nccl"):
 #   greedy    nanovllm-launch on the examples, token ids compared with --tp 1's;
+#   long      greedy on 8 prompts of about 3,000 tokens (prefill steps of 16k tokens, whose
+#             all-reduces go through NCCL), 32 tokens each, every way, against --tp 1;
 #   sampled   the examples with Qwen3's sampling (t 0.6, top-k 20, top-p 0.95, seeded) at every
 #             tp above 1, sampled from shards and gathered: the token ids must be identical;
 #   bench     nanovllm-bench --tp 1,2[,4] on nano-vllm's workload and the decode step (the
@@ -12,7 +16,8 @@
 #   knockout  the decode step again with --knock-out-all-reduce at every tp above 1: beside the
 #             bench phase's peer figures, the all-reduces' share of the step inside its graph;
 #   latency   batch 1 (512 prompt / 512 output tokens: TPOT) and a 32k-token prompt (TTFT:
-#             the prefill rate), per tp, with the ratios to tp 1.
+#             the prefill rate), per tp, with the ratios to tp 1; ways other than peer time
+#             the 32k prompt only, above tp 1, against peer's tp 1.
 # Usage: bash scripts/tp_peer_check.sh PRESET [RUNS]
 # Logs and JSONs go to /tmp/tp_check_PRESET (kept across calls, so phases may run apart: the
 # knockout reads the bench phase's JSON), packed after every phase into $OUT/tp_check_PRESET.tgz
@@ -37,6 +42,7 @@ way_flag() {
   case $1 in
     nccl) echo --disable-custom-all-reduce ;;
     gather) echo --disable-shard-sampling ;;
+    knockout) echo --knock-out-all-reduce ;;
   esac
 }
 # `run_bench TAG LIMIT FLAGS...`: nanovllm-bench on the preset, $out/TAG.{json,txt,err}.
@@ -60,6 +66,31 @@ if has greedy; then
     done
   done
   python3 scripts/compare_greedy.py "$out/greedy_tp1_peer.jsonl" "$out"/greedy_tp[248]_*.jsonl
+fi
+pack
+
+if has long; then
+  # Eight prompts of 2,400 pseudo-random words (seeded), about 3,000 tokens each.
+  python3 -c '
+import json, random, sys
+rng = random.Random(5)
+words = ["river", "stone", "light", "garden", "number", "silver", "window", "engine", "paper",
+         "cloud", "market", "winter", "signal", "forest", "letter", "bridge", "planet", "music"]
+with open(sys.argv[1], "w") as f:
+    for i in range(8):
+        text = " ".join(rng.choice(words) for _ in range(2400))
+        f.write(json.dumps({"prompt": text, "max_tokens": 32}) + "\n")
+' "$out/long_prompts.jsonl"
+  for tp in ${tps//,/ }; do
+    for way in $ways; do
+      { [ "$tp" = 1 ] && [ $way != peer ]; } || [ $way = knockout ] && continue
+      in_background timeout 300 "$bundle/bin/nanovllm-launch" "$work/$preset" \
+        "$out/long_prompts.jsonl" --device cuda --tp "$tp" --temperature 0 $(way_flag $way) \
+        -o "$out/long_tp${tp}_$way.jsonl" >"$out/long_tp${tp}_$way.log" 2>&1
+      echo "launch long tp$tp $way rc=$?"
+    done
+  done
+  python3 scripts/compare_greedy.py "$out/long_tp1_peer.jsonl" "$out"/long_tp[248]_*.jsonl
 fi
 pack
 
@@ -96,10 +127,20 @@ fi
 pack
 
 if has latency; then
-  run_bench bench_latency 300 --tp "$tps" --workloads latency --input-len 512 --output-len 512
-  run_bench bench_prefill32k 300 --tp "$tps" --workloads latency --input-len 32768 \
-    --output-len 1 --max-model-len 33024
-  python3 scripts/tp_check_summary.py latency "$out/bench_latency.json" \
-    "$out/bench_prefill32k.json"
+  for way in $ways; do
+    if [ $way = peer ]; then
+      run_bench bench_latency 300 --tp "$tps" --workloads latency --input-len 512 --output-len 512
+      run_bench bench_prefill32k 300 --tp "$tps" --workloads latency --input-len 32768 \
+        --output-len 1 --max-model-len 33024
+      python3 scripts/tp_check_summary.py latency "$out/bench_latency.json" \
+        "$out/bench_prefill32k.json"
+    else
+      run_bench "bench_prefill32k_$way" 300 --tp "$multi" --workloads latency --input-len 32768 \
+        --output-len 1 --max-model-len 33024 $(way_flag $way)
+      echo "  $way:"
+      python3 scripts/tp_check_summary.py latency /dev/null "$out/bench_prefill32k_$way.json" \
+        "$out/bench_prefill32k.json"
+    fi
+  done
 fi
 pack

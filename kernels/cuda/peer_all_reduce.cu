@@ -86,6 +86,22 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
   end_call(b, call);
 }
 
+// io: [units] 16-byte vectors of this rank. Block b owns units [b * per_block, (b + 1) *
+// per_block): it pushes them all to the peers, then sums them as their pushes land.
+template <int N, int THREADS>
+__global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
+    push_kernel(uint4* io, int64_t units, int64_t per_block, PeerAllReduceBuffers b) {
+  const uint32_t call = next_call(b);
+  const int64_t begin = blockIdx.x * per_block;
+  const int64_t end = min(units, begin + per_block);
+  for (int64_t i = begin + threadIdx.x; i < end; i += THREADS)
+    peer::push_unit<N>(b, call, i, peer::without_negative_zero(io[i]));
+  // Each thread sums the units it pushed, so its own value is still in io.
+  for (int64_t i = begin + threadIdx.x; i < end; i += THREADS)
+    io[i] = peer::sum_pushed_unit<N>(b, call, i, peer::without_negative_zero(io[i]));
+  end_call(b, call);
+}
+
 // One call's grid: `work` units (the message, or one part of it) over `blocks` blocks of
 // `per_block` units each.
 struct Grid {
@@ -96,7 +112,7 @@ struct Grid {
 
 Grid grid_for(int64_t units, int n, PeerAllReduceAlgo algo, const PeerAllReduceShape& shape) {
   Grid g;
-  g.work = algo == PeerAllReduceAlgo::kOneShot ? units : ceil_div64(units, n);
+  g.work = algo == PeerAllReduceAlgo::kTwoShot ? ceil_div64(units, n) : units;
   g.blocks = static_cast<int>(
       std::min<int64_t>(shape.max_blocks, std::max<int64_t>(1, ceil_div64(g.work, shape.threads))));
   g.per_block = ceil_div64(g.work, g.blocks);
@@ -119,9 +135,11 @@ void launch(bf16* data, int64_t elems, const PeerAllReduceBuffers& b, PeerAllRed
   const Grid g = grid_for(units, N, algo, shape);
   if (algo == PeerAllReduceAlgo::kOneShot)
     one_shot_kernel<N, VEC, THREADS><<<g.blocks, THREADS, 0, stream>>>(io, units, g.per_block, b);
-  else
+  else if (algo == PeerAllReduceAlgo::kTwoShot)
     two_shot_kernel<N, VEC, THREADS>
         <<<g.blocks, THREADS, 0, stream>>>(io, units, g.work, g.per_block, b);
+  else if constexpr (VEC)  // check_sum refuses a push off the vector path
+    push_kernel<N, THREADS><<<g.blocks, THREADS, 0, stream>>>(io, units, g.per_block, b);
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -166,7 +184,7 @@ namespace {
 
 // What peer_all_reduce_sum and peer_all_reduce_blocks accept.
 void check_sum(const char* op, const TensorView& inout, const PeerAllReduceBuffers& b,
-               const PeerAllReduceShape& shape) {
+               PeerAllReduceAlgo algo, const PeerAllReduceShape& shape) {
   if (inout.dtype != DType::kBf16 || inout.on_cpu() || !inout.is_contiguous())
     cuda::peer::fail(op, "inout must be a contiguous bf16 tensor on the GPU");
   if (shape.threads != 128 && shape.threads != 256 && shape.threads != 512 && shape.threads != 1024)
@@ -175,7 +193,12 @@ void check_sum(const char* op, const TensorView& inout, const PeerAllReduceBuffe
   if (shape.max_blocks < 1 || shape.max_blocks > kPeerAllReduceMaxBlocks)
     cuda::peer::fail(op, "max_blocks " + std::to_string(shape.max_blocks) + " outside 1.." +
                              std::to_string(kPeerAllReduceMaxBlocks));
-  cuda::peer::check_group(op, b, inout.nbytes());
+  const bool push = algo == PeerAllReduceAlgo::kPush;
+  cuda::peer::check_group(op, b, inout.nbytes(), push);
+  if (push && !cuda::vec_path(static_cast<const cuda::bf16*>(inout.data), inout.numel(), b))
+    cuda::peer::fail(op,
+                     "a push needs 16-byte vectors: an element count that divides by 8 and "
+                     "16-byte aligned data");
 }
 
 }  // namespace
@@ -187,7 +210,7 @@ bool peer_all_reduce_supports(int world_size) {
 void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& b,
                          PeerAllReduceAlgo algo, cudaStream_t stream,
                          const PeerAllReduceShape& shape) {
-  check_sum("peer_all_reduce_sum", inout, b, shape);
+  check_sum("peer_all_reduce_sum", inout, b, algo, shape);
   const int64_t elems = inout.numel();
   if (elems == 0) return;
   auto* data = static_cast<cuda::bf16*>(inout.data);
@@ -196,9 +219,17 @@ void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& b,
   });
 }
 
+bool peer_push_fits(const TensorView& inout, const PeerAllReduceBuffers& b) {
+  if (inout.dtype != DType::kBf16 || inout.on_cpu() || !inout.is_contiguous()) return false;
+  for (int r = 0; r < b.world_size; ++r)
+    if (b.inbox[r] == nullptr) return false;
+  return inout.nbytes() <= b.inbox_bytes &&
+         cuda::vec_path(static_cast<const cuda::bf16*>(inout.data), inout.numel(), b);
+}
+
 int peer_all_reduce_blocks(const TensorView& inout, const PeerAllReduceBuffers& b,
                            PeerAllReduceAlgo algo, const PeerAllReduceShape& shape) {
-  check_sum("peer_all_reduce_blocks", inout, b, shape);
+  check_sum("peer_all_reduce_blocks", inout, b, algo, shape);
   const int64_t elems = inout.numel();
   if (elems == 0) return 0;
   const bool vec = cuda::vec_path(static_cast<const cuda::bf16*>(inout.data), elems, b);

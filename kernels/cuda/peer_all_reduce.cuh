@@ -119,6 +119,100 @@ __device__ __forceinline__ typename Unit<VEC>::T sum_unit(const PeerAllReduceBuf
   }
 }
 
+// Push (kernels/peer_all_reduce.h): slot `slot` of rank `owner`'s inbox for call `call`, as U.
+template <typename U>
+__device__ __forceinline__ U* inbox(const PeerAllReduceBuffers& b, int owner, uint32_t call,
+                                    int slot) {
+  const size_t cell = (call & 1u) * static_cast<size_t>(b.world_size) + static_cast<size_t>(slot);
+  return reinterpret_cast<U*>(static_cast<uint8_t*>(b.inbox[owner]) + cell * b.inbox_bytes);
+}
+
+// Eight kPushEmpty elements: what the owner writes back into a slot it has read.
+__device__ __forceinline__ uint4 empty_unit() {
+  constexpr uint32_t kPair = uint32_t{kPushEmpty} * 0x10001u;
+  return make_uint4(kPair, kPair, kPair, kPair);
+}
+
+// v with every -0 element made +0, so that no sent element reads as kPushEmpty.
+__device__ __forceinline__ uint4 without_negative_zero(uint4 v) {
+  uint32_t* w = &v.x;
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    w[k] &= ~(__vcmpeq2(w[k], uint32_t{kPushEmpty} * 0x10001u) & 0x80008000u);
+  return v;
+}
+
+// Whether some element of v is still kPushEmpty (its sender's store has not landed).
+__device__ __forceinline__ bool has_empty(const uint4& v) {
+  constexpr uint32_t kPair = uint32_t{kPushEmpty} * 0x10001u;
+  return (__vcmpeq2(v.x, kPair) | __vcmpeq2(v.y, kPair) | __vcmpeq2(v.z, kPair) |
+          __vcmpeq2(v.w, kPair)) != 0;
+}
+
+// A load that goes to memory every time (the inbox is written by peers over the links).
+__device__ __forceinline__ uint4 load_volatile(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// The unit at p once rank `from` has pushed all of it (v: a first load of p); traps after
+// kPeerWaitTimeoutNs, naming the ranks, as block_barrier does.
+__device__ __forceinline__ uint4 wait_pushed(const PeerAllReduceBuffers& b, const uint4* p, uint4 v,
+                                             int from, uint32_t call) {
+  if (!has_empty(v)) return v;
+  const uint64_t start = global_ns();
+  while (has_empty(v = load_volatile(p))) {
+    if (global_ns() - start > kPeerWaitTimeoutNs) {
+      printf(
+          "peer all-reduce: rank %d, block %d waited more than 10 s for rank %d's push of "
+          "call %u\n",
+          b.rank, blockIdx.x, from, call);
+      __trap();
+    }
+  }
+  return v;
+}
+
+// Pushes unit i of this rank's message (v, -0 already made +0) into every peer's inbox.
+template <int N>
+__device__ __forceinline__ void push_unit(const PeerAllReduceBuffers& b, uint32_t call, int64_t i,
+                                          const uint4& v) {
+#pragma unroll
+  for (int p = 0; p < N; ++p)
+    if (p != b.rank) inbox<uint4>(b, p, call, b.rank)[i] = v;
+}
+
+// The sum over the ranks of unit i (ranks in order 0..N-1, f32, rounded once), this rank's own
+// being `own` (-0 made +0, as sent); then every peer slot of unit i is emptied for the call after
+// next.
+template <int N>
+__device__ __forceinline__ uint4 sum_pushed_unit(const PeerAllReduceBuffers& b, uint32_t call,
+                                                 int64_t i, const uint4& own) {
+  uint4 got[N];
+#pragma unroll
+  for (int s = 0; s < N; ++s)  // every slot's load in flight at once
+    got[s] = s == b.rank ? own : load_volatile(inbox<const uint4>(b, b.rank, call, s) + i);
+  float acc[8] = {};
+#pragma unroll
+  for (int s = 0; s < N; ++s) {
+    if (s != b.rank)
+      got[s] = wait_pushed(b, inbox<const uint4>(b, b.rank, call, s) + i, got[s], s, call);
+    const Bf16x8 v = *reinterpret_cast<const Bf16x8*>(&got[s]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] += to_f32(v.v[j]);
+  }
+#pragma unroll
+  for (int s = 0; s < N; ++s)
+    if (s != b.rank) inbox<uint4>(b, b.rank, call, s)[i] = empty_unit();
+  Bf16x8 out;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) out.v[j] = to_bf16(acc[j]);
+  return *reinterpret_cast<const uint4*>(&out);
+}
+
 // The call number of this block: one more than its last (the same on every rank, since every
 // rank makes the same calls). Written back by thread 0 at the end.
 __device__ __forceinline__ uint32_t next_call(const PeerAllReduceBuffers& b) {
@@ -147,8 +241,9 @@ inline int64_t ceil_div64(int64_t a, int64_t b) {
 }
 
 // The group every call needs: a built rank count, this rank in it, every rank's buffers mapped,
-// call counters, and `bytes` within the staging buffers.
-inline void check_group(const char* op, const PeerAllReduceBuffers& b, size_t bytes) {
+// call counters, and `bytes` within the staging buffers (the inboxes, for a push).
+inline void check_group(const char* op, const PeerAllReduceBuffers& b, size_t bytes,
+                        bool push = false) {
   if (!peer_all_reduce_supports(b.world_size))
     fail(op, "world_size " + std::to_string(b.world_size) + " not built (2, 4 or 8)");
   if (b.rank < 0 || b.rank >= b.world_size)
@@ -157,6 +252,14 @@ inline void check_group(const char* op, const PeerAllReduceBuffers& b, size_t by
     if (b.data[r] == nullptr || b.flags[r] == nullptr)
       fail(op, "rank " + std::to_string(r) + "'s buffers are not mapped");
   if (b.counters == nullptr) fail(op, "no call counters");
+  if (push) {
+    for (int r = 0; r < b.world_size; ++r)
+      if (b.inbox[r] == nullptr) fail(op, "rank " + std::to_string(r) + "'s inbox is not mapped");
+    if (bytes > b.inbox_bytes)
+      fail(op,
+           std::to_string(bytes) + " bytes exceed the inboxes' " + std::to_string(b.inbox_bytes));
+    return;
+  }
   if (bytes > b.capacity_bytes)
     fail(op, std::to_string(bytes) + " bytes exceed the staging buffers' " +
                  std::to_string(b.capacity_bytes));

@@ -2,10 +2,10 @@
 // every rank ends with exactly the f32 sum over the ranks in order 0..N-1 rounded once to bf16
 // (so the ranks agree to the bit and a rerun gives the same bits), for every size class (one
 // element, odd sizes on the scalar path, 16-byte vectors, parts that do not divide evenly,
-// several MiB), both algorithms, every launch shape, many calls in a row and replays of a
-// captured CUDA graph; and the fused all-reduce + residual add + RMSNorm, one-shot and
-// two-shot, gives the bits of the sum followed by the norm. Skips (saying so) below two GPUs
-// with peer access.
+// several MiB), every algorithm (one-shot, two-shot, push: the push on the 16-byte vector sizes,
+// with -0 inputs sent as +0), every launch shape, many calls in a row and replays of a captured
+// CUDA graph; and the fused all-reduce + residual add + RMSNorm, one-shot and push, gives the
+// bits of the same sum followed by the norm. Skips (saying so) below two GPUs with peer access.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -41,11 +41,17 @@ std::vector<std::vector<uint16_t>> random_inputs(int ranks, size_t n, uint32_t s
   return in;
 }
 
-std::vector<uint16_t> reference_sum(const std::vector<std::vector<uint16_t>>& in) {
+// The f32 sum over the ranks in order, rounded once; a push sends -0 as +0 (kPushEmpty is -0),
+// which changes only the sign of a sum whose every term is -0.
+std::vector<uint16_t> reference_sum(const std::vector<std::vector<uint16_t>>& in,
+                                    PeerAllReduceAlgo algo = PeerAllReduceAlgo::kOneShot) {
   std::vector<uint16_t> out(in[0].size());
   for (size_t i = 0; i < out.size(); ++i) {
     float acc = 0.f;
-    for (const auto& r : in) acc += bf16_to_float(r[i]);
+    for (const auto& r : in) {
+      const bool negative_zero = r[i] == kernels::kPushEmpty;
+      acc += algo == PeerAllReduceAlgo::kPush && negative_zero ? 0.f : bf16_to_float(r[i]);
+    }
     out[i] = float_to_bf16(acc);
   }
   return out;
@@ -81,9 +87,10 @@ void expect_exact_sum_on_every_rank(int ranks, PeerAllReduceAlgo algo) {
   // Sizes: scalar path (odd), one vector, parts shorter than a block, uneven parts, 4 MiB.
   for (const size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{24}, size_t{4096},
                          size_t{4096 * 3 + 8}, size_t{100003}, size_t{1} << 21}) {
+    if (algo == PeerAllReduceAlgo::kPush && n % 8 != 0) continue;  // vectors only
     for (int repeat = 0; repeat < 3; ++repeat) {  // counters advance in step on every rank
       const auto in = random_inputs(ranks, n, seed++);
-      const auto want = reference_sum(in);
+      const auto want = reference_sum(in, algo);
       upload(g, in);
       all_reduce(g, n, algo);
       for (int d = 0; d < ranks; ++d)
@@ -103,14 +110,44 @@ TEST_P(PeerAllReduceSizes, EveryRankGetsTheExactOrderedSum) {
 INSTANTIATE_TEST_SUITE_P(
     PeerAllReduceCuda, PeerAllReduceSizes,
     ::testing::Combine(::testing::Values(2, 4),
-                       ::testing::Values(PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot)),
+                       ::testing::Values(PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot,
+                                         PeerAllReduceAlgo::kPush)),
     [](const auto& info) {
+      const PeerAllReduceAlgo algo = std::get<1>(info.param);
       return std::to_string(std::get<0>(info.param)) + "Ranks" +
-             (std::get<1>(info.param) == PeerAllReduceAlgo::kOneShot ? "OneShot" : "TwoShot");
+             (algo == PeerAllReduceAlgo::kOneShot
+                  ? "OneShot"
+                  : (algo == PeerAllReduceAlgo::kTwoShot ? "TwoShot" : "Push"));
     });
 
 const char* algo_name(PeerAllReduceAlgo algo) {
-  return algo == PeerAllReduceAlgo::kOneShot ? "OneShot" : "TwoShot";
+  return algo == PeerAllReduceAlgo::kOneShot
+             ? "OneShot"
+             : (algo == PeerAllReduceAlgo::kTwoShot ? "TwoShot" : "Push");
+}
+
+// Inputs with many -0 elements (every third element of rank 0, every element of rank 1 at some
+// positions): a push must send them as +0, never leave them reading as kPushEmpty (that call
+// would wait forever), and every rank gets the ordered sum; repeated, so each inbox slot is
+// filled and emptied several times.
+TEST(PeerAllReduceCuda, PushSendsNegativeZerosAsPositiveZeros) {
+  SKIP_WITHOUT_PEERS(2);
+  const int ranks = PeerGroup::usable_gpus() >= 4 ? 4 : 2;
+  PeerGroup g(ranks, kCapacity);
+  const size_t n = 4096 * 5;
+  for (int repeat = 0; repeat < 4; ++repeat) {
+    auto in = random_inputs(ranks, n, 900 + repeat);
+    for (size_t i = 0; i < n; ++i) {
+      if (i % 3 == 0) in[0][i] = kernels::kPushEmpty;
+      if (i % 7 == 0)
+        for (auto& r : in) r[i] = kernels::kPushEmpty;  // every term -0
+    }
+    upload(g, in);
+    all_reduce(g, n, PeerAllReduceAlgo::kPush);
+    const auto want = reference_sum(in, PeerAllReduceAlgo::kPush);
+    for (size_t i = 0; i < n; i += 7) ASSERT_EQ(want[i], 0) << "the sum of -0s is +0 here";
+    for (int d = 0; d < ranks; ++d) ASSERT_EQ(download(g, d, n), want) << "rank " << d;
+  }
 }
 
 // Every launch shape gives the default shape's bits: an element's sum is the same whichever
@@ -122,16 +159,19 @@ TEST_P(PeerAllReduceShapes, EveryShapeGivesTheDefaultShapesBits) {
   SKIP_WITHOUT_PEERS(ranks);
   PeerGroup g(ranks, kCapacity);
   uint32_t seed = 300;
-  for (const auto algo : {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot}) {
+  for (const auto algo :
+       {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot, PeerAllReduceAlgo::kPush}) {
     // The scalar path, uneven parts, more units than 128 blocks of 1024 threads take at once.
     for (const size_t n : {size_t{7}, size_t{4096 * 3 + 8}, size_t{100003}, size_t{1} << 21}) {
+      if (algo == PeerAllReduceAlgo::kPush && n % 8 != 0) continue;  // vectors only
       const auto in = random_inputs(ranks, n, seed++);
       upload(g, in);
       all_reduce(g, n, algo);
       std::vector<std::vector<uint16_t>> want(ranks);
       for (int d = 0; d < ranks; ++d) {
         want[d] = download(g, d, n);
-        ASSERT_EQ(want[d], reference_sum(in)) << algo_name(algo) << ", " << n << ", rank " << d;
+        ASSERT_EQ(want[d], reference_sum(in, algo))
+            << algo_name(algo) << ", " << n << ", rank " << d;
       }
       for (const int threads : {128, 256, 512, 1024}) {
         for (const int max_blocks : {kernels::kPeerAllReduceMaxBlocks, 7}) {
@@ -178,6 +218,13 @@ TEST(PeerAllReduceCuda, BlocksAreTheWorkOverTheThreadsUpToMaxBlocks) {
   EXPECT_EQ(blocks(4096, PeerAllReduceAlgo::kOneShot, {128, 128}), 4);
   EXPECT_EQ(blocks(4097, PeerAllReduceAlgo::kOneShot, {128, 128}), 33);  // scalar path
   EXPECT_EQ(blocks(0, PeerAllReduceAlgo::kOneShot, {}), 0);
+  b.inbox_bytes = size_t{2} << 20;  // a push: the one-shot's grid, 16-byte vectors only
+  for (int r = 0; r < 4; ++r) b.inbox[r] = fake;
+  EXPECT_EQ(blocks(kTwoMiB / 2, PeerAllReduceAlgo::kPush, {}), 128);
+  EXPECT_EQ(blocks(4096, PeerAllReduceAlgo::kPush, {128, 128}), 4);
+  EXPECT_THROW(blocks(4097, PeerAllReduceAlgo::kPush, {}), std::invalid_argument);
+  EXPECT_EQ(blocks(kTwoMiB, PeerAllReduceAlgo::kPush, {}), 128);  // the whole inbox
+  EXPECT_THROW(blocks(kTwoMiB + 8, PeerAllReduceAlgo::kPush, {}), std::invalid_argument);
   EXPECT_THROW(blocks(8, PeerAllReduceAlgo::kOneShot, {384, 128}), std::invalid_argument);
   EXPECT_THROW(blocks(8, PeerAllReduceAlgo::kOneShot, {512, 0}), std::invalid_argument);
   EXPECT_THROW(blocks(8, PeerAllReduceAlgo::kOneShot, {512, 129}), std::invalid_argument);
@@ -186,14 +233,18 @@ TEST(PeerAllReduceCuda, BlocksAreTheWorkOverTheThreadsUpToMaxBlocks) {
 TEST(PeerAllReduceCuda, AlternatingAlgorithmsAndSizesKeepTheRanksInStep) {
   SKIP_WITHOUT_PEERS(2);
   PeerGroup g(2, kCapacity);
-  for (int call = 0; call < 40; ++call) {
-    const size_t n = call % 3 == 0 ? 5 : (call % 3 == 1 ? 8192 : 65536 + 16);
-    const auto algo = call % 2 ? PeerAllReduceAlgo::kTwoShot : PeerAllReduceAlgo::kOneShot;
+  // Sizes cycle by 3, algorithms by 4 (one-shot, two-shot, push, push): the staging halves and
+  // the inbox generations follow the same call count whichever algorithm makes a call.
+  for (int call = 0; call < 48; ++call) {
+    const size_t n = call % 3 == 0 ? 8 * 5 : (call % 3 == 1 ? 8192 : 65536 + 16);
+    const PeerAllReduceAlgo algos[] = {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot,
+                                       PeerAllReduceAlgo::kPush, PeerAllReduceAlgo::kPush};
+    const auto algo = algos[call % 4];
     const auto in = random_inputs(2, n, 1000 + call);
     upload(g, in);
     all_reduce(g, n, algo);
-    ASSERT_EQ(download(g, 0, n), reference_sum(in)) << "call " << call;
-    ASSERT_EQ(download(g, 1, n), reference_sum(in)) << "call " << call;
+    ASSERT_EQ(download(g, 0, n), reference_sum(in, algo)) << "call " << call;
+    ASSERT_EQ(download(g, 1, n), reference_sum(in, algo)) << "call " << call;
   }
 }
 
@@ -206,8 +257,9 @@ TEST(PeerAllReduceCuda, GraphReplaysAreEachAFullAllReduce) {
   const size_t n = 3 * 4096 + 8;
   std::vector<void*> src(ranks);
   std::vector<cudaGraphExec_t> execs(ranks);
-  for (const auto algo : {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot}) {
-    const auto in = random_inputs(ranks, n, algo == PeerAllReduceAlgo::kOneShot ? 77 : 78);
+  for (const auto algo :
+       {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot, PeerAllReduceAlgo::kPush}) {
+    const auto in = random_inputs(ranks, n, 77 + static_cast<uint32_t>(algo));
     for (int d = 0; d < ranks; ++d) {
       CUDA_CHECK(cudaSetDevice(d));
       CUDA_CHECK(cudaMalloc(&src[d], n * 2));
@@ -221,7 +273,7 @@ TEST(PeerAllReduceCuda, GraphReplaysAreEachAFullAllReduce) {
       CUDA_CHECK(cudaGraphInstantiate(&execs[d], graph, 0));
       CUDA_CHECK(cudaGraphDestroy(graph));
     }
-    const auto want = reference_sum(in);
+    const auto want = reference_sum(in, algo);
     for (int replay = 0; replay < 5; ++replay) {
       for (int d = 0; d < ranks; ++d) {
         CUDA_CHECK(cudaSetDevice(d));
@@ -241,8 +293,8 @@ TEST(PeerAllReduceCuda, GraphReplaysAreEachAFullAllReduce) {
 
 // Every rank's x [rows, hidden] and residual [rows, pitch] after one all-reduce + residual add +
 // RMSNorm on inputs `in` (rank r's x) with `residual` [rows, pitch] and `weight` [hidden], the
-// same on every rank: fused into the one-shot peer kernel, or the one-shot sum and then
-// kernels::cuda::fused_add_rms_norm.
+// same on every rank: fused into the peer kernel of `algo` (one-shot or push), or that sum and
+// then kernels::cuda::fused_add_rms_norm.
 struct AddNormResult {
   std::vector<std::vector<uint16_t>> x, residual;
 };
@@ -250,7 +302,7 @@ struct AddNormResult {
 AddNormResult add_rms_norm(const PeerGroup& g, const std::vector<std::vector<uint16_t>>& in,
                            const std::vector<uint16_t>& residual,
                            const std::vector<uint16_t>& weight, int64_t rows, int64_t hidden,
-                           int64_t pitch, bool fused) {
+                           int64_t pitch, bool fused, PeerAllReduceAlgo algo) {
   const int ranks = g.size();
   const size_t n = static_cast<size_t>(rows * hidden);
   upload(g, in);
@@ -275,9 +327,9 @@ AddNormResult add_rms_norm(const PeerGroup& g, const std::vector<std::vector<uin
     const auto [x, r, wv] = views(d);
     const TensorView flat(g.io(d), DType::kBf16, {rows * hidden}, Device::kCuda);
     if (fused)
-      kernels::peer_all_reduce_add_rms_norm(x, r, wv, 1e-6f, g.buffers(d), g.stream(d));
+      kernels::peer_all_reduce_add_rms_norm(x, r, wv, 1e-6f, g.buffers(d), g.stream(d), algo);
     else
-      kernels::peer_all_reduce_sum(flat, g.buffers(d), PeerAllReduceAlgo::kOneShot, g.stream(d));
+      kernels::peer_all_reduce_sum(flat, g.buffers(d), algo, g.stream(d));
   }
   for (int d = 0; !fused && d < ranks; ++d) {
     CUDA_CHECK(cudaSetDevice(d));
@@ -308,10 +360,10 @@ void expect_same_bits(const AddNormResult& got, const AddNormResult& want,
   }
 }
 
-// The fused all-reduce + residual add + RMSNorm gives the bits of the one-shot sum followed by
-// kernels::cuda::fused_add_rms_norm, on every rank, for one row, a few, and many (rows spread
-// over the blocks), at two hidden sizes; at 7 rows the residual's rows are padded, and the
-// padding stays as it was.
+// The fused all-reduce + residual add + RMSNorm gives the bits of the same algorithm's sum (one-
+// shot or push) followed by kernels::cuda::fused_add_rms_norm, on every rank, for one row, a
+// few, and many (rows spread over the blocks), at two hidden sizes; at 7 rows the residual's
+// rows are padded, and the padding stays as it was.
 TEST(PeerAllReduceCuda, FusedAddRmsNormMatchesTheSumThenTheNorm) {
   SKIP_WITHOUT_PEERS(2);
   const int ranks = PeerGroup::usable_gpus() >= 4 ? 4 : 2;
@@ -324,15 +376,19 @@ TEST(PeerAllReduceCuda, FusedAddRmsNormMatchesTheSumThenTheNorm) {
       std::mt19937 rng(seed++);
       const auto residual = test::random_bf16(static_cast<size_t>(rows * pitch), rng, -2.f, 2.f);
       const auto weight = test::random_bf16(static_cast<size_t>(hidden), rng, 0.5f, 1.5f);
-      const auto run = [&](bool fused) {
-        return add_rms_norm(g, in, residual, weight, rows, hidden, pitch, fused);
-      };
-      const AddNormResult got = run(true);
-      ASSERT_NO_FATAL_FAILURE(
-          expect_same_bits(got, run(false), std::to_string(rows) + " x " + std::to_string(hidden)));
-      for (int64_t t = 0; t < rows && pitch > hidden; ++t)
-        for (int64_t i = hidden; i < pitch; ++i)
-          ASSERT_EQ(got.residual[0][t * pitch + i], residual[t * pitch + i]) << "padding";
+      for (const auto algo : {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kPush}) {
+        const auto run = [&](bool fused) {
+          return add_rms_norm(g, in, residual, weight, rows, hidden, pitch, fused, algo);
+        };
+        const AddNormResult got = run(true);
+        ASSERT_NO_FATAL_FAILURE(expect_same_bits(got, run(false),
+                                                 std::string(algo_name(algo)) + ", " +
+                                                     std::to_string(rows) + " x " +
+                                                     std::to_string(hidden)));
+        for (int64_t t = 0; t < rows && pitch > hidden; ++t)
+          for (int64_t i = hidden; i < pitch; ++i)
+            ASSERT_EQ(got.residual[0][t * pitch + i], residual[t * pitch + i]) << "padding";
+      }
     }
   }
 }
@@ -350,6 +406,17 @@ TEST(PeerAllReduceCuda, BadArgumentsAreRefusedBeforeAnyLaunch) {
   const TensorView io(g.io(0), DType::kBf16, {16}, Device::kCuda);
   EXPECT_THROW(kernels::peer_all_reduce_sum(io, lone, PeerAllReduceAlgo::kOneShot, g.stream(0)),
                std::invalid_argument);
+  const TensorView odd(g.io(0), DType::kBf16, {15}, Device::kCuda);  // no 16-byte vectors
+  EXPECT_THROW(
+      kernels::peer_all_reduce_sum(odd, g.buffers(0), PeerAllReduceAlgo::kPush, g.stream(0)),
+      std::invalid_argument);
+  kernels::PeerAllReduceBuffers no_inbox = g.buffers(0);
+  no_inbox.inbox[1] = nullptr;
+  EXPECT_THROW(kernels::peer_all_reduce_sum(io, no_inbox, PeerAllReduceAlgo::kPush, g.stream(0)),
+               std::invalid_argument);
+  EXPECT_FALSE(kernels::peer_push_fits(odd, g.buffers(0)));
+  EXPECT_TRUE(kernels::peer_push_fits(io, g.buffers(0)));
+  EXPECT_FALSE(kernels::peer_push_fits(io, no_inbox));
 }
 
 }  // namespace

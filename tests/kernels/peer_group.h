@@ -34,8 +34,9 @@ class PeerGroup {
     return usable;
   }
 
-  // GPUs 0..n-1, each with a staging buffer of two halves of `capacity` bytes, zeroed flags and
-  // counters, an io buffer of `capacity` bytes and a stream.
+  // GPUs 0..n-1, each with a staging buffer of two halves of `capacity` bytes, an inbox for
+  // pushed messages of `capacity` bytes (every element kPushEmpty), zeroed flags and counters,
+  // an io buffer of `capacity` bytes and a stream.
   PeerGroup(int n, size_t capacity) : n_(n), capacity_(capacity) {
     for (int d = 0; d < n; ++d) {
       CUDA_CHECK(cudaSetDevice(d));
@@ -59,6 +60,11 @@ class PeerGroup {
       counters_.push_back(static_cast<uint32_t*>(p));
       CUDA_CHECK(cudaMalloc(&p, capacity));
       io_.push_back(p);
+      const size_t inbox_bytes = kernels::peer_push_inbox_bytes(n, capacity);
+      CUDA_CHECK(cudaMalloc(&p, inbox_bytes));
+      const std::vector<uint16_t> empty(inbox_bytes / 2, kernels::kPushEmpty);
+      CUDA_CHECK(cudaMemcpy(p, empty.data(), inbox_bytes, cudaMemcpyHostToDevice));
+      inbox_.push_back(p);
       cudaStream_t s = nullptr;
       CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
       streams_.push_back(s);
@@ -73,6 +79,7 @@ class PeerGroup {
       cudaFree(flags_[d]);
       cudaFree(counters_[d]);
       cudaFree(io_[d]);
+      cudaFree(inbox_[d]);
     }
   }
   PeerGroup(const PeerGroup&) = delete;
@@ -88,7 +95,9 @@ class PeerGroup {
     for (int r = 0; r < n_; ++r) {
       b.data[r] = data_[r];
       b.flags[r] = flags_[r];
+      b.inbox[r] = inbox_[r];
     }
+    b.inbox_bytes = capacity_;
     b.counters = counters_[rank];
     b.capacity_bytes = capacity_;
     return b;
@@ -103,7 +112,7 @@ class PeerGroup {
  private:
   int n_;
   size_t capacity_;
-  std::vector<void*> data_, io_;
+  std::vector<void*> data_, io_, inbox_;
   std::vector<uint32_t*> flags_, counters_;
   std::vector<cudaStream_t> streams_;
 };

@@ -1,5 +1,5 @@
-// Which path an all-reduce takes (rank/peer_communicator.h): the measured crossovers, and NCCL
-// wherever the peer path cannot or must not run.
+// Which path an all-reduce takes (rank/peer_communicator.h): the measured crossovers, where a
+// one-shot message goes as a push, and NCCL wherever the peer path cannot or must not run.
 #include "rank/peer_communicator.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +29,24 @@ TEST(AllReduceChoice, TwoRanksLaunch512ThreadsABlockAndMoreRanks256) {
   EXPECT_EQ(peer_launch_shape(4).threads, 256);
   EXPECT_EQ(peer_launch_shape(8).threads, 256);
   EXPECT_EQ(peer_launch_shape(4).max_blocks, kernels::kPeerAllReduceMaxBlocks);
+}
+
+TEST(AllReduceChoice, TwoRanksPushUpTo512KiBFourUpTo64KiBAndEightNever) {
+  constexpr size_t kInbox = 2 * kMiB;
+  for (const size_t bytes : {2 * kKiB, 8 * kKiB, 512 * kKiB})
+    EXPECT_TRUE(takes_push(2, bytes, kInbox, true)) << bytes;
+  EXPECT_FALSE(takes_push(2, 512 * kKiB + 16, kInbox, true));  // 8B decode at batch 256: 2 MiB
+  EXPECT_FALSE(takes_push(2, 2 * kMiB, kInbox, true));
+  EXPECT_FALSE(takes_push(2, 256 * kKiB, 128 * kKiB, true));  // beyond a small inbox
+  EXPECT_FALSE(takes_push(2, 8 * kKiB, kInbox, false));       // NANOVLLM_PEER_PUSH=off, or no inbox
+  EXPECT_FALSE(takes_push(2, 8 * kKiB, 0, true));
+  EXPECT_TRUE(takes_push(4, 8 * kKiB, kInbox, true));  // 8B decode at batch 1
+  EXPECT_TRUE(takes_push(4, 64 * kKiB, kInbox, true));
+  EXPECT_FALSE(takes_push(4, 64 * kKiB + 16, kInbox, true));
+  EXPECT_FALSE(takes_push(8, 8 * kKiB, kInbox, true));
+  EXPECT_TRUE(push_fuses_norm(8 * kKiB));
+  EXPECT_TRUE(push_fuses_norm(256 * kKiB));
+  EXPECT_FALSE(push_fuses_norm(256 * kKiB + 16));
 }
 
 TEST(AllReduceChoice, NcclWhereThePeerPathIsOffOrTheGroupIsOneRank) {
