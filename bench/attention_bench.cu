@@ -35,14 +35,16 @@ namespace {
 constexpr int64_t kHq = 16, kHkv = 8, kDim = 128, kBlock = 256;
 constexpr int64_t kTokenBytes = kHkv * kDim * 2 * 2;  // K + V of one token, bf16
 
-// The decode rows' shape and cache (--gqa, --fp8) and the kernels they time (--decode-kernels).
-int64_t g_decode_hq = kHq;  // query heads over the kHkv kv heads
-bool g_fp8 = false;         // an fp8 cache: 1-byte rows, exponents 0
+// The decode rows' shape and cache (--gqa, --kv-heads, --fp8) and the kernels they time
+// (--decode-kernels).
+int64_t g_decode_hkv = kHkv;  // kv heads (--kv-heads: one tensor-parallel rank's, e.g. 2 of 8)
+int64_t g_decode_hq = kHq;    // query heads: --gqa G times g_decode_hkv
+bool g_fp8 = false;           // an fp8 cache: 1-byte rows, exponents 0
 std::vector<kernels::cuda::DecodeKernel> g_decode_kernels = {kernels::cuda::DecodeKernel::kLanes,
                                                              kernels::cuda::DecodeKernel::kMma};
 
 int64_t decode_token_bytes() {
-  return kHkv * kDim * 2 * (g_fp8 ? 1 : 2);  // K + V of one token
+  return g_decode_hkv * kDim * 2 * (g_fp8 ? 1 : 2);  // K + V of one token
 }
 
 // Random finite E4M3 bytes (0x7f and 0xff are NaN: their last bit is cleared).
@@ -69,20 +71,22 @@ int64_t blocks_of(int len) {
 struct PagedSet {
   int64_t batch, width, per_copy, copies;  // width: table row; per_copy: blocks of one copy
   bool fp8;
-  DeviceBuf k, v;      // [copies * per_copy, kBlock, kHkv, kDim] bf16 or fp8
-  DeviceBuf k_e, v_e;  // fp8: [copies * per_copy, kHkv, kBlock] i8 exponents, all 0
+  int64_t hkv;
+  DeviceBuf k, v;      // [copies * per_copy, kBlock, hkv, kDim] bf16 or fp8
+  DeviceBuf k_e, v_e;  // fp8: [copies * per_copy, hkv, kBlock] i8 exponents, all 0
   DeviceBuf tables;    // [copies][B][width] i32
-  PagedSet(const std::vector<int>& lens, int64_t copies_, bool fp8_ = false)
+  PagedSet(const std::vector<int>& lens, int64_t copies_, bool fp8_ = false, int64_t hkv_ = kHkv)
       : batch(static_cast<int64_t>(lens.size())),
         width(blocks_of(*std::max_element(lens.begin(), lens.end()))),
         per_copy(std::accumulate(lens.begin(), lens.end(), int64_t{0},
                                  [](int64_t s, int l) { return s + blocks_of(l); })),
         copies(copies_),
         fp8(fp8_),
-        k(copies * per_copy * kBlock * kTokenBytes / (fp8 ? 4 : 2)),
-        v(copies * per_copy * kBlock * kTokenBytes / (fp8 ? 4 : 2)),
-        k_e(fp8 ? copies * per_copy * kBlock * kHkv : 0),
-        v_e(fp8 ? copies * per_copy * kBlock * kHkv : 0),
+        hkv(hkv_),
+        k(copies * per_copy * kBlock * hkv * kDim * (fp8 ? 1 : 2)),
+        v(copies * per_copy * kBlock * hkv * kDim * (fp8 ? 1 : 2)),
+        k_e(fp8 ? copies * per_copy * kBlock * hkv : 0),
+        v_e(fp8 ? copies * per_copy * kBlock * hkv : 0),
         tables(copies * batch * width * 4) {
     std::vector<int32_t> t(copies * batch * width, -1);
     for (int64_t c = 0; c < copies; ++c) {
@@ -106,13 +110,13 @@ struct PagedSet {
   kernels::PagedKV view(int64_t copy) const {
     const int64_t blocks = copies * per_copy;
     const DType dt = fp8 ? DType::kFp8E4M3 : DType::kBf16;
-    kernels::PagedKV kv{TensorView(k.ptr, dt, {blocks, kBlock, kHkv, kDim}, Device::kCuda),
-                        TensorView(v.ptr, dt, {blocks, kBlock, kHkv, kDim}, Device::kCuda),
+    kernels::PagedKV kv{TensorView(k.ptr, dt, {blocks, kBlock, hkv, kDim}, Device::kCuda),
+                        TensorView(v.ptr, dt, {blocks, kBlock, hkv, kDim}, Device::kCuda),
                         TensorView(tables.as<int32_t>() + copy * batch * width, DType::kI32,
                                    {batch, width}, Device::kCuda)};
     if (fp8) {
-      kv.k_scale = TensorView(k_e.ptr, DType::kI8, {blocks, kHkv, kBlock}, Device::kCuda);
-      kv.v_scale = TensorView(v_e.ptr, DType::kI8, {blocks, kHkv, kBlock}, Device::kCuda);
+      kv.k_scale = TensorView(k_e.ptr, DType::kI8, {blocks, hkv, kBlock}, Device::kCuda);
+      kv.v_scale = TensorView(v_e.ptr, DType::kI8, {blocks, hkv, kBlock}, Device::kCuda);
     }
     return kv;
   }
@@ -130,16 +134,17 @@ int64_t g_row_batch = 0;
 int g_row_context = 0;
 
 void bench_decode(const std::vector<int>& lens, const std::string& shape, double copy_gbps) {
-  const int64_t batch = static_cast<int64_t>(lens.size()), hq = g_decode_hq, g = hq / kHkv;
+  const int64_t batch = static_cast<int64_t>(lens.size()), hq = g_decode_hq, hkv = g_decode_hkv,
+                g = hq / hkv;
   int64_t tokens = 0;
   for (int l : lens) tokens += l;
   const double kv_bytes = static_cast<double>(tokens) * decode_token_bytes();
   const int64_t copies = (int64_t{512} << 20) / static_cast<int64_t>(kv_bytes) + 2;
-  PagedSet set(lens, copies, g_fp8);
+  PagedSet set(lens, copies, g_fp8, hkv);
   DeviceBuf q(batch * hq * kDim * 2), out(batch * hq * kDim * 2), d_lens(batch * 4);
   q.fill_random_bf16(3);
   CUDA_CHECK(cudaMemcpy(d_lens.ptr, lens.data(), batch * 4, cudaMemcpyHostToDevice));
-  const int64_t cells = kernels::cuda::decode_attention_split_cells(hq, kHkv, kDim);
+  const int64_t cells = kernels::cuda::decode_attention_split_cells(hq, hkv, kDim);
   DeviceBuf split_out(cells * g * kDim * 4), split_lse(cells * g * 4), counters(cells / 2 * 4);
   CUDA_CHECK(cudaMemset(counters.ptr, 0, counters.bytes));  // every call leaves them zero
   kernels::DecodeAttentionParams p;
@@ -157,10 +162,10 @@ void bench_decode(const std::vector<int>& lens, const std::string& shape, double
   const int calls = static_cast<int>(std::max<int64_t>(20, copies));
   char heads[64];
   std::snprintf(heads, sizeof heads, " %lldq/%lldkv d128 %s", static_cast<long long>(hq),
-                static_cast<long long>(kHkv), g_fp8 ? "fp8" : "bf16");
+                static_cast<long long>(hkv), g_fp8 ? "fp8" : "bf16");
   for (const kernels::cuda::DecodeKernel kernel : g_decode_kernels) {
     if (kernel == kernels::cuda::DecodeKernel::kMma &&
-        !kernels::cuda::mma_decode_supports(kDim, hq, kHkv))
+        !kernels::cuda::mma_decode_supports(kDim, hq, hkv))
       continue;
     const double us = time_graph_us(
         [&](int i, cudaStream_t stream) {
@@ -258,6 +263,7 @@ void bench_prefill(const PrefillShape& s) {
 
 int main(int argc, char** argv) {
   using namespace nanovllm::bench;
+  int64_t gqa = kHq / kHkv;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--split" && i + 1 < argc) {
@@ -273,7 +279,11 @@ int main(int argc, char** argv) {
     } else if (arg == "--gqa" && i + 1 < argc) {
       const int v = std::stoi(argv[++i]);
       CHECK_MSG(v == 1 || v == 2 || v == 4 || v == 5 || v == 8, "--gqa 1|2|4|5|8, not " << v);
-      g_decode_hq = v * kHkv;
+      gqa = v;
+    } else if (arg == "--kv-heads" && i + 1 < argc) {
+      const int v = std::stoi(argv[++i]);
+      CHECK_MSG(v >= 1 && v <= 8, "--kv-heads 1..8, not " << v);
+      g_decode_hkv = v;
     } else if (arg == "--fp8") {
       g_fp8 = true;
     } else if (arg == "--decode-row" && i + 1 < argc) {
@@ -294,13 +304,15 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: attention_bench [--split fused|merge|none] [--decode-only | --prefill] "
-                   "[--long-context] [--gqa G] [--fp8] [--decode-kernels lanes|mma|lanes,mma] "
-                   "[--decode-row B,CTX]\n");
+                   "[--long-context] [--gqa G] [--kv-heads N] [--fp8] "
+                   "[--decode-kernels lanes|mma|lanes,mma] [--decode-row B,CTX]\n");
       return 2;
     }
   }
   CHECK_MSG(!(g_prefill_only && (g_decode_only || g_long_context)),
             "--prefill runs the prefill rows only: not with --decode-only or --long-context");
+  CHECK_MSG(!g_prefill_only || g_decode_hkv == kHkv, "--kv-heads shapes the decode rows only");
+  g_decode_hq = gqa * g_decode_hkv;
   int dev = 0;
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDevice(&dev));
