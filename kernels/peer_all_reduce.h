@@ -46,7 +46,7 @@ inline constexpr uint64_t kPeerWaitTimeoutNs = 10'000'000'000ull;  // 10 s
 
 // Flags a rank's flag block holds: [2 barriers (start, middle)][blocks][ranks] u32.
 inline constexpr size_t kPeerFlagWords = size_t{2} * kPeerAllReduceMaxBlocks * kMaxPeerRanks;
-// What an unwritten inbox element holds (bf16 -0; kernels/peer_all_reduce.h's push algorithm).
+// What an unwritten inbox element holds: bf16 -0 (the push algorithm above).
 inline constexpr uint16_t kPushEmpty = 0x8000;
 
 enum class PeerAllReduceAlgo { kOneShot, kTwoShot, kPush };
