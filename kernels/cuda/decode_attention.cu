@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
   PlanSmem* const ps = reinterpret_cast<PlanSmem*>(smem + (L::kSmemBytes - sizeof(PlanSmem)) / 16);
 
   const decode::SeqScan s = decode::scan_units<D>(a, ps);
-  const decode::Deal deal = decode::deal_units(s.total, gridDim.x, s.min_tiles);
+  const decode::Deal deal = decode::deal_units(s.total, gridDim.x, s.min_tiles, s.max_tiles);
   const int64_t j = blockIdx.x;
   if (j < deal.ctas) {
     const int64_t begin = decode::range_begin(deal, j), end = decode::range_begin(deal, j + 1);
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kThreads) decode_merge_kernel(const DecodeArgs
   __shared__ float4 stage[kThreads * 24 / 16];  // merge_group's slices
   __shared__ PlanSmem ps;
   const decode::SeqScan s = decode::scan_units<D>(a, &ps);
-  const decode::Deal deal = decode::deal_units(s.total, gridDim.x, s.min_tiles);
+  const decode::Deal deal = decode::deal_units(s.total, gridDim.x, s.min_tiles, s.max_tiles);
   const int64_t j = blockIdx.x;
   if (j >= deal.ctas) return;
   const int64_t begin = decode::range_begin(deal, j), end = decode::range_begin(deal, j + 1);

@@ -36,13 +36,23 @@ struct Deal {
 };
 
 // quota = ceil(W / grid), raised to kMinQuota unless some group is shorter than that (a range
-// of two one-tile groups would read them one after the other).
-__device__ __forceinline__ Deal deal_units(int64_t units, int64_t grid, int min_tiles) {
+// of two one-tile groups would read them one after the other). When every group has the same
+// T tiles (equal lengths: a uniform batch), the quota is rounded up to whole groups if that
+// costs at most 1/8 more tiles a CTA: no group is then split, so none is merged. (2 kv heads at
+// batch 256, 1025 tokens: T = 33 against a quota of 32 split every group into 32 + 1 tiles and
+// ran at 0.91 of copy bandwidth, against 1.00 at 1024 tokens; bench/results/h200-2026-11-27-
+// issue31_tp_rank_attention.txt.)
+__device__ __forceinline__ Deal deal_units(int64_t units, int64_t grid, int min_tiles,
+                                           int max_tiles) {
   Deal d;
   d.units = units;
   d.quota = (units + grid - 1) / grid;
   const int64_t floor_quota = min_tiles < kMinQuota ? min_tiles : kMinQuota;
   if (d.quota < floor_quota) d.quota = floor_quota;
+  if (min_tiles == max_tiles && min_tiles > 0) {
+    const int64_t whole = (d.quota + min_tiles - 1) / min_tiles * min_tiles;
+    if (whole * 8 <= d.quota * 9) d.quota = whole;
+  }
   d.ctas = units > 0 ? (units + d.quota - 1) / d.quota : 0;
   return d;
 }
@@ -67,18 +77,19 @@ __device__ __forceinline__ int64_t partial_cell(const Deal& d, int64_t j, int64_
 struct alignas(16) PlanSmem {
   int64_t warp_units[kWarps];
   int warp_min_tiles[kWarps];
+  int warp_max_tiles[kWarps];
   int64_t seq_first_unit;  // first unit of sequence `seq`
   int seq, seq_ctx;        // ... and its context length
   int flag;                // one CTA-wide bit for the caller (the merge decision)
 };
 
 // This thread's share of the batch: sequences [first, last), `before` units ahead of them,
-// `units` of their own; `total` (W) and `min_tiles` (of the sequences with any, INT_MAX if
-// none) over the whole batch.
+// `units` of their own; `total` (W), `min_tiles` and `max_tiles` (of the sequences with any;
+// INT_MAX and 0 if none) over the whole batch.
 struct SeqScan {
   int first, last;
   int64_t before, units, total;
-  int min_tiles;
+  int min_tiles, max_tiles;
 };
 
 // Block-wide: every thread takes a contiguous run of ceil(B / kThreads) sequences (any B),
@@ -91,11 +102,12 @@ __device__ SeqScan scan_units(const DecodeArgs& a, PlanSmem* ps) {
   s.first = min(a.batch, static_cast<int>(threadIdx.x) * per);
   s.last = min(a.batch, s.first + per);
   int64_t tiles = 0;
-  int min_tiles = INT_MAX;
+  int min_tiles = INT_MAX, max_tiles = 0;
   for (int b = s.first; b < s.last; ++b) {
     const int t = context_tiles<D>(a.context_lens[b]);
     tiles += t;
     if (t > 0) min_tiles = min(min_tiles, t);
+    max_tiles = max(max_tiles, t);
   }
   s.units = tiles * a.hkv;
   int64_t x = s.units;  // inclusive scan inside the warp
@@ -104,18 +116,24 @@ __device__ SeqScan scan_units(const DecodeArgs& a, PlanSmem* ps) {
     const int64_t y = __shfl_up_sync(0xffffffffu, x, o);
     if (lane >= o) x += y;
     min_tiles = min(min_tiles, __shfl_xor_sync(0xffffffffu, min_tiles, o));
+    max_tiles = max(max_tiles, __shfl_xor_sync(0xffffffffu, max_tiles, o));
   }
   if (lane == 31) ps->warp_units[warp] = x;
-  if (lane == 0) ps->warp_min_tiles[warp] = min_tiles;
+  if (lane == 0) {
+    ps->warp_min_tiles[warp] = min_tiles;
+    ps->warp_max_tiles[warp] = max_tiles;
+  }
   __syncthreads();
   int64_t ahead = 0, total = 0;
   s.min_tiles = INT_MAX;
+  s.max_tiles = 0;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) {
     const int64_t v = ps->warp_units[w];
     if (w < warp) ahead += v;
     total += v;
     s.min_tiles = min(s.min_tiles, ps->warp_min_tiles[w]);
+    s.max_tiles = max(s.max_tiles, ps->warp_max_tiles[w]);
   }
   s.before = ahead + x - s.units;
   s.total = total;
