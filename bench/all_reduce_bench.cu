@@ -106,24 +106,19 @@ std::function<void()> peer_call(const test::PeerGroup& g, size_t elems,
   };
 }
 
-const char* algo_name(kernels::PeerAllReduceAlgo algo) {
+// An algorithm's name in the tables ("one-shot") and in the JSON lines ("one_shot").
+struct AlgoNames {
+  const char* table;
+  const char* json;
+};
+AlgoNames algo_names(kernels::PeerAllReduceAlgo algo) {
   switch (algo) {
     case kernels::PeerAllReduceAlgo::kOneShot:
-      return "one-shot";
+      return {"one-shot", "one_shot"};
     case kernels::PeerAllReduceAlgo::kTwoShot:
-      return "two-shot";
+      return {"two-shot", "two_shot"};
     default:
-      return "push";
-  }
-}
-const char* algo_key(kernels::PeerAllReduceAlgo algo) {  // JSON
-  switch (algo) {
-    case kernels::PeerAllReduceAlgo::kOneShot:
-      return "one_shot";
-    case kernels::PeerAllReduceAlgo::kTwoShot:
-      return "two_shot";
-    default:
-      return "push";
+      return {"push", "push"};
   }
 }
 
@@ -160,12 +155,12 @@ void sweep_shapes(const test::PeerGroup& g, const std::vector<DefaultTimes>& def
         const int blocks = kernels::peer_all_reduce_blocks(io0, g.buffers(0), algo, shape);
         const double us = time_in_graph(g, peer_call(g, elems, algo, shape));
         const double def = defaults[s].of(algo);
-        std::printf("%10zu %14s %7d %6d %10.2f %10.2f %10.2f\n", bytes, algo_name(algo), threads,
-                    blocks, us, def, us / def);
+        std::printf("%10zu %14s %7d %6d %10.2f %10.2f %10.2f\n", bytes, algo_names(algo).table,
+                    threads, blocks, us, def, us / def);
         std::printf(
             "JSON {\"bench\":\"all_reduce_shape\",\"ranks\":%d,\"bytes\":%zu,\"algo\":\"%s\","
             "\"threads\":%d,\"max_blocks\":%d,\"blocks\":%d,\"us\":%.3f,\"default_us\":%.3f}\n",
-            n, bytes, algo_key(algo), threads, shape.max_blocks, blocks, us, def);
+            n, bytes, algo_names(algo).json, threads, shape.max_blocks, blocks, us, def);
         if (best.threads == 0 || us < best.us) best = {algo, threads, blocks, us};
       }
     }
@@ -173,14 +168,15 @@ void sweep_shapes(const test::PeerGroup& g, const std::vector<DefaultTimes>& def
                               ? kernels::PeerAllReduceAlgo::kOneShot
                               : kernels::PeerAllReduceAlgo::kTwoShot;
     const double def = defaults[s].of(def_algo);
-    std::printf("%10zu %5s %8s %7d %6d %10.2f %10.2f %10.2f\n", bytes, "best", algo_name(best.algo),
-                best.threads, best.blocks, best.us, def, best.us / def);
+    std::printf("%10zu %5s %8s %7d %6d %10.2f %10.2f %10.2f\n", bytes, "best",
+                algo_names(best.algo).table, best.threads, best.blocks, best.us, def,
+                best.us / def);
     std::printf(
         "JSON {\"bench\":\"all_reduce_shape_best\",\"ranks\":%d,\"bytes\":%zu,\"algo\":\"%s\","
         "\"threads\":%d,\"max_blocks\":%d,\"blocks\":%d,\"us\":%.3f,\"default_algo\":\"%s\","
         "\"default_us\":%.3f}\n",
-        n, bytes, algo_key(best.algo), best.threads, kernels::kPeerAllReduceMaxBlocks, best.blocks,
-        best.us, algo_key(def_algo), def);
+        n, bytes, algo_names(best.algo).json, best.threads, kernels::kPeerAllReduceMaxBlocks,
+        best.blocks, best.us, algo_names(def_algo).json, def);
   }
 }
 

@@ -99,6 +99,12 @@ void expect_exact_sum_on_every_rank(int ranks, PeerAllReduceAlgo algo) {
   }
 }
 
+const char* algo_name(PeerAllReduceAlgo algo) {
+  return algo == PeerAllReduceAlgo::kOneShot
+             ? "OneShot"
+             : (algo == PeerAllReduceAlgo::kTwoShot ? "TwoShot" : "Push");
+}
+
 class PeerAllReduceSizes : public ::testing::TestWithParam<std::tuple<int, PeerAllReduceAlgo>> {};
 
 TEST_P(PeerAllReduceSizes, EveryRankGetsTheExactOrderedSum) {
@@ -107,24 +113,15 @@ TEST_P(PeerAllReduceSizes, EveryRankGetsTheExactOrderedSum) {
   expect_exact_sum_on_every_rank(ranks, algo);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    PeerAllReduceCuda, PeerAllReduceSizes,
-    ::testing::Combine(::testing::Values(2, 4),
-                       ::testing::Values(PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot,
-                                         PeerAllReduceAlgo::kPush)),
-    [](const auto& info) {
-      const PeerAllReduceAlgo algo = std::get<1>(info.param);
-      return std::to_string(std::get<0>(info.param)) + "Ranks" +
-             (algo == PeerAllReduceAlgo::kOneShot
-                  ? "OneShot"
-                  : (algo == PeerAllReduceAlgo::kTwoShot ? "TwoShot" : "Push"));
-    });
-
-const char* algo_name(PeerAllReduceAlgo algo) {
-  return algo == PeerAllReduceAlgo::kOneShot
-             ? "OneShot"
-             : (algo == PeerAllReduceAlgo::kTwoShot ? "TwoShot" : "Push");
-}
+INSTANTIATE_TEST_SUITE_P(PeerAllReduceCuda, PeerAllReduceSizes,
+                         ::testing::Combine(::testing::Values(2, 4),
+                                            ::testing::Values(PeerAllReduceAlgo::kOneShot,
+                                                              PeerAllReduceAlgo::kTwoShot,
+                                                              PeerAllReduceAlgo::kPush)),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "Ranks" +
+                                  algo_name(std::get<1>(info.param));
+                         });
 
 // Inputs with many -0 elements (every third element of rank 0, every element of rank 1 at some
 // positions): a push must send them as +0, never leave them reading as kPushEmpty (that call
