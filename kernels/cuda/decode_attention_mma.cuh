@@ -152,6 +152,9 @@ __device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int h
         mma_bf16_16816(s, a1, kc.z, kc.w);
       }
     } else {
+      // Two accumulator chains (even and odd k-steps, summed after) halve the MMAs in series
+      // before the softmax (ncu: fixed-latency waits are this kernel's first stall reason).
+      float s_odd[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const uint4 kc = *reinterpret_cast<const uint4*>(krow + swizzled_chunk(g, 4 * i + t) * 16);
@@ -159,9 +162,11 @@ __device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int h
         for (int h = 0; h < 4; ++h) {
           const uint32_t w = word(kc, h);
           const uint32_t af[4] = {qa[4 * i + h][0], 0u, qa[4 * i + h][1], 0u};
-          mma_f16_16816(s, af, e4m3x2_to_f16x2(w & 0xffffu), e4m3x2_to_f16x2(w >> 16));
+          mma_f16_16816(h % 2 ? s_odd : s, af, e4m3x2_to_f16x2(w), e4m3x2_hi_to_f16x2(w));
         }
       }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) s[k] += s_odd[k];
     }
 
     // Scores of tile rows ta, ta + 1 for head g (masked: -inf), and (fp8) plus V's exponent.
@@ -229,11 +234,9 @@ __device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int h
       const uint4 vb = *reinterpret_cast<const uint4*>(vb_row + swizzled_chunk(ta + 1, cl) * 16);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {  // bytes 2i, 2i + 1: word i / 2, bytes 2 (i % 2) and + 1
-        const uint32_t x = word(va, i / 2), y = word(vb, i / 2);
-        const int by = 2 * (i % 2);
-        const uint32_t lo = __byte_perm(x, y, by | ((by + 4) << 4));
-        const uint32_t hi = __byte_perm(x, y, (by + 1) | ((by + 5) << 4));
-        mma_16808<true>(acc[i], e4m3x2_to_f16x2(lo), e4m3x2_to_f16x2(hi), pa);
+        // One permute pairs both dims' bytes of the two rows: (x_2k, y_2k, x_2k+1, y_2k+1).
+        const uint32_t xy = __byte_perm(word(va, i / 2), word(vb, i / 2), i % 2 ? 0x7362 : 0x5140);
+        mma_16808<true>(acc[i], e4m3x2_to_f16x2(xy), e4m3x2_hi_to_f16x2(xy), pa);
       }
     }
   }

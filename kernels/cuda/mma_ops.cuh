@@ -64,6 +64,15 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair) {
   return r;
 }
 
+// The same for the high 16 bits of `pair` (the third byte first).
+__device__ __forceinline__ uint32_t e4m3x2_hi_to_f16x2(uint32_t pair) {
+  uint32_t r;
+  asm("{\n .reg .b16 hi;\n mov.b32 {_, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;\n}\n"
+      : "=r"(r)
+      : "r"(pair));
+  return r;
+}
+
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
