@@ -1,5 +1,6 @@
 // One all-reduce inside a CUDA graph, on 2 and 4 GPUs of this process (as many as have peer
-// access): the peer-memory one-shot, two-shot and push kernels (kernels/peer_all_reduce.h) beside
+// access): the peer-memory one-shot, two-shot, push and push two-shot ("push2") kernels
+// (kernels/peer_all_reduce.h) beside
 // NCCL (NVLS off), bf16, in place, over the decode sizes (8 KiB .. 2 MiB) and a few larger.
 // Each figure: a graph of kCallsPerGraph calls replayed kReplays times on every GPU, the time
 // of the slowest GPU's replays over the calls. Prints a table and JSON lines. --sweep-shapes
@@ -117,6 +118,8 @@ AlgoNames algo_names(kernels::PeerAllReduceAlgo algo) {
       return {"one-shot", "one_shot"};
     case kernels::PeerAllReduceAlgo::kTwoShot:
       return {"two-shot", "two_shot"};
+    case kernels::PeerAllReduceAlgo::kPushTwoShot:
+      return {"push2", "push_two_shot"};
     default:
       return {"push", "push"};
   }
@@ -249,8 +252,8 @@ void bench_ranks(int n, bool sweep, bool fused) {
   for (int d = 0; d < n; ++d) devs[d] = d;
   NCCL_OK(ncclCommInitAll(comms.data(), n, devs.data()));
   std::printf("\n%d GPUs: microseconds per all-reduce in a CUDA graph (bf16, in place)\n", n);
-  std::printf("%10s %10s %10s %10s %10s %8s\n", "bytes", "nccl", "one-shot", "two-shot", "push",
-              "best/nccl");
+  std::printf("%10s %10s %10s %10s %10s %10s %8s\n", "bytes", "nccl", "one-shot", "two-shot",
+              "push", "push2", "best/nccl");
   std::vector<DefaultTimes> defaults;
   for (const size_t bytes : kSizes) {
     const size_t elems = bytes / 2;
@@ -267,13 +270,15 @@ void bench_ranks(int n, bool sweep, bool fused) {
     const double t_two =
         time_in_graph(g, peer_call(g, elems, kernels::PeerAllReduceAlgo::kTwoShot));
     const double t_push = time_in_graph(g, peer_call(g, elems, kernels::PeerAllReduceAlgo::kPush));
+    const double t_push2 =
+        time_in_graph(g, peer_call(g, elems, kernels::PeerAllReduceAlgo::kPushTwoShot));
     defaults.push_back({t_one, t_two});
-    std::printf("%10zu %10.2f %10.2f %10.2f %10.2f %8.2f\n", bytes, t_nccl, t_one, t_two, t_push,
-                std::min({t_one, t_two, t_push}) / t_nccl);
+    std::printf("%10zu %10.2f %10.2f %10.2f %10.2f %10.2f %8.2f\n", bytes, t_nccl, t_one, t_two,
+                t_push, t_push2, std::min({t_one, t_two, t_push, t_push2}) / t_nccl);
     std::printf(
         "JSON {\"bench\":\"all_reduce\",\"ranks\":%d,\"bytes\":%zu,\"nccl_us\":%.3f,"
-        "\"one_shot_us\":%.3f,\"two_shot_us\":%.3f,\"push_us\":%.3f}\n",
-        n, bytes, t_nccl, t_one, t_two, t_push);
+        "\"one_shot_us\":%.3f,\"two_shot_us\":%.3f,\"push_us\":%.3f,\"push_two_shot_us\":%.3f}\n",
+        n, bytes, t_nccl, t_one, t_two, t_push, t_push2);
   }
   for (ncclComm_t c : comms) ncclCommDestroy(c);
   if (sweep) sweep_shapes(g, defaults);

@@ -16,6 +16,13 @@
 //   Calls alternate between two inbox generations: a peer writes generation g again only in
 //   the call after next, which it reaches only once the owner has entered the call between
 //   (its push or its start barrier), after emptying g (kernels run in stream order).
+// - Push two-shot: the two-shot's reduce-scatter and all-gather as pushes. Each rank pushes
+//   part p of its message into slot `rank` of rank p's scatter inbox, sums its own part as the
+//   peers' pieces land (ranks in order), and pushes that sum into slot `rank` of every peer's
+//   gather inbox, where each rank collects the other parts. Half the one-shot push's bytes
+//   over the links, and neither the staging copy nor a barrier of the two-shot. The gather
+//   region of generation g is written in call c only after its owner's scatter push of c,
+//   which the owner makes after emptying both regions of g in call c - 2.
 // Either way every rank ends with the same bits, and a run is deterministic: the sum order is
 // fixed, never who arrives first.
 //
@@ -49,13 +56,15 @@ inline constexpr size_t kPeerFlagWords = size_t{2} * kPeerAllReduceMaxBlocks * k
 // What an unwritten inbox element holds: bf16 -0 (the push algorithm above).
 inline constexpr uint16_t kPushEmpty = 0x8000;
 
-enum class PeerAllReduceAlgo { kOneShot, kTwoShot, kPush };
+enum class PeerAllReduceAlgo { kOneShot, kTwoShot, kPush, kPushTwoShot };
 
-// Bytes of one rank's inbox for pushed messages of up to `slot_bytes`: [2 generations (calls
-// alternate, as with the staging halves)][world_size slots][slot_bytes]. Fill it with
-// kPushEmpty before the first call.
+// Bytes of one rank's inbox with slots of `slot_bytes`: [2 generations (calls alternate, as
+// with the staging halves)][2 regions (the push's and the push two-shot's scatter; the push
+// two-shot's gather)][world_size slots][slot_bytes]. A push takes messages of up to slot_bytes,
+// a push two-shot parts of up to that (world_size * slot_bytes). Fill it with kPushEmpty
+// before the first call.
 inline size_t peer_push_inbox_bytes(int world_size, size_t slot_bytes) {
-  return 2 * static_cast<size_t>(world_size) * slot_bytes;
+  return 4 * static_cast<size_t>(world_size) * slot_bytes;
 }
 
 // One rank's view of the group's buffers. data[r] and flags[r] are rank r's, mapped into this
@@ -68,10 +77,10 @@ struct PeerAllReduceBuffers {
   uint32_t* flags[kMaxPeerRanks] = {};  // rank r's flag block [kPeerFlagWords]
   uint32_t* counters = nullptr;         // this rank's own [kPeerAllReduceMaxBlocks], device
   size_t capacity_bytes = 0;            // each half of every staging buffer
-  // Push: rank r's inbox [2][world_size][inbox_bytes] (peer_push_inbox_bytes); null when the
-  // group has none (then kPush is refused).
+  // Push: rank r's inbox [2][2][world_size][inbox_bytes] (peer_push_inbox_bytes); null when
+  // the group has none (then kPush and kPushTwoShot are refused).
   void* inbox[kMaxPeerRanks] = {};
-  size_t inbox_bytes = 0;  // the largest pushed message
+  size_t inbox_bytes = 0;  // one slot: the largest pushed message, or push two-shot part
 };
 
 // The rank counts the kernels are built for (2, 4, 8): a group of another size keeps NCCL.
@@ -90,19 +99,21 @@ struct PeerAllReduceShape {
   int max_blocks = kPeerAllReduceMaxBlocks;
 };
 
-// The largest message (bytes) the buffers take: capacity_bytes (inbox_bytes for kPush).
-// inout: contiguous bf16 on this rank's device, at most that, the same element count on every
-// rank; summed in place. kPush also needs 16-byte vectors (peer_push_fits). Throws
-// std::invalid_argument on a bad argument (too large, not bf16, a rank count
-// peer_all_reduce_supports refuses, a shape outside the above, kPush without an inbox or
-// vectors).
+// The largest message (bytes) the buffers take: capacity_bytes (inbox_bytes for kPush,
+// world_size parts of inbox_bytes for kPushTwoShot). inout: contiguous bf16 on this rank's
+// device, at most that, the same element count on every rank; summed in place. kPush and
+// kPushTwoShot also need 16-byte vectors (peer_push_fits). Throws std::invalid_argument on a
+// bad argument (too large, not bf16, a rank count peer_all_reduce_supports refuses, a shape
+// outside the above, a push without an inbox or vectors).
 void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& buffers,
                          PeerAllReduceAlgo algo, cudaStream_t stream,
                          const PeerAllReduceShape& shape = {});
 
-// Whether kPush takes inout: an inbox, at most inbox_bytes, 16-byte vectors (an element count
-// that divides by 8, and 16-byte aligned data).
-bool peer_push_fits(const TensorView& inout, const PeerAllReduceBuffers& buffers);
+// Whether `algo` (kPush or kPushTwoShot) takes inout: an inbox, at most inbox_bytes (kPush) or
+// parts of at most that (kPushTwoShot), 16-byte vectors (an element count that divides by 8,
+// and 16-byte aligned data).
+bool peer_push_fits(const TensorView& inout, const PeerAllReduceBuffers& buffers,
+                    PeerAllReduceAlgo algo = PeerAllReduceAlgo::kPush);
 
 // The blocks peer_all_reduce_sum launches for these arguments (0 for an empty tensor); launches
 // nothing. For the benchmark's tables. Throws as peer_all_reduce_sum does.

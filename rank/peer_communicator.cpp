@@ -21,6 +21,11 @@ bool takes_push(int world_size, size_t bytes, size_t inbox_bytes, bool push_on) 
   return world_size == 4 && bytes <= (size_t{64} << 10);
 }
 
+bool takes_push_two_shot(int world_size, size_t bytes, size_t inbox_bytes, bool push_on) {
+  const size_t part = (bytes / 16 + world_size - 1) / world_size * 16;  // whole vectors
+  return push_on && world_size == 4 && part <= inbox_bytes;
+}
+
 bool push_fuses_norm(size_t bytes) {
   return bytes <= (size_t{256} << 10);
 }
@@ -56,10 +61,14 @@ void PeerCommunicator::all_reduce_sum(const TensorView& inout, const ExecContext
   const AllReducePath path = choose_all_reduce(
       world_size(), inout.nbytes(), peer_ ? peer_->buffers().capacity_bytes : 0, peer_on);
   if (path == AllReducePath::kNccl) return nccl_.all_reduce_sum(inout, ctx);
-  const kernels::PeerAllReduceAlgo algo =
-      path == AllReducePath::kTwoShot
-          ? kernels::PeerAllReduceAlgo::kTwoShot
-          : one_shot_algo(inout.nbytes(), kernels::peer_push_fits(inout, peer_->buffers()));
+  kernels::PeerAllReduceAlgo algo = kernels::PeerAllReduceAlgo::kTwoShot;
+  if (path == AllReducePath::kOneShot)
+    algo = one_shot_algo(inout.nbytes(), kernels::peer_push_fits(inout, peer_->buffers()));
+  else if (takes_push_two_shot(world_size(), inout.nbytes(), peer_->buffers().inbox_bytes,
+                               push_on_) &&
+           kernels::peer_push_fits(inout, peer_->buffers(),
+                                   kernels::PeerAllReduceAlgo::kPushTwoShot))
+    algo = kernels::PeerAllReduceAlgo::kPushTwoShot;
   kernels::peer_all_reduce_sum(inout, peer_->buffers(), algo, ctx.stream,
                                peer_launch_shape(world_size()));
 }

@@ -32,8 +32,16 @@ AllReducePath choose_all_reduce(int world_size, size_t bytes, size_t staging_byt
 // (8 KiB) 3.4 % faster. On 4 H200s the fused push (kernels::peer_all_reduce_add_rms_norm) took
 // 0.80-0.90x the fused one-shot's time up to 64 KiB and 1.2x at 256 KiB (bench/results/
 // h200x2-2026-11-27-issue31_push_all_reduce.txt). push_on: the peer path has inboxes and
-// NANOVLLM_PEER_PUSH is not "off" (the comparison switch).
+// NANOVLLM_PEER_PUSH is not "off" (the comparison switch, which turns off both pushes).
 bool takes_push(int world_size, size_t bytes, size_t inbox_bytes, bool push_on);
+
+// Whether a two-shot message goes as a push two-shot instead (kernels/peer_all_reduce.h; pure),
+// its parts within an inbox slot: on 4 ranks; 8 ranks keep the two-shot (not measured). On 4
+// H200s, alone in a graph, it took 0.68-0.84x the two-shot's time from 1 to 4 MiB (16.6 us at
+// 2 MiB to 21.4); inside the 8B shape's decode step at batch 256 (2 MiB calls) the step took
+// 0.971x (bench/results/h200x4-2026-11-27-issue31_push_two_shot.txt). On 2 ranks it moves the
+// push's bytes and never beat the push.
+bool takes_push_two_shot(int world_size, size_t bytes, size_t inbox_bytes, bool push_on);
 
 // Whether a pushed all-reduce + residual add + RMSNorm is one kernel (pure): up to 256 KiB. The
 // fused kernel gives each row to one block; from 512 KiB the push over every unit followed by

@@ -21,10 +21,11 @@ class PeerMemory {
   // The largest message the peer path takes; a rank's staging buffer holds two halves of it
   // (calls alternate between them: kernels/peer_all_reduce.h).
   static constexpr size_t kStagingBytes = size_t{8} << 20;
-  // The largest pushed message (kernels/peer_all_reduce.h's push algorithm; the largest that
-  // rank/peer_communicator.h's takes_push sends); the inbox holds 2 x world_size slots of it
-  // (2 MiB on 2 ranks).
-  static constexpr size_t kPushBytes = size_t{512} << 10;
+  // One inbox slot (kernels/peer_all_reduce.h's push algorithms): the largest pushed message,
+  // or the largest part of a push two-shot (rank/peer_communicator.h's takes_push sends at most
+  // 512 KiB; its push two-shot takes 4 MiB on 4 ranks); the inbox holds 4 x world_size slots
+  // (16 MiB on 4 ranks).
+  static constexpr size_t kPushBytes = size_t{1} << 20;
 
   // Collective over `nccl`'s ranks (every rank calls it, on its own GPU): nullopt-like (an
   // empty pointer) when some pair of ranks has no peer access; throws CollectiveError when a

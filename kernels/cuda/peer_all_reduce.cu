@@ -102,6 +102,51 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
   end_call(b, call);
 }
 
+// io: [units] 16-byte vectors of this rank, in N parts of `part` (the last shorter, a part at
+// most one inbox slot); block b owns [b * sub, (b + 1) * sub) of every part, and waits only for
+// the peers' block b, which pushes exactly those units.
+template <int N, int THREADS>
+__global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
+    push_two_shot_kernel(uint4* io, int64_t units, int64_t part, int64_t sub,
+                         PeerAllReduceBuffers b) {
+  const uint32_t call = next_call(b);
+  const auto range = [&](int p, int64_t& begin, int64_t& end) {
+    const int64_t part_end = min(units, (p + 1) * part);
+    begin = min(part_end, p * part + blockIdx.x * sub);
+    end = min(part_end, begin + sub);
+  };
+  int64_t begin, end;
+  // Scatter: part p of this rank's message to slot `rank` of rank p's scatter region.
+#pragma unroll
+  for (int p = 0; p < N; ++p) {
+    if (p == b.rank) continue;
+    range(p, begin, end);
+    uint4* slot = peer::inbox<uint4>(b, p, call, b.rank);
+    for (int64_t i = begin + threadIdx.x; i < end; i += THREADS)
+      slot[i - p * part] = peer::without_negative_zero(io[i]);
+  }
+  // Reduce part `rank` as the peers' pieces land, and push each sum to every peer's gather
+  // region (-0 as +0 again: a sum of +0s and cancellations is never -0, but the bits must be
+  // those every rank keeps).
+  range(b.rank, begin, end);
+  const int64_t mine = b.rank * part;
+  for (int64_t i = begin + threadIdx.x; i < end; i += THREADS) {
+    const uint4 sum = peer::without_negative_zero(
+        peer::sum_pushed_unit<N>(b, call, i - mine, peer::without_negative_zero(io[i])));
+    io[i] = sum;
+    peer::push_unit<N>(b, call, i - mine, sum, peer::kGather);
+  }
+  // Gather the other parts' sums.
+#pragma unroll
+  for (int p = 0; p < N; ++p) {
+    if (p == b.rank) continue;
+    range(p, begin, end);
+    for (int64_t i = begin + threadIdx.x; i < end; i += THREADS)
+      io[i] = peer::take_gathered_unit(b, call, p, i - p * part);
+  }
+  end_call(b, call);
+}
+
 // One call's grid: `work` units (the message, or one part of it) over `blocks` blocks of
 // `per_block` units each.
 struct Grid {
@@ -112,7 +157,8 @@ struct Grid {
 
 Grid grid_for(int64_t units, int n, PeerAllReduceAlgo algo, const PeerAllReduceShape& shape) {
   Grid g;
-  g.work = algo == PeerAllReduceAlgo::kTwoShot ? ceil_div64(units, n) : units;
+  const bool parts = algo == PeerAllReduceAlgo::kTwoShot || algo == PeerAllReduceAlgo::kPushTwoShot;
+  g.work = parts ? ceil_div64(units, n) : units;
   g.blocks = static_cast<int>(
       std::min<int64_t>(shape.max_blocks, std::max<int64_t>(1, ceil_div64(g.work, shape.threads))));
   g.per_block = ceil_div64(g.work, g.blocks);
@@ -138,8 +184,13 @@ void launch(bf16* data, int64_t elems, const PeerAllReduceBuffers& b, PeerAllRed
   else if (algo == PeerAllReduceAlgo::kTwoShot)
     two_shot_kernel<N, VEC, THREADS>
         <<<g.blocks, THREADS, 0, stream>>>(io, units, g.work, g.per_block, b);
-  else if constexpr (VEC)  // check_sum refuses a push off the vector path
-    push_kernel<N, THREADS><<<g.blocks, THREADS, 0, stream>>>(io, units, g.per_block, b);
+  else if constexpr (VEC) {  // check_sum refuses a push off the vector path
+    if (algo == PeerAllReduceAlgo::kPush)
+      push_kernel<N, THREADS><<<g.blocks, THREADS, 0, stream>>>(io, units, g.per_block, b);
+    else
+      push_two_shot_kernel<N, THREADS>
+          <<<g.blocks, THREADS, 0, stream>>>(io, units, g.work, g.per_block, b);
+  }
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -182,6 +233,14 @@ namespace nanovllm::kernels {
 
 namespace {
 
+// What one inbox slot must hold for a push of inout: the message (kPush) or its largest part
+// (kPushTwoShot, N parts of whole 16-byte vectors).
+size_t push_slot_bytes(const TensorView& inout, const PeerAllReduceBuffers& b,
+                       PeerAllReduceAlgo algo) {
+  if (algo != PeerAllReduceAlgo::kPushTwoShot || b.world_size < 1) return inout.nbytes();
+  return static_cast<size_t>(cuda::peer::ceil_div64((inout.numel() + 7) / 8, b.world_size)) * 16;
+}
+
 // What peer_all_reduce_sum and peer_all_reduce_blocks accept.
 void check_sum(const char* op, const TensorView& inout, const PeerAllReduceBuffers& b,
                PeerAllReduceAlgo algo, const PeerAllReduceShape& shape) {
@@ -193,8 +252,8 @@ void check_sum(const char* op, const TensorView& inout, const PeerAllReduceBuffe
   if (shape.max_blocks < 1 || shape.max_blocks > kPeerAllReduceMaxBlocks)
     cuda::peer::fail(op, "max_blocks " + std::to_string(shape.max_blocks) + " outside 1.." +
                              std::to_string(kPeerAllReduceMaxBlocks));
-  const bool push = algo == PeerAllReduceAlgo::kPush;
-  cuda::peer::check_group(op, b, inout.nbytes(), push);
+  const bool push = algo == PeerAllReduceAlgo::kPush || algo == PeerAllReduceAlgo::kPushTwoShot;
+  cuda::peer::check_group(op, b, push ? push_slot_bytes(inout, b, algo) : inout.nbytes(), push);
   if (push && !cuda::vec_path(static_cast<const cuda::bf16*>(inout.data), inout.numel(), b))
     cuda::peer::fail(op,
                      "a push needs 16-byte vectors: an element count that divides by 8 and "
@@ -219,11 +278,12 @@ void peer_all_reduce_sum(const TensorView& inout, const PeerAllReduceBuffers& b,
   });
 }
 
-bool peer_push_fits(const TensorView& inout, const PeerAllReduceBuffers& b) {
+bool peer_push_fits(const TensorView& inout, const PeerAllReduceBuffers& b,
+                    PeerAllReduceAlgo algo) {
   if (inout.dtype != DType::kBf16 || inout.on_cpu() || !inout.is_contiguous()) return false;
   for (int r = 0; r < b.world_size; ++r)
     if (b.inbox[r] == nullptr) return false;
-  return inout.nbytes() <= b.inbox_bytes &&
+  return push_slot_bytes(inout, b, algo) <= b.inbox_bytes &&
          cuda::vec_path(static_cast<const cuda::bf16*>(inout.data), inout.numel(), b);
 }
 

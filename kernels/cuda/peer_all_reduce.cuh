@@ -119,11 +119,17 @@ __device__ __forceinline__ typename Unit<VEC>::T sum_unit(const PeerAllReduceBuf
   }
 }
 
-// Push (kernels/peer_all_reduce.h): slot `slot` of rank `owner`'s inbox for call `call`, as U.
+// The inbox regions (kernels/peer_all_reduce.h's peer_push_inbox_bytes).
+enum Region { kScatter = 0, kGather = 1 };
+
+// Push (kernels/peer_all_reduce.h): slot `slot` of region `region` of rank `owner`'s inbox for
+// call `call`, as U.
 template <typename U>
 __device__ __forceinline__ U* inbox(const PeerAllReduceBuffers& b, int owner, uint32_t call,
-                                    int slot) {
-  const size_t cell = (call & 1u) * static_cast<size_t>(b.world_size) + static_cast<size_t>(slot);
+                                    int slot, Region region = kScatter) {
+  const size_t cell =
+      ((call & 1u) * 2 + static_cast<size_t>(region)) * static_cast<size_t>(b.world_size) +
+      static_cast<size_t>(slot);
   return reinterpret_cast<U*>(static_cast<uint8_t*>(b.inbox[owner]) + cell * b.inbox_bytes);
 }
 
@@ -179,15 +185,15 @@ __device__ __forceinline__ uint4 wait_pushed(const PeerAllReduceBuffers& b, cons
 // Pushes unit i of this rank's message (v, -0 already made +0) into every peer's inbox.
 template <int N>
 __device__ __forceinline__ void push_unit(const PeerAllReduceBuffers& b, uint32_t call, int64_t i,
-                                          const uint4& v) {
+                                          const uint4& v, Region region = kScatter) {
 #pragma unroll
   for (int p = 0; p < N; ++p)
-    if (p != b.rank) inbox<uint4>(b, p, call, b.rank)[i] = v;
+    if (p != b.rank) inbox<uint4>(b, p, call, b.rank, region)[i] = v;
 }
 
-// The sum over the ranks of unit i (ranks in order 0..N-1, f32, rounded once), this rank's own
-// being `own` (-0 made +0, as sent); then every peer slot of unit i is emptied for the call after
-// next.
+// The sum over the ranks of unit i of the scatter slots (ranks in order 0..N-1, f32, rounded
+// once), this rank's own being `own` (-0 made +0, as sent); then every peer slot of unit i is
+// emptied for the call after next.
 template <int N>
 __device__ __forceinline__ uint4 sum_pushed_unit(const PeerAllReduceBuffers& b, uint32_t call,
                                                  int64_t i, const uint4& own) {
@@ -211,6 +217,16 @@ __device__ __forceinline__ uint4 sum_pushed_unit(const PeerAllReduceBuffers& b, 
 #pragma unroll
   for (int j = 0; j < 8; ++j) out.v[j] = to_bf16(acc[j]);
   return *reinterpret_cast<const uint4*>(&out);
+}
+
+// Unit i of the gather slot `from` once it has landed; the slot is emptied for the call after
+// next.
+__device__ __forceinline__ uint4 take_gathered_unit(const PeerAllReduceBuffers& b, uint32_t call,
+                                                    int from, int64_t i) {
+  uint4* p = inbox<uint4>(b, b.rank, call, from, kGather) + i;
+  const uint4 v = wait_pushed(b, p, load_volatile(p), from, call);
+  *p = empty_unit();
+  return v;
 }
 
 // The call number of this block: one more than its last (the same on every rank, since every
@@ -241,7 +257,8 @@ inline int64_t ceil_div64(int64_t a, int64_t b) {
 }
 
 // The group every call needs: a built rank count, this rank in it, every rank's buffers mapped,
-// call counters, and `bytes` within the staging buffers (the inboxes, for a push).
+// call counters, and `bytes` within the staging buffers (a push: bytes is what one inbox slot
+// must take).
 inline void check_group(const char* op, const PeerAllReduceBuffers& b, size_t bytes,
                         bool push = false) {
   if (!peer_all_reduce_supports(b.world_size))

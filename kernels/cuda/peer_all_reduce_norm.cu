@@ -111,7 +111,7 @@ void peer_all_reduce_add_rms_norm(const TensorView& x, const TensorView& residua
   if (x.size(1) % 8 != 0 || x.stride[0] % 8 != 0 || residual.stride[0] % 8 != 0 ||
       !cuda::aligned16(x.data) || !cuda::aligned16(residual.data) || !cuda::aligned16(weight.data))
     fail(kOp, "H, the row strides and the pointers must allow 16-byte vectors");
-  if (algo == PeerAllReduceAlgo::kTwoShot)
+  if (algo == PeerAllReduceAlgo::kTwoShot || algo == PeerAllReduceAlgo::kPushTwoShot)
     fail(kOp, "the fused form is one-shot or push (kernels/peer_all_reduce.h says why)");
   const bool push = algo == PeerAllReduceAlgo::kPush;
   cuda::peer::check_group(kOp, b, static_cast<size_t>(x.numel()) * 2, push);

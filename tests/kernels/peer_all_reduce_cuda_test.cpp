@@ -2,10 +2,11 @@
 // every rank ends with exactly the f32 sum over the ranks in order 0..N-1 rounded once to bf16
 // (so the ranks agree to the bit and a rerun gives the same bits), for every size class (one
 // element, odd sizes on the scalar path, 16-byte vectors, parts that do not divide evenly,
-// several MiB), every algorithm (one-shot, two-shot, push: the push on the 16-byte vector sizes,
-// with -0 inputs sent as +0), every launch shape, many calls in a row and replays of a captured
-// CUDA graph; and the fused all-reduce + residual add + RMSNorm, one-shot and push, gives the
-// bits of the same sum followed by the norm. Skips (saying so) below two GPUs with peer access.
+// several MiB), every algorithm (one-shot, two-shot, push, push two-shot: the pushes on the
+// 16-byte vector sizes, with -0 inputs sent as +0), every launch shape, many calls in a row and
+// replays of a captured CUDA graph; and the fused all-reduce + residual add + RMSNorm, one-shot and
+// push, gives the bits of the same sum followed by the norm. Skips (saying so) below two GPUs with
+// peer access.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -33,6 +34,10 @@ constexpr size_t kCapacity = size_t{8} << 20;
                    << " here";                                                                  \
   } while (0)
 
+bool is_push(PeerAllReduceAlgo algo) {
+  return algo == PeerAllReduceAlgo::kPush || algo == PeerAllReduceAlgo::kPushTwoShot;
+}
+
 // inputs[r]: rank r's random bf16 values.
 std::vector<std::vector<uint16_t>> random_inputs(int ranks, size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -41,8 +46,8 @@ std::vector<std::vector<uint16_t>> random_inputs(int ranks, size_t n, uint32_t s
   return in;
 }
 
-// The f32 sum over the ranks in order, rounded once; a push sends -0 as +0 (kPushEmpty is -0),
-// which changes only the sign of a sum whose every term is -0.
+// The f32 sum over the ranks in order, rounded once; a push (either) sends -0 as +0 (kPushEmpty
+// is -0), which changes only the sign of a sum whose every term is -0.
 std::vector<uint16_t> reference_sum(const std::vector<std::vector<uint16_t>>& in,
                                     PeerAllReduceAlgo algo = PeerAllReduceAlgo::kOneShot) {
   std::vector<uint16_t> out(in[0].size());
@@ -50,7 +55,7 @@ std::vector<uint16_t> reference_sum(const std::vector<std::vector<uint16_t>>& in
     float acc = 0.f;
     for (const auto& r : in) {
       const bool negative_zero = r[i] == kernels::kPushEmpty;
-      acc += algo == PeerAllReduceAlgo::kPush && negative_zero ? 0.f : bf16_to_float(r[i]);
+      acc += is_push(algo) && negative_zero ? 0.f : bf16_to_float(r[i]);
     }
     out[i] = float_to_bf16(acc);
   }
@@ -87,7 +92,7 @@ void expect_exact_sum_on_every_rank(int ranks, PeerAllReduceAlgo algo) {
   // Sizes: scalar path (odd), one vector, parts shorter than a block, uneven parts, 4 MiB.
   for (const size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{24}, size_t{4096},
                          size_t{4096 * 3 + 8}, size_t{100003}, size_t{1} << 21}) {
-    if (algo == PeerAllReduceAlgo::kPush && n % 8 != 0) continue;  // vectors only
+    if (is_push(algo) && n % 8 != 0) continue;    // vectors only
     for (int repeat = 0; repeat < 3; ++repeat) {  // counters advance in step on every rank
       const auto in = random_inputs(ranks, n, seed++);
       const auto want = reference_sum(in, algo);
@@ -100,9 +105,16 @@ void expect_exact_sum_on_every_rank(int ranks, PeerAllReduceAlgo algo) {
 }
 
 const char* algo_name(PeerAllReduceAlgo algo) {
-  return algo == PeerAllReduceAlgo::kOneShot
-             ? "OneShot"
-             : (algo == PeerAllReduceAlgo::kTwoShot ? "TwoShot" : "Push");
+  switch (algo) {
+    case PeerAllReduceAlgo::kOneShot:
+      return "OneShot";
+    case PeerAllReduceAlgo::kTwoShot:
+      return "TwoShot";
+    case PeerAllReduceAlgo::kPush:
+      return "Push";
+    default:
+      return "PushTwoShot";
+  }
 }
 
 class PeerAllReduceSizes : public ::testing::TestWithParam<std::tuple<int, PeerAllReduceAlgo>> {};
@@ -117,7 +129,8 @@ INSTANTIATE_TEST_SUITE_P(PeerAllReduceCuda, PeerAllReduceSizes,
                          ::testing::Combine(::testing::Values(2, 4),
                                             ::testing::Values(PeerAllReduceAlgo::kOneShot,
                                                               PeerAllReduceAlgo::kTwoShot,
-                                                              PeerAllReduceAlgo::kPush)),
+                                                              PeerAllReduceAlgo::kPush,
+                                                              PeerAllReduceAlgo::kPushTwoShot)),
                          [](const auto& info) {
                            return std::to_string(std::get<0>(info.param)) + "Ranks" +
                                   algo_name(std::get<1>(info.param));
@@ -127,12 +140,13 @@ INSTANTIATE_TEST_SUITE_P(PeerAllReduceCuda, PeerAllReduceSizes,
 // positions): a push must send them as +0, never leave them reading as kPushEmpty (that call
 // would wait forever), and every rank gets the ordered sum; repeated, so each inbox slot is
 // filled and emptied several times.
-TEST(PeerAllReduceCuda, PushSendsNegativeZerosAsPositiveZeros) {
+TEST(PeerAllReduceCuda, PushesSendNegativeZerosAsPositiveZeros) {
   SKIP_WITHOUT_PEERS(2);
   const int ranks = PeerGroup::usable_gpus() >= 4 ? 4 : 2;
   PeerGroup g(ranks, kCapacity);
   const size_t n = 4096 * 5;
-  for (int repeat = 0; repeat < 4; ++repeat) {
+  for (int repeat = 0; repeat < 8; ++repeat) {
+    const auto algo = repeat % 2 ? PeerAllReduceAlgo::kPushTwoShot : PeerAllReduceAlgo::kPush;
     auto in = random_inputs(ranks, n, 900 + repeat);
     for (size_t i = 0; i < n; ++i) {
       if (i % 3 == 0) in[0][i] = kernels::kPushEmpty;
@@ -140,10 +154,11 @@ TEST(PeerAllReduceCuda, PushSendsNegativeZerosAsPositiveZeros) {
         for (auto& r : in) r[i] = kernels::kPushEmpty;  // every term -0
     }
     upload(g, in);
-    all_reduce(g, n, PeerAllReduceAlgo::kPush);
-    const auto want = reference_sum(in, PeerAllReduceAlgo::kPush);
+    all_reduce(g, n, algo);
+    const auto want = reference_sum(in, algo);
     for (size_t i = 0; i < n; i += 7) ASSERT_EQ(want[i], 0) << "the sum of -0s is +0 here";
-    for (int d = 0; d < ranks; ++d) ASSERT_EQ(download(g, d, n), want) << "rank " << d;
+    for (int d = 0; d < ranks; ++d)
+      ASSERT_EQ(download(g, d, n), want) << algo_name(algo) << ", rank " << d;
   }
 }
 
@@ -156,11 +171,11 @@ TEST_P(PeerAllReduceShapes, EveryShapeGivesTheDefaultShapesBits) {
   SKIP_WITHOUT_PEERS(ranks);
   PeerGroup g(ranks, kCapacity);
   uint32_t seed = 300;
-  for (const auto algo :
-       {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot, PeerAllReduceAlgo::kPush}) {
+  for (const auto algo : {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot,
+                          PeerAllReduceAlgo::kPush, PeerAllReduceAlgo::kPushTwoShot}) {
     // The scalar path, uneven parts, more units than 128 blocks of 1024 threads take at once.
     for (const size_t n : {size_t{7}, size_t{4096 * 3 + 8}, size_t{100003}, size_t{1} << 21}) {
-      if (algo == PeerAllReduceAlgo::kPush && n % 8 != 0) continue;  // vectors only
+      if (is_push(algo) && n % 8 != 0) continue;  // vectors only
       const auto in = random_inputs(ranks, n, seed++);
       upload(g, in);
       all_reduce(g, n, algo);
@@ -222,6 +237,12 @@ TEST(PeerAllReduceCuda, BlocksAreTheWorkOverTheThreadsUpToMaxBlocks) {
   EXPECT_THROW(blocks(4097, PeerAllReduceAlgo::kPush, {}), std::invalid_argument);
   EXPECT_EQ(blocks(kTwoMiB, PeerAllReduceAlgo::kPush, {}), 128);  // the whole inbox
   EXPECT_THROW(blocks(kTwoMiB + 8, PeerAllReduceAlgo::kPush, {}), std::invalid_argument);
+  // A push two-shot: the two-shot's grid; its parts (not the message) must fit a slot.
+  EXPECT_EQ(blocks(kTwoMiB, PeerAllReduceAlgo::kPushTwoShot, {}), 64);
+  EXPECT_EQ(blocks(4 * kTwoMiB, PeerAllReduceAlgo::kPushTwoShot, {}), 128);  // 4 whole slots
+  EXPECT_THROW(blocks(4 * kTwoMiB + 32, PeerAllReduceAlgo::kPushTwoShot, {}),
+               std::invalid_argument);
+  EXPECT_THROW(blocks(4100, PeerAllReduceAlgo::kPushTwoShot, {}), std::invalid_argument);
   EXPECT_THROW(blocks(8, PeerAllReduceAlgo::kOneShot, {384, 128}), std::invalid_argument);
   EXPECT_THROW(blocks(8, PeerAllReduceAlgo::kOneShot, {512, 0}), std::invalid_argument);
   EXPECT_THROW(blocks(8, PeerAllReduceAlgo::kOneShot, {512, 129}), std::invalid_argument);
@@ -230,13 +251,15 @@ TEST(PeerAllReduceCuda, BlocksAreTheWorkOverTheThreadsUpToMaxBlocks) {
 TEST(PeerAllReduceCuda, AlternatingAlgorithmsAndSizesKeepTheRanksInStep) {
   SKIP_WITHOUT_PEERS(2);
   PeerGroup g(2, kCapacity);
-  // Sizes cycle by 3, algorithms by 4 (one-shot, two-shot, push, push): the staging halves and
-  // the inbox generations follow the same call count whichever algorithm makes a call.
-  for (int call = 0; call < 48; ++call) {
+  // Sizes cycle by 3, algorithms by 5 (one-shot, two-shot, push, push, push two-shot): the
+  // staging halves and the inbox generations follow the same call count whichever algorithm
+  // makes a call.
+  for (int call = 0; call < 60; ++call) {
     const size_t n = call % 3 == 0 ? 8 * 5 : (call % 3 == 1 ? 8192 : 65536 + 16);
     const PeerAllReduceAlgo algos[] = {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot,
-                                       PeerAllReduceAlgo::kPush, PeerAllReduceAlgo::kPush};
-    const auto algo = algos[call % 4];
+                                       PeerAllReduceAlgo::kPush, PeerAllReduceAlgo::kPush,
+                                       PeerAllReduceAlgo::kPushTwoShot};
+    const auto algo = algos[call % 5];
     const auto in = random_inputs(2, n, 1000 + call);
     upload(g, in);
     all_reduce(g, n, algo);
@@ -254,8 +277,8 @@ TEST(PeerAllReduceCuda, GraphReplaysAreEachAFullAllReduce) {
   const size_t n = 3 * 4096 + 8;
   std::vector<void*> src(ranks);
   std::vector<cudaGraphExec_t> execs(ranks);
-  for (const auto algo :
-       {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot, PeerAllReduceAlgo::kPush}) {
+  for (const auto algo : {PeerAllReduceAlgo::kOneShot, PeerAllReduceAlgo::kTwoShot,
+                          PeerAllReduceAlgo::kPush, PeerAllReduceAlgo::kPushTwoShot}) {
     const auto in = random_inputs(ranks, n, 77 + static_cast<uint32_t>(algo));
     for (int d = 0; d < ranks; ++d) {
       CUDA_CHECK(cudaSetDevice(d));

@@ -49,6 +49,21 @@ TEST(AllReduceChoice, TwoRanksPushUpTo512KiBFourUpTo64KiBAndEightNever) {
   EXPECT_FALSE(push_fuses_norm(256 * kKiB + 16));
 }
 
+// The two-shot range of 4 ranks (above 512 KiB) is pushed in both phases while its parts fit an
+// inbox slot; 2 ranks (one-shot there) and 8 (not measured) never, nor with the push off.
+TEST(AllReduceChoice, FourRanksPushTheirTwoShotMessagesWhosePartsFitASlot) {
+  constexpr size_t kSlot = 1 * kMiB;
+  EXPECT_EQ(choose_all_reduce(4, 2 * kMiB, kStaging, true), AllReducePath::kTwoShot);
+  EXPECT_TRUE(takes_push_two_shot(4, 2 * kMiB, kSlot, true));  // 8B decode at batch 256
+  EXPECT_TRUE(takes_push_two_shot(4, 512 * kKiB + 16, kSlot, true));
+  EXPECT_TRUE(takes_push_two_shot(4, 4 * kMiB, kSlot, true));        // four whole slots
+  EXPECT_FALSE(takes_push_two_shot(4, 4 * kMiB + 16, kSlot, true));  // a part one vector over
+  EXPECT_FALSE(takes_push_two_shot(4, 2 * kMiB, kSlot, false));      // NANOVLLM_PEER_PUSH=off
+  EXPECT_FALSE(takes_push_two_shot(4, 2 * kMiB, 0, true));           // no inbox
+  EXPECT_FALSE(takes_push_two_shot(2, 2 * kMiB, kSlot, true));
+  EXPECT_FALSE(takes_push_two_shot(8, 2 * kMiB, kSlot, true));
+}
+
 TEST(AllReduceChoice, NcclWhereThePeerPathIsOffOrTheGroupIsOneRank) {
   EXPECT_EQ(choose_all_reduce(2, 8 * kKiB, kStaging, false), AllReducePath::kNccl);
   EXPECT_EQ(choose_all_reduce(4, 8 * kKiB, 0, true), AllReducePath::kNccl);  // no staging
