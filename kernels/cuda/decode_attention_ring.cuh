@@ -27,6 +27,7 @@ struct TileRing {
   unsigned char* v_ring;
   int8_t* e_ring;
   int hk, ctx, first_tile, ntiles;
+  bool one_page;  // every tile within one cache block (load_tile)
 
   __device__ TileRing(const DecodeArgs& args, float4* smem, int b, int hk_, int ctx_, int first,
                       int n)
@@ -38,10 +39,11 @@ struct TileRing {
         hk(hk_),
         ctx(ctx_),
         first_tile(first),
-        ntiles(n) {}
+        ntiles(n),
+        one_page(args.block_size % L::kTokens == 0) {}
 
   __device__ void load(int t, int slot) const {
-    load_tile<D, FP8, SWIZZLE>(a, bt, hk, (first_tile + t) * L::kTokens, ctx,
+    load_tile<D, FP8, SWIZZLE>(a, bt, hk, (first_tile + t) * L::kTokens, ctx, one_page,
                                k_ring + slot * L::kTileBytes, v_ring + slot * L::kTileBytes,
                                e_ring + slot * L::kExpBytes);
   }

@@ -255,8 +255,10 @@ TEST(DecodeAttentionCuda, Batch1TileEdgesAndLongContextsInEverySplitMode) {
   SKIP_WITHOUT_CUDA();
   for (Split split : kAllSplits) {
     for (int ctx : {1, 31, 32, 33, 256, 257, 1000, 4096, 16384}) check_decode({ctx}, {}, split, 21);
-    for (int ctx : {1, 63, 64, 65, 257, 4096})  // head dim 64: 64-token tiles
+    for (int ctx : {1, 63, 64, 65, 257, 4096}) {  // head dim 64: 64-token tiles
       check_decode({ctx}, {64, 8, 2, 16}, split, 22);
+      check_decode({ctx}, {64, 8, 2, 128}, split, 22);  // each tile within one block
+    }
   }
 }
 
