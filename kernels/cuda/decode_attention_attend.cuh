@@ -64,8 +64,8 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
     for (int j = 0; j < 8; ++j) acc[g][j] = 0.f;
   }
 
-  for (int t = 0; t < ntiles; ++t) {
-    const int slot = ring.acquire(t);
+  for (int t = 0, slot = 0; t < ntiles; ++t, slot = ring.next_slot(slot)) {
+    ring.acquire(t, slot);
     const int tok0 = (first_tile + t) * L::kTokens;
     // This lane's 8 dims of row `group`; row u * kGroups + group is u * kGroups rows further.
     const unsigned char* ks = ring.k(slot) + (group * D + dl * 8) * L::kElemBytes;

@@ -136,8 +136,8 @@ __device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int h
   const int ta = r0 + 2 * t;  // tile rows of this lane's scores: ta, ta + 1
   const int cl = v_chunk(g);
 
-  for (int it = 0; it < ntiles; ++it) {
-    const int slot = ring.acquire(it);
+  for (int it = 0, slot = 0; it < ntiles; ++it, slot = ring.next_slot(slot)) {
+    ring.acquire(it, slot);
     const int tok0 = (first_tile + it) * L::kTokens;
 
     float s[4] = {0.f, 0.f, 0.f, 0.f};

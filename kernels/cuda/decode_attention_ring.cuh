@@ -15,8 +15,9 @@ namespace nanovllm::kernels::cuda::decode {
 
 // Tiles [first_tile, first_tile + ntiles) of kv head hk of sequence b (ctx tokens) through the
 // ring in smem: the K slots [kStages][kTokens, D], then the V slots, then (fp8) the exponents
-// [kStages][2, kTokens]. CTA-uniform use: prologue(), then acquire(t) for t = 0 .. ntiles - 1
-// (each followed by the compute of that slot), then drain() before smem is reused.
+// [kStages][2, kTokens]. CTA-uniform use: prologue(), then acquire(t, t % kStages) for
+// t = 0 .. ntiles - 1 (each followed by the compute of that slot), then drain() before smem is
+// reused.
 template <int D, bool FP8, bool SWIZZLE>
 struct TileRing {
   using L = Layout<D, FP8>;
@@ -65,15 +66,18 @@ struct TileRing {
     wait_once(waited);
   }
 
-  // Tile t's slot, once every thread's copies of it have landed and everyone is done with tile
-  // t - 1, whose slot is refilled with tile t + kStages - 1.
-  __device__ int acquire(int t) const {
+  // Returns once tile t (in `slot` = t % kStages, which the caller keeps with next_slot: no
+  // division in the loop) has landed for every thread and everyone is done with tile t - 1,
+  // whose slot is refilled with tile t + kStages - 1.
+  __device__ void acquire(int t, int slot) const {
     cp_async_wait<kStages - 2>();
     __syncthreads();
     const int nt = t + kStages - 1;
-    if (nt < ntiles) load(nt, nt % kStages);
+    if (nt < ntiles) load(nt, slot == 0 ? kStages - 1 : slot - 1);
     cp_async_commit();
-    return t % kStages;
+  }
+  __device__ static int next_slot(int slot) {
+    return slot + 1 == kStages ? 0 : slot + 1;
   }
 
   __device__ const unsigned char* k(int slot) const {
