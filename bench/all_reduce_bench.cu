@@ -1,7 +1,7 @@
 // One all-reduce inside a CUDA graph, on 2 and 4 GPUs of this process (as many as have peer
 // access): the peer-memory one-shot, two-shot, push and push two-shot ("push2") kernels
-// (kernels/peer_all_reduce.h) beside
-// NCCL (NVLS off), bf16, in place, over the decode sizes (8 KiB .. 2 MiB) and a few larger.
+// (kernels/peer_all_reduce.h) beside NCCL (NVLS off), bf16, in place, over the decode sizes
+// (8 KiB .. 2 MiB) and a few larger.
 // Each figure: a graph of kCallsPerGraph calls replayed kReplays times on every GPU, the time
 // of the slowest GPU's replays over the calls. Prints a table and JSON lines. --sweep-shapes
 // adds, per GPU count, both peer kernels at every launch shape (kernels::PeerAllReduceShape:

@@ -19,8 +19,8 @@
 // - Push two-shot: the two-shot's reduce-scatter and all-gather as pushes. Each rank pushes
 //   part p of its message into slot `rank` of rank p's scatter inbox, sums its own part as the
 //   peers' pieces land (ranks in order), and pushes that sum into slot `rank` of every peer's
-//   gather inbox, where each rank collects the other parts. Half the one-shot push's bytes
-//   over the links, and neither the staging copy nor a barrier of the two-shot. The gather
+//   gather inbox, where each rank collects the other parts. 2/N of the push's bytes over the
+//   links (half on 4 ranks), and neither the staging copy nor a barrier of the two-shot. The gather
 //   region of generation g is written in call c only after its owner's scatter push of c,
 //   which the owner makes after emptying both regions of g in call c - 2.
 // Either way every rank ends with the same bits, and a run is deterministic: the sum order is

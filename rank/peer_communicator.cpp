@@ -22,7 +22,8 @@ bool takes_push(int world_size, size_t bytes, size_t inbox_bytes, bool push_on) 
 }
 
 bool takes_push_two_shot(int world_size, size_t bytes, size_t inbox_bytes, bool push_on) {
-  const size_t part = (bytes / 16 + world_size - 1) / world_size * 16;  // whole vectors
+  const size_t vectors = (bytes + 15) / 16;
+  const size_t part = (vectors + world_size - 1) / world_size * 16;  // whole vectors
   return push_on && world_size == 4 && part <= inbox_bytes;
 }
 

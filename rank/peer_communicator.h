@@ -55,7 +55,8 @@ kernels::PeerAllReduceShape peer_launch_shape(int world_size);
 class PeerCommunicator final : public Communicator {
  public:
   // `peer`: null = NCCL everywhere (no peer access, or --disable-custom-all-reduce). Reads
-  // NANOVLLM_PEER_PUSH ("off": no push; anything else or unset: takes_push decides).
+  // NANOVLLM_PEER_PUSH ("off": no push of either kind; anything else or unset: takes_push and
+  // takes_push_two_shot decide).
   PeerCommunicator(NcclCommunicator& nccl, std::unique_ptr<PeerMemory> peer);
 
   int rank() const override { return nccl_.rank(); }
