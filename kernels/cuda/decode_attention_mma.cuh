@@ -162,7 +162,9 @@ __device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int h
         for (int h = 0; h < 4; ++h) {
           const uint32_t w = word(kc, h);
           const uint32_t af[4] = {qa[4 * i + h][0], 0u, qa[4 * i + h][1], 0u};
-          mma_f16_16816(h % 2 ? s_odd : s, af, e4m3x2_to_f16x2(w), e4m3x2_hi_to_f16x2(w));
+          uint32_t k_lo, k_hi;
+          e4m3x4_to_f16x2(w, k_lo, k_hi);
+          mma_f16_16816(h % 2 ? s_odd : s, af, k_lo, k_hi);
         }
       }
 #pragma unroll
@@ -236,7 +238,9 @@ __device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int h
       for (int i = 0; i < 8; ++i) {  // bytes 2i, 2i + 1: word i / 2, bytes 2 (i % 2) and + 1
         // One permute pairs both dims' bytes of the two rows: (x_2k, y_2k, x_2k+1, y_2k+1).
         const uint32_t xy = __byte_perm(word(va, i / 2), word(vb, i / 2), i % 2 ? 0x7362 : 0x5140);
-        mma_16808<true>(acc[i], e4m3x2_to_f16x2(xy), e4m3x2_hi_to_f16x2(xy), pa);
+        uint32_t v_lo, v_hi;
+        e4m3x4_to_f16x2(xy, v_lo, v_hi);
+        mma_16808<true>(acc[i], v_lo, v_hi, pa);
       }
     }
   }

@@ -55,22 +55,13 @@ __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Two E4M3 values (the low 16 bits of `pair`, the low byte first) as an f16x2 (exact).
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair) {
-  uint32_t r;
-  asm("{\n .reg .b16 lo;\n mov.b32 {lo, _}, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
-      : "=r"(r)
-      : "r"(pair));
-  return r;
-}
-
-// The same for the high 16 bits of `pair` (the third byte first).
-__device__ __forceinline__ uint32_t e4m3x2_hi_to_f16x2(uint32_t pair) {
-  uint32_t r;
-  asm("{\n .reg .b16 hi;\n mov.b32 {_, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;\n}\n"
-      : "=r"(r)
-      : "r"(pair));
-  return r;
+// Four E4M3 values (a word, the low byte first) as two f16x2 (exact): lo holds bytes 0 and 1,
+// hi bytes 2 and 3, each pair low byte first.
+__device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t word, uint32_t& lo, uint32_t& hi) {
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(word));
 }
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {

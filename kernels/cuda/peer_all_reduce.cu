@@ -43,6 +43,15 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
   end_call(b, call);
 }
 
+// Units [begin, end) of part p (parts of `part` units, the last shorter) that this block owns:
+// [b * sub, (b + 1) * sub) of the part, clipped to it.
+__device__ __forceinline__ void block_range_of_part(int64_t units, int64_t part, int64_t sub, int p,
+                                                    int64_t& begin, int64_t& end) {
+  const int64_t part_end = min(units, (p + 1) * part);
+  begin = min(part_end, p * part + blockIdx.x * sub);
+  end = min(part_end, begin + sub);
+}
+
 // The units are N parts of `part` (the last shorter); block b owns [b * sub, (b + 1) * sub) of
 // every part. Rank r reduces part r into its own buffer, then every rank gathers part s from
 // rank s.
@@ -52,19 +61,14 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
                     PeerAllReduceBuffers b) {
   using U = typename Unit<VEC>::T;
   const uint32_t call = next_call(b);
-  const auto range = [&](int p, int64_t& begin, int64_t& end) {
-    const int64_t part_end = min(units, (p + 1) * part);
-    begin = min(part_end, p * part + blockIdx.x * sub);
-    end = min(part_end, begin + sub);
-  };
   U* mine = staging<U>(b, b.rank, call);
   int64_t begin, end;
   for (int p = 0; p < N; ++p) {
-    range(p, begin, end);
+    block_range_of_part(units, part, sub, p, begin, end);
     for (int64_t i = begin + threadIdx.x; i < end; i += THREADS) mine[i] = io[i];
   }
   block_barrier<N, true>(b, peer::kStart, call);
-  range(b.rank, begin, end);
+  block_range_of_part(units, part, sub, b.rank, begin, end);
   for (int64_t i = begin + threadIdx.x; i < end; i += THREADS) {
     const U s = sum_unit<N, VEC>(b, call, i);
     io[i] = s;
@@ -74,7 +78,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
 #pragma unroll
   for (int p = 0; p < N; ++p) {
     if (p == b.rank) continue;
-    range(p, begin, end);
+    block_range_of_part(units, part, sub, p, begin, end);
     const U* theirs = staging<const U>(b, p, call);
     for (int64_t i = begin + threadIdx.x; i < end; i += THREADS) {
       if constexpr (VEC)
@@ -110,17 +114,12 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
     push_two_shot_kernel(uint4* io, int64_t units, int64_t part, int64_t sub,
                          PeerAllReduceBuffers b) {
   const uint32_t call = next_call(b);
-  const auto range = [&](int p, int64_t& begin, int64_t& end) {
-    const int64_t part_end = min(units, (p + 1) * part);
-    begin = min(part_end, p * part + blockIdx.x * sub);
-    end = min(part_end, begin + sub);
-  };
   int64_t begin, end;
   // Scatter: part p of this rank's message to slot `rank` of rank p's scatter region.
 #pragma unroll
   for (int p = 0; p < N; ++p) {
     if (p == b.rank) continue;
-    range(p, begin, end);
+    block_range_of_part(units, part, sub, p, begin, end);
     uint4* slot = peer::inbox<uint4>(b, p, call, b.rank);
     for (int64_t i = begin + threadIdx.x; i < end; i += THREADS)
       slot[i - p * part] = peer::without_negative_zero(io[i]);
@@ -128,7 +127,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
   // Reduce part `rank` as the peers' pieces land, and push each sum to every peer's gather
   // region (-0 as +0 again: a sum of +0s and cancellations is never -0, but the bits must be
   // those every rank keeps).
-  range(b.rank, begin, end);
+  block_range_of_part(units, part, sub, b.rank, begin, end);
   const int64_t mine = b.rank * part;
   for (int64_t i = begin + threadIdx.x; i < end; i += THREADS) {
     const uint4 sum = peer::without_negative_zero(
@@ -140,7 +139,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
 #pragma unroll
   for (int p = 0; p < N; ++p) {
     if (p == b.rank) continue;
-    range(p, begin, end);
+    block_range_of_part(units, part, sub, p, begin, end);
     for (int64_t i = begin + threadIdx.x; i < end; i += THREADS)
       io[i] = peer::take_gathered_unit(b, call, p, i - p * part);
   }
