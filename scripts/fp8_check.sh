@@ -9,6 +9,9 @@
 #   generation: gpu_generation_test with NANOVLLM_GPU_KV_CACHE_DTYPE=fp8 against a fresh
 #      transformers reference (scripts/make_gpu_reference.py): prefix caching, chunked
 #      prefill, CUDA graphs and preemption on an fp8 cache, and its figures against FP32;
+#   fields: examples/request_fields.jsonl on the tiny preset with an fp8 cache, --device cuda
+#      against --device cpu (the CPU reference backend's fp8 cache): n > 1 forks, which share
+#      their prompt's blocks, stop strings and ids, min_tokens (scripts/compare_request_fields.py);
 #   3. speed: nanovllm-bench with --kv-cache-dtype bfloat16 and fp8, each: 256 x 512/512
 #      (fixed), nano-vllm's workload, the decode step at batch 8 and 256 (context 1024), and
 #      the blocks each cache gets; phase long: the decode step at batch 8 and context 32768
@@ -23,7 +26,7 @@ source scripts/gpu_check_env.sh
 final=$out
 out=$(mktemp -d /tmp/fp8_check.XXXXXX)
 pack() { tar -czf "$final/fp8_check_logs.tgz" -C "$out" .; }
-phases=" ${FP8_CHECK_PHASES:-kernels accuracy speed regress long generation} "
+phases=" ${FP8_CHECK_PHASES:-kernels accuracy fields speed regress long generation} "
 has() { [[ "$phases" == *" $1 "* ]]; }
 
 if has kernels; then
@@ -72,6 +75,20 @@ if has generation; then
   echo "gpu_generation_test fp8: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/generation_fp8.log" | tr '\n' ' ')"
   grep -E '^\[ +(OK|FAILED) +\]|^\[qwen|tolerances|mean' "$out/generation_fp8.log" | head -30
   grep -A8 'Failure' "$out/generation_fp8.log" | cut -c1-300 | head -60
+fi
+pack
+
+if has fields; then
+  [ -f "$work/tiny/config.json" ] || "$bundle/bin/nanovllm-mkmodel" --preset tiny --seed 1 \
+    --tokenizer-dir "$bundle/tokenizer" "$work/tiny" >/dev/null
+  for dev in cuda cpu; do
+    timeout 150 "$bundle/bin/nanovllm-launch" "$work/tiny" examples/request_fields.jsonl \
+      --device "$dev" --kv-cache-dtype fp8 -o "$out/fields_fp8_$dev.jsonl" \
+      >"$out/fields_fp8_$dev.log" 2>&1
+    echo "fields fp8 $dev: rc=$?"
+  done
+  python3 scripts/compare_request_fields.py "$out/fields_fp8_cuda.jsonl" \
+    "$out/fields_fp8_cpu.jsonl" cuda cpu
 fi
 pack
 

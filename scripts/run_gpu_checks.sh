@@ -166,25 +166,8 @@ fields_check() {
     step "fields $dev $name" 150 "$bundle/bin/nanovllm-launch" "$dir" examples/request_fields.jsonl \
       --device "$dev" -o "$logs/fields_${dev}_$name.jsonl" || return
   done
-  python3 - "$logs/fields_cuda_$name.jsonl" "$logs/fields_cpu_$name.jsonl" <<'EOF3' >"$logs/fields_${name}_compare.log" 2>&1
-import json, sys
-def load(p):
-    out = {}
-    for line in open(p):
-        r = json.loads(line)
-        if "custom_id" in r:
-            for c in r["response"]["body"]["choices"]:
-                out[(r["custom_id"], c["index"])] = (c["finish_reason"], c["stop_reason"], c.get("message", c.get("text")))
-        else:
-            out[(r["id"], r["index"])] = (r["token_ids"], r["text"], r["finish_reason"], r["stop_reason"])
-    return out
-a, b = load(sys.argv[1]), load(sys.argv[2])
-same = [k for k in a if a[k] == b.get(k)]
-for k in a:
-    if a[k] != b.get(k):
-        print(f"{k}: cuda {a[k]} cpu {b.get(k)}")
-print(f"cuda vs cpu request fields: {len(same)}/{len(a)} identical ({len(b)} on cpu)")
-EOF3
+  python3 scripts/compare_request_fields.py "$logs/fields_cuda_$name.jsonl" \
+    "$logs/fields_cpu_$name.jsonl" cuda cpu >"$logs/fields_${name}_compare.log" 2>&1
   row "$(printf '%-34s        %s' "fields cuda vs cpu $name" "$(tail -n 1 "$logs/fields_${name}_compare.log")")"
 }
 

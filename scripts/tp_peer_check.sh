@@ -6,7 +6,9 @@
 # --knock-out-all-reduce ("knockout": no all-reduce at all, wrong outputs: the 32k prompt's
 # all-reduce share). Phases
 # (TP_CHECK_PHASES, default "greedy bench knockout"; TP_CHECK_WAYS, default "peer nccl"):
-#   greedy    nanovllm-launch on the examples, token ids compared with --tp 1's;
+#   greedy    nanovllm-launch on the examples made greedy (temperature 0, no sampling fields,
+#             5 top logprobs asked for), token ids compared with --tp 1's and
+#             divergences judged by vLLM's near-tie rule (scripts/compare_greedy.py);
 #   long      greedy on 8 prompts of about 3,000 tokens (prefill steps of 16k tokens, whose
 #             all-reduces go through NCCL), 32 tokens each, every way, against --tp 1;
 #   sampled   the examples with Qwen3's sampling (t 0.6, top-k 20, top-p 0.95, seeded) at every
@@ -18,26 +20,31 @@
 #   latency   batch 1 (512 prompt / 512 output tokens: TPOT) and a 32k-token prompt (TTFT:
 #             the prefill rate), per tp, with the ratios to tp 1; ways other than peer time
 #             the 32k prompt only, above tp 1, against peer's tp 1.
+# TP_CHECK_EXTRA: flags added to every launch and bench (e.g. "--kv-cache-dtype fp8": the same
+# checks on an fp8 cache); its runs keep their logs apart (TP_CHECK_TAG, default "extra").
 # Usage: bash scripts/tp_peer_check.sh PRESET [RUNS]
-# Logs and JSONs go to /tmp/tp_check_PRESET (kept across calls, so phases may run apart: the
-# knockout reads the bench phase's JSON), packed after every phase into $OUT/tp_check_PRESET.tgz
-# (or /tmp): the device tool returns only a few files of $OUT.
+# Logs and JSONs go to /tmp/tp_check_PRESET[_TAG] (kept across calls, so phases may run apart:
+# the knockout reads the bench phase's JSON), packed after every phase into
+# $OUT/tp_check_PRESET[_TAG].tgz (or /tmp): the device tool returns only a few files of $OUT.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset=${1:?usage: tp_peer_check.sh PRESET [RUNS]}
 runs=${2:-1}
 source scripts/gpu_check_env.sh
 final=$out
-out=/tmp/tp_check_$preset
+read -r -a extra <<<"${TP_CHECK_EXTRA:-}"
+name=tp_check_$preset${TP_CHECK_EXTRA:+_${TP_CHECK_TAG:-extra}}
+out=/tmp/$name
 mkdir -p "$out"
-pack() { tar -czf "$final/tp_check_$preset.tgz" -C "$out" .; }
+pack() { tar -czf "$final/$name.tgz" -C "$out" .; }
 phases=" ${TP_CHECK_PHASES:-greedy bench knockout} "
 has() { [[ "$phases" == *" $1 "* ]]; }
 ways=${TP_CHECK_WAYS:-peer nccl}
 make_model "$preset"
 tps=1; for t in 2 4 8; do [ "$gpus" -ge "$t" ] && tps="$tps,$t"; done
 multi=${tps#1,}  # the sizes above 1
-bench=("$bundle/bin/nanovllm-bench" "$work/$preset" --device cuda --runs "$runs")
+bench=("$bundle/bin/nanovllm-bench" "$work/$preset" --device cuda --runs "$runs" "${extra[@]}")
+launch=("$bundle/bin/nanovllm-launch" "$work/$preset" "${extra[@]}")
 way_flag() {
   case $1 in
     nccl) echo --disable-custom-all-reduce ;;
@@ -55,11 +62,26 @@ run_bench() {
 }
 
 if has greedy; then
+  python3 -c '
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for line in open("examples/prompts.jsonl"):
+        r = json.loads(line)
+        req = r.get("body", r)  # an OpenAI batch line: its body
+        for k in ("top_p", "top_k", "min_p", "seed"):
+            req.pop(k, None)
+        req["temperature"] = 0
+        if "messages" in req and "body" in r:  # /v1/chat/completions
+            req.update(logprobs=True, top_logprobs=5)
+        else:
+            req["logprobs"] = 5
+        f.write(json.dumps(r) + "\n")
+' "$out/greedy_prompts.jsonl"
   for tp in ${tps//,/ }; do
     for way in $ways; do
       [ "$tp" = 1 ] && [ $way = nccl ] && continue
-      in_background timeout 300 "$bundle/bin/nanovllm-launch" "$work/$preset" examples/prompts.jsonl \
-        --device cuda --tp "$tp" --temperature 0 $(way_flag $way) \
+      in_background timeout 300 "${launch[@]}" "$out/greedy_prompts.jsonl" \
+        --device cuda --tp "$tp" $(way_flag $way) \
         -o "$out/greedy_tp${tp}_$way.jsonl" >"$out/greedy_tp${tp}_$way.log" 2>&1
       echo "launch tp$tp $way rc=$? $(grep -o 'peer-memory all-reduce over.*\|through NCCL only' \
         "$out/greedy_tp${tp}_$way.log" | head -1)"
@@ -84,7 +106,7 @@ with open(sys.argv[1], "w") as f:
   for tp in ${tps//,/ }; do
     for way in $ways; do
       { [ "$tp" = 1 ] && [ $way != peer ]; } || [ $way = knockout ] && continue
-      in_background timeout 300 "$bundle/bin/nanovllm-launch" "$work/$preset" \
+      in_background timeout 300 "${launch[@]}" \
         "$out/long_prompts.jsonl" --device cuda --tp "$tp" --temperature 0 $(way_flag $way) \
         -o "$out/long_tp${tp}_$way.jsonl" >"$out/long_tp${tp}_$way.log" 2>&1
       echo "launch long tp$tp $way rc=$?"
@@ -97,7 +119,7 @@ pack
 if has sampled; then
   for tp in ${multi//,/ }; do
     for way in peer gather; do
-      in_background timeout 300 "$bundle/bin/nanovllm-launch" "$work/$preset" examples/prompts.jsonl \
+      in_background timeout 300 "${launch[@]}" examples/prompts.jsonl \
         --device cuda --tp "$tp" --temperature 0.6 --top-k 20 --top-p 0.95 --seed 7 \
         $(way_flag $way) -o "$out/sampled_tp${tp}_$way.jsonl" >"$out/sampled_tp${tp}_$way.log" 2>&1
       echo "launch sampled tp$tp $way rc=$? $(grep -o '[0-9]* of [0-9]* sampling steps' \
