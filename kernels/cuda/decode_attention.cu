@@ -20,6 +20,10 @@
 // scratch every (sequence, kv head) is one CTA (grid (Hkv, B)). Sequences with
 // context_len <= 0 (graph padding rows) get zeros, as the CPU reference writes.
 //
+// A CTA takes its pieces one by one (the ring drained and refilled at each), except on the fp8
+// tensor-core path at G <= 2, where one ring streams the whole range and the next piece's query
+// comes with it (decode_attention_stream.cuh: short pieces cost fp8 about 3.3 us each).
+//
 // Why the last CTA merges rather than a second kernel: at small batches the whole call lasts a
 // few microseconds and a second launch (a graph node) costs about as much as the merge; the
 // atomic adds one L2 round trip to the last CTA of each split group only. On an H200, in a
@@ -38,6 +42,7 @@
 #include "kernels/cuda/decode_attention_merge.cuh"
 #include "kernels/cuda/decode_attention_mma.cuh"
 #include "kernels/cuda/decode_attention_plan.cuh"
+#include "kernels/cuda/decode_attention_stream.cuh"
 #include "kernels/cuda/decode_attention_tile.cuh"
 #include "kernels/cuda/dispatch.cuh"
 
@@ -78,36 +83,6 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
                          waited);  // ctx 0: zeros
 }
 
-// Release / acquire at GPU scope, lighter than __threadfence's sequentially consistent fence.
-__device__ __forceinline__ void fence_acq_rel_gpu() {
-  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-}
-
-// After CTA j wrote its partial of a split group: counts it on the group's counter (indexed by
-// the group's first CTA j0); the CTA that completes the count resets the counter for the next
-// call and merges. Ordering as in cooperative groups' grid sync: the barrier gathers the CTA's
-// partial writes, thread 0's fence releases them before its count, and the last CTA's fence
-// after seeing the full count acquires everyone's before it reads them.
-template <int D, int G>
-__device__ void merge_if_last(const DecodeArgs& a, float4* smem, PlanSmem* ps, int b, int hk,
-                              int64_t group_begin, int64_t group_end, const decode::Deal& deal) {
-  __syncthreads();
-  const int64_t j0 = decode::cta_of(deal, group_begin);
-  const int n = static_cast<int>(decode::cta_of(deal, group_end - 1) - j0 + 1);
-  if (threadIdx.x == 0) {
-    fence_acq_rel_gpu();
-    const bool last = atomicAdd(a.split_counters + j0, 1) == n - 1;
-    if (last) {
-      fence_acq_rel_gpu();
-      a.split_counters[j0] = 0;  // every piece has counted: nobody touches it until next call
-    }
-    ps->flag = last;
-  }
-  __syncthreads();
-  if (ps->flag)
-    decode::merge_group<D, G>(a, reinterpret_cast<float*>(smem), b, hk, group_begin, j0, n, deal);
-}
-
 // Zeros for the padding rows (context_len <= 0): no unit belongs to them. Rows are dealt
 // round-robin over the grid so a batch of mostly padding costs every CTA little.
 template <int D>
@@ -146,29 +121,36 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     int b = ps->seq, ctx = ps->seq_ctx;
     int64_t seq_first = ps->seq_first_unit;
     __syncthreads();  // the plan is read before the ring overwrites it
-    // Everything that bounds a loop or a barrier below is CTA-uniform.
-    for (int64_t u = begin; u < end;) {
-      const int tiles = context_tiles<D>(ctx);  // > 0: sequences without units are skipped
-      const int hk = static_cast<int>(u - seq_first) / tiles;  // a sequence's units fit an int
-      const int64_t group_begin = seq_first + static_cast<int64_t>(hk) * tiles;
-      const int64_t group_end = group_begin + tiles;
-      const int64_t piece_end = end < group_end ? end : group_end;
-      const int first_tile = static_cast<int>(u - group_begin);
-      const int ntiles = static_cast<int>(piece_end - u);
-      if (group_begin >= begin && group_end <= end) {
-        attend<D, G, FP8, MMA>(a, smem, b, hk, ctx, first_tile, ntiles, -1, waited);
-      } else {
-        attend<D, G, FP8, MMA>(a, smem, b, hk, ctx, first_tile, ntiles,
-                               decode::partial_cell(deal, j, u), waited);
-        if constexpr (kFused) merge_if_last<D, G>(a, smem, ps, b, hk, group_begin, group_end, deal);
-      }
-      __syncthreads();  // smem is free for the next piece
-      u = piece_end;
-      if (u < end && u == seq_first + static_cast<int64_t>(tiles) * a.hkv) {
-        seq_first = u;  // next sequence with units (one exists: u < end <= units)
-        do {
-          ctx = a.context_lens[++b];
-        } while (context_tiles<D>(ctx) == 0);
+    // fp8 at G <= 2: one ring across the pieces (decode_attention_stream.cuh).
+    if constexpr (FP8 && MMA && G <= 2) {
+      decode::attend_range_fp8<D, G, kFused>(a, smem, ps, deal, j, begin, end, b, ctx, seq_first,
+                                             waited);
+    } else {
+      // Everything that bounds a loop or a barrier below is CTA-uniform.
+      for (int64_t u = begin; u < end;) {
+        const int tiles = context_tiles<D>(ctx);  // > 0: sequences without units are skipped
+        const int hk = static_cast<int>(u - seq_first) / tiles;  // a sequence's units fit an int
+        const int64_t group_begin = seq_first + static_cast<int64_t>(hk) * tiles;
+        const int64_t group_end = group_begin + tiles;
+        const int64_t piece_end = end < group_end ? end : group_end;
+        const int first_tile = static_cast<int>(u - group_begin);
+        const int ntiles = static_cast<int>(piece_end - u);
+        if (group_begin >= begin && group_end <= end) {
+          attend<D, G, FP8, MMA>(a, smem, b, hk, ctx, first_tile, ntiles, -1, waited);
+        } else {
+          attend<D, G, FP8, MMA>(a, smem, b, hk, ctx, first_tile, ntiles,
+                                 decode::partial_cell(deal, j, u), waited);
+          if constexpr (kFused)
+            decode::merge_if_last<D, G>(a, smem, ps, b, hk, group_begin, group_end, deal);
+        }
+        __syncthreads();  // smem is free for the next piece
+        u = piece_end;
+        if (u < end && u == seq_first + static_cast<int64_t>(tiles) * a.hkv) {
+          seq_first = u;  // next sequence with units (one exists: u < end <= units)
+          do {
+            ctx = a.context_lens[++b];
+          } while (context_tiles<D>(ctx) == 0);
+        }
       }
     }
   }

@@ -1,5 +1,6 @@
 // Merging the partials of one split (sequence, kv head) group by their log2-sum-exp: run by
-// the last CTA to finish a piece of the group (fused) or by the merge kernel (no counters).
+// the last CTA to finish a piece of the group (fused: merge_if_last) or by the merge kernel
+// (no counters).
 // The partials come from other CTAs' writes, so they are read through L2 (__ldcg), never a
 // possibly stale L1 line.
 #pragma once
@@ -112,6 +113,37 @@ __device__ void merge_group(const DecodeArgs& a, float* stage, int b, int hk, in
       store_out4<D, G>(a, b, hk, col, acc, l);
     }
   }
+}
+
+// Release / acquire at GPU scope, lighter than __threadfence's sequentially consistent fence.
+__device__ __forceinline__ void fence_acq_rel_gpu() {
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+}
+
+// After CTA j wrote its partial of a split group: counts it on the group's counter (indexed by
+// the group's first CTA j0); the CTA that completes the count resets the counter for the next
+// call and merges. Ordering as in cooperative groups' grid sync: the barrier gathers the CTA's
+// partial writes, thread 0's fence releases them before its count, and the last CTA's fence
+// after seeing the full count acquires everyone's before it reads them.
+// smem: merge_group's stage (kThreads * 24 bytes).
+template <int D, int G>
+__device__ void merge_if_last(const DecodeArgs& a, float4* smem, PlanSmem* ps, int b, int hk,
+                              int64_t group_begin, int64_t group_end, const Deal& deal) {
+  __syncthreads();
+  const int64_t j0 = cta_of(deal, group_begin);
+  const int n = static_cast<int>(cta_of(deal, group_end - 1) - j0 + 1);
+  if (threadIdx.x == 0) {
+    fence_acq_rel_gpu();
+    const bool last = atomicAdd(a.split_counters + j0, 1) == n - 1;
+    if (last) {
+      fence_acq_rel_gpu();
+      a.split_counters[j0] = 0;  // every piece has counted: nobody touches it until next call
+    }
+    ps->flag = last;
+  }
+  __syncthreads();
+  if (ps->flag)
+    merge_group<D, G>(a, reinterpret_cast<float*>(smem), b, hk, group_begin, j0, n, deal);
 }
 
 }  // namespace nanovllm::kernels::cuda::decode

@@ -65,6 +65,212 @@ __device__ __forceinline__ int v_dim(int g, int k) {
   return FP8 ? 16 * v_chunk(g) + k : 8 * (8 * (k / 8) + v_chunk(g)) + k % 8;
 }
 
+// One warp's part of a piece (a run of tiles of one sequence and kv head): the query
+// fragments and the online softmax over the warp's rows of each tile.
+struct MmaWarpState {
+  // Query fragments, [k-step][a0, a2] (a1 = a3 = 0: rows g + 8 >= G): head hk * G + g's dims
+  // that k-step s pairs with the K chunks lane t reads.
+  uint32_t qa[8][2];
+  float score_scale;
+  float m, l;  // row g: running max (log2 domain), this lane's part of the sum (all of it
+               // after mma_finish)
+  float mv;    // fp8: running max of score + V exponent (the weights' base)
+  // O^T: m-tile i, c0 c1 = dim v_dim(g, 2i) of heads 2t, 2t + 1, c2 c3 = dim v_dim(g, 2i + 1).
+  float acc[8][4];
+};
+
+// Lane (g, t)'s query fragments from the G query rows of a kv head (q0: the first, rows
+// head_stride apart: in q, or a copy in shared memory), and an empty softmax state.
+template <int D, int G, bool FP8>
+__device__ __forceinline__ void mma_start_piece(const DecodeArgs& a, const bf16* q0,
+                                                int64_t head_stride, int g, int t,
+                                                MmaWarpState& w) {
+  w.score_scale = a.scale_log2;
+  const bf16* qrow = q0 + min(g, G - 1) * head_stride;
+  if constexpr (!FP8) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      // dims 8 (4i + t) .. + 7: k-steps 2i (their first 4) and 2i + 1.
+      const uint4 c =
+          g < G ? *reinterpret_cast<const uint4*>(qrow + 8 * (4 * i + t)) : make_uint4(0, 0, 0, 0);
+      w.qa[2 * i][0] = c.x;
+      w.qa[2 * i][1] = c.y;
+      w.qa[2 * i + 1][0] = c.z;
+      w.qa[2 * i + 1][1] = c.w;
+    }
+  } else {
+    // dims 16 (4i + t) .. + 15 for i = 0, 1: k-steps 4i .. 4i + 3, 4 dims each.
+    float qf[32];
+    float mx = 0.f;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const Bf16x8 v = load8(qrow + 16 * (4 * i + t) + 8 * h);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          qf[16 * i + 8 * h + j] = g < G ? to_f32(v.v[j]) : 0.f;
+          mx = fmaxf(mx, fabsf(qf[16 * i + 8 * h + j]));
+        }
+      }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // The head's largest |q| into [2^13, 2^14): far from f16's overflow, exact otherwise.
+    int e = 0;
+    if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &e);
+    const int shift = min(max(14 - e, -120), 120);
+    const float up = pow2i(shift);
+    w.score_scale *= pow2i(-shift);
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      const float* d = qf + 16 * (s / 4) + 4 * (s % 4);
+      w.qa[s][0] = pack_f16x2(d[0] * up, d[1] * up);
+      w.qa[s][1] = pack_f16x2(d[2] * up, d[3] * up);
+    }
+  }
+  w.m = -INFINITY;
+  w.l = 0.f;
+  w.mv = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) w.acc[i][0] = w.acc[i][1] = w.acc[i][2] = w.acc[i][3] = 0.f;
+}
+
+// The warp's rows of one tile (tokens tok0 ..; K and V rows in k_tile / v_tile, swizzled, and
+// fp8's exponents, K's then V's, in exps) into its state.
+template <int D, int G, bool FP8>
+__device__ __forceinline__ void mma_attend_tile(const unsigned char* k_tile,
+                                                const unsigned char* v_tile, const int8_t* exps,
+                                                int tok0, int ctx, int warp, int g, int t,
+                                                MmaWarpState& w) {
+  using L = Layout<D, FP8>;
+  const int r0 = 8 * warp;    // this warp's first tile row
+  const int ta = r0 + 2 * t;  // tile rows of this lane's scores: ta, ta + 1
+  const int cl = v_chunk(g);
+  float s[4] = {0.f, 0.f, 0.f, 0.f};
+  const unsigned char* krow = k_tile + (r0 + g) * L::kRowBytes;
+  if constexpr (!FP8) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint4 kc = *reinterpret_cast<const uint4*>(krow + swizzled_chunk(g, 4 * i + t) * 16);
+      const uint32_t a0[4] = {w.qa[2 * i][0], 0u, w.qa[2 * i][1], 0u};
+      const uint32_t a1[4] = {w.qa[2 * i + 1][0], 0u, w.qa[2 * i + 1][1], 0u};
+      mma_bf16_16816(s, a0, kc.x, kc.y);
+      mma_bf16_16816(s, a1, kc.z, kc.w);
+    }
+  } else {
+    // Two accumulator chains (even and odd k-steps, summed after) halve the MMAs in series
+    // before the softmax (ncu: fixed-latency waits are this kernel's first stall reason).
+    float s_odd[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const uint4 kc = *reinterpret_cast<const uint4*>(krow + swizzled_chunk(g, 4 * i + t) * 16);
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        const uint32_t wd = word(kc, h);
+        const uint32_t af[4] = {w.qa[4 * i + h][0], 0u, w.qa[4 * i + h][1], 0u};
+        uint32_t k_lo, k_hi;
+        e4m3x4_to_f16x2(wd, k_lo, k_hi);
+        mma_f16_16816(h % 2 ? s_odd : s, af, k_lo, k_hi);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) s[k] += s_odd[k];
+  }
+
+  // Scores of tile rows ta, ta + 1 for head g (masked: -inf), and (fp8) plus V's exponent.
+  float sc[2], sv[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const bool valid = tok0 + ta + k < ctx;
+    const float k_pow = FP8 ? pow2i(exps[ta + k]) : 1.f;
+    sc[k] = valid ? s[k] * w.score_scale * k_pow : -INFINITY;
+    sv[k] = FP8 ? sc[k] + static_cast<float>(exps[L::kTokens + ta + k]) : sc[k];
+  }
+  float mt = fmaxf(sc[0], sc[1]), mvt = fmaxf(sv[0], sv[1]);
+#pragma unroll
+  for (int o = 1; o <= 2; o <<= 1) {
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+    if constexpr (FP8) mvt = fmaxf(mvt, __shfl_xor_sync(0xffffffffu, mvt, o));
+  }
+  const bool grow = mt > w.m + kSlack || (FP8 && mvt > w.mv + kSlack);
+  if (__any_sync(0xffffffffu, grow)) {
+    const float m_new = fmaxf(w.m, mt);
+    w.l *= fast_exp2(w.m - (m_new == -INFINITY ? 0.f : m_new));  // m = -inf -> 0
+    w.m = m_new;
+    const float mv_new = FP8 ? fmaxf(w.mv, mvt) : m_new;
+    const float corr = fast_exp2(w.mv - (mv_new == -INFINITY ? 0.f : mv_new));
+    w.mv = mv_new;
+    // This lane's accumulators are heads 2t and 2t + 1, whose states lanes 8t and 8t + 4 hold.
+    const float c0 = __shfl_sync(0xffffffffu, corr, 8 * t);
+    const float c1 = __shfl_sync(0xffffffffu, corr, 8 * t + 4);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      w.acc[i][0] *= c0;
+      w.acc[i][1] *= c1;
+      w.acc[i][2] *= c0;
+      w.acc[i][3] *= c1;
+    }
+  }
+  const float m_use = w.m == -INFINITY ? 0.f : w.m;
+  const float mv_use = w.mv == -INFINITY ? 0.f : w.mv;
+  float p8[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const float p = fast_exp2(sc[k] - m_use);  // masked -> 0
+    w.l += p;
+    p8[k] = FP8 ? fast_exp2(sv[k] - mv_use) : p;
+  }
+  const uint32_t pa = FP8 ? pack_f16x2(p8[0], p8[1]) : pack_bf16x2(p8[0], p8[1]);
+
+  const unsigned char* va_row = v_tile + ta * L::kRowBytes;
+  const unsigned char* vb_row = va_row + L::kRowBytes;
+  if constexpr (!FP8) {
+    uint4 va[2], vb[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      va[h] = *reinterpret_cast<const uint4*>(va_row + swizzled_chunk(ta, 8 * h + cl) * 16);
+      vb[h] = *reinterpret_cast<const uint4*>(vb_row + swizzled_chunk(ta + 1, 8 * h + cl) * 16);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {  // dims v_dim(g, 2i), v_dim(g, 2i + 1): word i % 4's halves
+      const uint32_t x = word(va[i / 4], i % 4), y = word(vb[i / 4], i % 4);
+      mma_16808<false>(w.acc[i], __byte_perm(x, y, 0x5410), __byte_perm(x, y, 0x7632), pa);
+    }
+  } else {
+    const uint4 va = *reinterpret_cast<const uint4*>(va_row + swizzled_chunk(ta, cl) * 16);
+    const uint4 vb = *reinterpret_cast<const uint4*>(vb_row + swizzled_chunk(ta + 1, cl) * 16);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {  // bytes 2i, 2i + 1: word i / 2, bytes 2 (i % 2) and + 1
+      // One permute pairs both dims' bytes of the two rows: (x_2k, y_2k, x_2k+1, y_2k+1).
+      const uint32_t xy = __byte_perm(word(va, i / 2), word(vb, i / 2), i % 2 ? 0x7362 : 0x5140);
+      uint32_t v_lo, v_hi;
+      e4m3x4_to_f16x2(xy, v_lo, v_hi);
+      mma_16808<true>(w.acc[i], v_lo, v_hi, pa);
+    }
+  }
+}
+
+// After a piece's last tile: l summed over the quad (every lane of row g holds head g's sum),
+// and (fp8) acc moved from the base mv to l's base m (per head: lanes 8t, 8t + 4 again).
+template <bool FP8>
+__device__ __forceinline__ void mma_finish(int t, MmaWarpState& w) {
+  w.l += __shfl_xor_sync(0xffffffffu, w.l, 1);
+  w.l += __shfl_xor_sync(0xffffffffu, w.l, 2);
+  if constexpr (FP8) {
+    const float to_m = w.l > 0.f ? fast_exp2((w.mv == -INFINITY ? 0.f : w.mv) - w.m) : 1.f;
+    const float to_m0 = __shfl_sync(0xffffffffu, to_m, 8 * t);
+    const float to_m1 = __shfl_sync(0xffffffffu, to_m, 8 * t + 4);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      w.acc[i][0] *= to_m0;
+      w.acc[i][1] *= to_m1;
+      w.acc[i][2] *= to_m0;
+      w.acc[i][3] *= to_m1;
+    }
+  }
+}
+
 template <int D, int G, bool FP8>
 __device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int hk, int ctx,
                                  int first_tile, int ntiles, int64_t cell, bool& waited) {
@@ -75,182 +281,14 @@ __device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int h
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   ring.prologue(waited);
-
-  // Query fragments, [k-step][a0, a2] (a1 = a3 = 0: rows g + 8 >= G): head hk * G + g's dims
-  // that k-step s pairs with the K chunks lane t reads.
-  uint32_t qa[8][2];
-  float score_scale = a.scale_log2;
-  {
-    const bf16* qrow = a.q + b * a.q_tok + (hk * G + min(g, G - 1)) * a.q_head;
-    if constexpr (!FP8) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        // dims 8 (4i + t) .. + 7: k-steps 2i (their first 4) and 2i + 1.
-        const uint4 c = g < G ? *reinterpret_cast<const uint4*>(qrow + 8 * (4 * i + t))
-                              : make_uint4(0, 0, 0, 0);
-        qa[2 * i][0] = c.x;
-        qa[2 * i][1] = c.y;
-        qa[2 * i + 1][0] = c.z;
-        qa[2 * i + 1][1] = c.w;
-      }
-    } else {
-      // dims 16 (4i + t) .. + 15 for i = 0, 1: k-steps 4i .. 4i + 3, 4 dims each.
-      float qf[32];
-      float mx = 0.f;
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const Bf16x8 v = load8(qrow + 16 * (4 * i + t) + 8 * h);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            qf[16 * i + 8 * h + j] = g < G ? to_f32(v.v[j]) : 0.f;
-            mx = fmaxf(mx, fabsf(qf[16 * i + 8 * h + j]));
-          }
-        }
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // The head's largest |q| into [2^13, 2^14): far from f16's overflow, exact otherwise.
-      int e = 0;
-      if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &e);
-      const int shift = min(max(14 - e, -120), 120);
-      const float up = pow2i(shift);
-      score_scale *= pow2i(-shift);
-#pragma unroll
-      for (int s = 0; s < 8; ++s) {
-        const float* d = qf + 16 * (s / 4) + 4 * (s % 4);
-        qa[s][0] = pack_f16x2(d[0] * up, d[1] * up);
-        qa[s][1] = pack_f16x2(d[2] * up, d[3] * up);
-      }
-    }
-  }
-
-  float m = -INFINITY, l = 0.f;  // row g: running max (log2 domain), this lane's part of the sum
-  float mv = -INFINITY;          // fp8: running max of score + V exponent (the weights' base)
-  // O^T: m-tile i, c0 c1 = dim v_dim(g, 2i) of heads 2t, 2t + 1, c2 c3 = dim v_dim(g, 2i + 1).
-  float acc[8][4];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-  const int r0 = 8 * warp;    // this warp's first tile row
-  const int ta = r0 + 2 * t;  // tile rows of this lane's scores: ta, ta + 1
-  const int cl = v_chunk(g);
-
+  MmaWarpState w;
+  mma_start_piece<D, G, FP8>(a, a.q + b * a.q_tok + hk * G * a.q_head, a.q_head, g, t, w);
   for (int it = 0, slot = 0; it < ntiles; ++it, slot = ring.next_slot(slot)) {
     ring.acquire(it, slot);
-    const int tok0 = (first_tile + it) * L::kTokens;
-
-    float s[4] = {0.f, 0.f, 0.f, 0.f};
-    const unsigned char* krow = ring.k(slot) + (r0 + g) * L::kRowBytes;
-    if constexpr (!FP8) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint4 kc = *reinterpret_cast<const uint4*>(krow + swizzled_chunk(g, 4 * i + t) * 16);
-        const uint32_t a0[4] = {qa[2 * i][0], 0u, qa[2 * i][1], 0u};
-        const uint32_t a1[4] = {qa[2 * i + 1][0], 0u, qa[2 * i + 1][1], 0u};
-        mma_bf16_16816(s, a0, kc.x, kc.y);
-        mma_bf16_16816(s, a1, kc.z, kc.w);
-      }
-    } else {
-      // Two accumulator chains (even and odd k-steps, summed after) halve the MMAs in series
-      // before the softmax (ncu: fixed-latency waits are this kernel's first stall reason).
-      float s_odd[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const uint4 kc = *reinterpret_cast<const uint4*>(krow + swizzled_chunk(g, 4 * i + t) * 16);
-#pragma unroll
-        for (int h = 0; h < 4; ++h) {
-          const uint32_t w = word(kc, h);
-          const uint32_t af[4] = {qa[4 * i + h][0], 0u, qa[4 * i + h][1], 0u};
-          uint32_t k_lo, k_hi;
-          e4m3x4_to_f16x2(w, k_lo, k_hi);
-          mma_f16_16816(h % 2 ? s_odd : s, af, k_lo, k_hi);
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < 4; ++k) s[k] += s_odd[k];
-    }
-
-    // Scores of tile rows ta, ta + 1 for head g (masked: -inf), and (fp8) plus V's exponent.
-    const int8_t* ek = ring.exps(slot);
-    float sc[2], sv[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const bool valid = tok0 + ta + k < ctx;
-      const float k_pow = FP8 ? pow2i(ek[ta + k]) : 1.f;
-      sc[k] = valid ? s[k] * score_scale * k_pow : -INFINITY;
-      sv[k] = FP8 ? sc[k] + static_cast<float>(ek[L::kTokens + ta + k]) : sc[k];
-    }
-    float mt = fmaxf(sc[0], sc[1]), mvt = fmaxf(sv[0], sv[1]);
-#pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) {
-      mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
-      if constexpr (FP8) mvt = fmaxf(mvt, __shfl_xor_sync(0xffffffffu, mvt, o));
-    }
-    const bool grow = mt > m + kSlack || (FP8 && mvt > mv + kSlack);
-    if (__any_sync(0xffffffffu, grow)) {
-      const float m_new = fmaxf(m, mt);
-      l *= fast_exp2(m - (m_new == -INFINITY ? 0.f : m_new));  // m = -inf -> 0
-      m = m_new;
-      const float mv_new = FP8 ? fmaxf(mv, mvt) : m_new;
-      const float corr = fast_exp2(mv - (mv_new == -INFINITY ? 0.f : mv_new));
-      mv = mv_new;
-      // This lane's accumulators are heads 2t and 2t + 1, whose states lanes 8t and 8t + 4 hold.
-      const float c0 = __shfl_sync(0xffffffffu, corr, 8 * t);
-      const float c1 = __shfl_sync(0xffffffffu, corr, 8 * t + 4);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        acc[i][0] *= c0;
-        acc[i][1] *= c1;
-        acc[i][2] *= c0;
-        acc[i][3] *= c1;
-      }
-    }
-    const float m_use = m == -INFINITY ? 0.f : m;
-    const float mv_use = mv == -INFINITY ? 0.f : mv;
-    float w[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const float p = fast_exp2(sc[k] - m_use);  // masked -> 0
-      l += p;
-      w[k] = FP8 ? fast_exp2(sv[k] - mv_use) : p;
-    }
-    const uint32_t pa = FP8 ? pack_f16x2(w[0], w[1]) : pack_bf16x2(w[0], w[1]);
-
-    const unsigned char* va_row = ring.v(slot) + ta * L::kRowBytes;
-    const unsigned char* vb_row = va_row + L::kRowBytes;
-    if constexpr (!FP8) {
-      uint4 va[2], vb[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        va[h] = *reinterpret_cast<const uint4*>(va_row + swizzled_chunk(ta, 8 * h + cl) * 16);
-        vb[h] = *reinterpret_cast<const uint4*>(vb_row + swizzled_chunk(ta + 1, 8 * h + cl) * 16);
-      }
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {  // dims v_dim(g, 2i), v_dim(g, 2i + 1): word i % 4's halves
-        const uint32_t x = word(va[i / 4], i % 4), y = word(vb[i / 4], i % 4);
-        mma_16808<false>(acc[i], __byte_perm(x, y, 0x5410), __byte_perm(x, y, 0x7632), pa);
-      }
-    } else {
-      const uint4 va = *reinterpret_cast<const uint4*>(va_row + swizzled_chunk(ta, cl) * 16);
-      const uint4 vb = *reinterpret_cast<const uint4*>(vb_row + swizzled_chunk(ta + 1, cl) * 16);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {  // bytes 2i, 2i + 1: word i / 2, bytes 2 (i % 2) and + 1
-        // One permute pairs both dims' bytes of the two rows: (x_2k, y_2k, x_2k+1, y_2k+1).
-        const uint32_t xy = __byte_perm(word(va, i / 2), word(vb, i / 2), i % 2 ? 0x7362 : 0x5140);
-        uint32_t v_lo, v_hi;
-        e4m3x4_to_f16x2(xy, v_lo, v_hi);
-        mma_16808<true>(acc[i], v_lo, v_hi, pa);
-      }
-    }
+    mma_attend_tile<D, G, FP8>(ring.k(slot), ring.v(slot), ring.exps(slot),
+                               (first_tile + it) * L::kTokens, ctx, warp, g, t, w);
   }
-
-  l += __shfl_xor_sync(0xffffffffu, l, 1);
-  l += __shfl_xor_sync(0xffffffffu, l, 2);
-  // fp8: acc is in the base mv; the merge wants l's base m (per head: lanes 8t, 8t + 4 again).
-  const float to_m = FP8 && l > 0.f ? fast_exp2((mv == -INFINITY ? 0.f : mv) - m) : 1.f;
-  const float to_m0 = __shfl_sync(0xffffffffu, to_m, 8 * t);
-  const float to_m1 = __shfl_sync(0xffffffffu, to_m, 8 * t + 4);
+  mma_finish<FP8>(t, w);
   ring.drain();  // the ring is free for the merge buffers
   const GroupStates<D, G, kWarps> st(smem);
 #pragma unroll
@@ -258,18 +296,18 @@ __device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int h
     const int d0 = v_dim<FP8>(g, 2 * i), d1 = v_dim<FP8>(g, 2 * i + 1);
     if (2 * t < G) {
       float* row = st.acc + (warp * G + 2 * t) * D;
-      row[d0] = acc[i][0] * to_m0;
-      row[d1] = acc[i][2] * to_m0;
+      row[d0] = w.acc[i][0];
+      row[d1] = w.acc[i][2];
     }
     if (2 * t + 1 < G) {
       float* row = st.acc + (warp * G + 2 * t + 1) * D;
-      row[d0] = acc[i][1] * to_m1;
-      row[d1] = acc[i][3] * to_m1;
+      row[d0] = w.acc[i][1];
+      row[d1] = w.acc[i][3];
     }
   }
   if (g < G && t == 0) {
-    st.m[warp * G + g] = m;
-    st.l[warp * G + g] = l;
+    st.m[warp * G + g] = w.m;
+    st.l[warp * G + g] = w.l;
   }
   __syncthreads();
   write_merged<D, G, kWarps>(a, st, b, hk, cell);

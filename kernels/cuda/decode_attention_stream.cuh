@@ -1,0 +1,287 @@
+// The fp8 tensor-core decode path over a CTA's whole range of units at once (G <= 2 query heads
+// per kv head: Qwen3-0.6B and -1.7B): one cp.async ring streams the range's tiles across its
+// pieces (runs of one sequence and kv head), and each piece's first acquire also copies the
+// next piece's query into shared memory, so a piece starts with its tiles and its query
+// already there; decode_split_kernel's piece-by-piece loop drains the ring and refills it at
+// every piece. Included only by decode_attention.cu.
+//
+// Why: at equal bytes, short pieces made the fp8 kernel slow (H200, 8 kv heads, G 2, 4 M
+// tokens: 2048 sequences of 128 tokens 0.55 of copy bandwidth, 256 of 1024 0.89, 64 of 4096
+// 0.95), about 3.3 us a piece against bf16's 0.8: each piece waited for its first tiles with
+// nothing else in flight. With this path (bench/results/h200-2026-11-27-issue34_piece_
+// overhead.txt): 2048 x 128 231.0 -> 221.3 us, batch 256 at mixed lengths 179.5 -> 166.9;
+// whole runs of the 0.6B with an fp8 cache +2.8 % (nano-vllm's workload) and +3.5 % (256 x
+// 512/512). It costs 0.4-1.1 us a call at batches of 1-16 (the warps' merge; see there).
+// G = 4 spilled registers on this path and keeps the piece-by-piece loop.
+//
+// Shared memory: the fp8 ring takes Layout<D, true>'s 5 stages (41,280 bytes at D = 128) of
+// the kernel's 48 KiB; the rest holds what a piece's end needs besides the ring (StreamSpare)
+// and, at the very end, the plan (PlanSmem).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/decode_attention_mma.cuh"
+#include "kernels/cuda/decode_attention_plan.cuh"
+#include "kernels/cuda/decode_attention_tile.cuh"
+
+namespace nanovllm::kernels::cuda::decode {
+
+// Where a unit's tile is: tile `tile` of kv head hk of sequence b (ctx tokens, `tiles` tiles).
+struct UnitPos {
+  int b, ctx, tiles, hk, tile;
+  __device__ bool group_last() const { return tile + 1 == tiles; }
+};
+
+// Unit u of sequence b (length ctx), whose first unit is seq_first.
+template <int D>
+__device__ __forceinline__ UnitPos unit_pos(int b, int ctx, int64_t seq_first, int64_t u) {
+  const int tiles = context_tiles<D>(ctx);
+  const int rel = static_cast<int>(u - seq_first);  // a sequence's units fit an int
+  return UnitPos{b, ctx, tiles, rel / tiles, rel % tiles};
+}
+
+// The unit after p in plan order; there must be one (sequences without units are skipped).
+template <int D>
+__device__ __forceinline__ UnitPos next_unit(const DecodeArgs& a, UnitPos p) {
+  if (++p.tile < p.tiles) return p;
+  p.tile = 0;
+  if (++p.hk < a.hkv) return p;
+  p.hk = 0;
+  do {
+    p.ctx = a.context_lens[++p.b];
+  } while (context_tiles<D>(p.ctx) == 0);
+  p.tiles = context_tiles<D>(p.ctx);
+  return p;
+}
+
+// The ring of Layout<D, true> over n units from a first one on; CTA-uniform use as TileRing's:
+// prologue(), acquire(i, slot) for i = 0 .. n - 1, drain(). Every thread walks the units it
+// loads itself (the same walk everywhere), keeping the group's block-table row, so that a load
+// inside a group costs what TileRing's does: positions read from shared memory after each
+// barrier, or the walk redone from the sequence every tile, were 8-13 % slower.
+template <int D>
+struct StreamRing {
+  using L = Layout<D, true>;
+  static constexpr int kStages = L::kStages;
+  static constexpr int kRingBytes = kStages * (2 * L::kTileBytes + L::kExpBytes);
+  const DecodeArgs& a;
+  unsigned char* k_ring;
+  unsigned char* v_ring;
+  int8_t* e_ring;
+  const int32_t* bt;  // the next unit's block-table row
+  UnitPos next;       // the unit the next load brings
+  int n, issued = 0;
+  bool one_page;
+
+  __device__ StreamRing(const DecodeArgs& args, float4* smem, UnitPos first, int units)
+      : a(args),
+        k_ring(reinterpret_cast<unsigned char*>(smem)),
+        v_ring(k_ring + kStages * L::kTileBytes),
+        e_ring(reinterpret_cast<int8_t*>(v_ring + kStages * L::kTileBytes)),
+        bt(args.block_tables + first.b * args.bt_stride),
+        next(first),
+        n(units),
+        one_page(args.block_size % L::kTokens == 0) {}
+
+  __device__ void load_next(int slot) {
+    load_tile<D, true, true>(a, bt, next.hk, next.tile * L::kTokens, next.ctx, one_page,
+                             k_ring + slot * L::kTileBytes, v_ring + slot * L::kTileBytes,
+                             e_ring + slot * L::kExpBytes);
+    if (++issued < n && ++next.tile == next.tiles) {
+      const int b = next.b;
+      next = next_unit<D>(a, UnitPos{next.b, next.ctx, next.tiles, next.hk, next.tile - 1});
+      if (next.b != b) bt = a.block_tables + next.b * a.bt_stride;
+    }
+  }
+  // A group's last tile holds the previous kernel's new token: the wait for that kernel comes
+  // before it (the caller waits before the first acquire, so only the prologue checks).
+  __device__ void prologue(bool& waited) {
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < n) {
+        if (next.group_last()) wait_once(waited);
+        load_next(s);
+      }
+      cp_async_commit();
+    }
+  }
+  // As TileRing::acquire: unit i has landed in `slot` and everyone is done with unit i - 1,
+  // whose slot takes unit i + kStages - 1; extra(), called between the barrier and the commit,
+  // may add copies of its own to that unit's commit group.
+  template <class Extra>
+  __device__ void acquire(int i, int slot, Extra&& extra) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    if (i + kStages - 1 < n) load_next(slot == 0 ? kStages - 1 : slot - 1);
+    extra();
+    cp_async_commit();
+  }
+  __device__ static int next_slot(int slot) {
+    return slot + 1 == kStages ? 0 : slot + 1;
+  }
+  __device__ void drain() const {
+    cp_async_wait<0>();
+    __syncthreads();
+  }
+};
+
+// Shared memory past the ring: the warps' m and l at a piece's end ([warp][2][8] f32), two
+// query buffers ([2][G, D] bf16: this piece's and the next one's), merge_group's stage.
+template <int D, int G>
+struct StreamSpare {
+  static constexpr int kMlBytes = kWarps * 2 * 8 * 4;
+  static constexpr int kQBytes = G * D * 2;
+  static constexpr int kBytes = kMlBytes + 2 * kQBytes + kThreads * 24;
+  float* ml;
+  bf16* q[2];
+  float4* stage;
+  __device__ explicit StreamSpare(float4* base)
+      : ml(reinterpret_cast<float*>(base)),
+        q{reinterpret_cast<bf16*>(ml + kWarps * 16),
+          reinterpret_cast<bf16*>(ml + kWarps * 16) + G * D},
+        stage(reinterpret_cast<float4*>(q[1] + G * D)) {}
+};
+
+// Whether a piece ends here and how: the 4 warps' states (mma_finish done) go to the K and V
+// halves of the slot the piece's last tile used (free until the next acquire; every warp is
+// past its reads of it) and their m and l to spare.ml; then every thread merges some of the
+// G * D outputs and writes them (cell < 0) or the normalised partial and its log2-sum-exp.
+// Only the lanes holding heads < G store: lanes (g, t < T), T = (G + 1) / 2, at [i][g][t]
+// float4s, warps 0 and 1 in the K half, 2 and 3 in the V half. (The reads hit one bank 16
+// ways: the likely part of this path's cost at small batches; [g][t][i] with i XOR g avoids
+// it, branch experiment/fp8-stream-ring, not yet run on a GPU.)
+template <int D, int G>
+__device__ void merge_warps_and_write(const DecodeArgs& a, unsigned char* k_slot,
+                                      unsigned char* v_slot, float* ml, int b, int hk, int64_t cell,
+                                      const MmaWarpState& w) {
+  constexpr int T = (G + 1) / 2;
+  constexpr int kWarpFloat4s = 8 * 8 * T;
+  static_assert(D == 128 && 2 * kWarpFloat4s * 16 <= Layout<D, true>::kTileBytes);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const auto region = [&](int r) {
+    return reinterpret_cast<float4*>(r < 2 ? k_slot : v_slot) + (r & 1) * kWarpFloat4s;
+  };
+  __syncthreads();  // every warp is done with the slot's tile
+  if (t < T) {
+    float4* const st = region(warp);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      st[(i * 8 + g) * T + t] = make_float4(w.acc[i][0], w.acc[i][1], w.acc[i][2], w.acc[i][3]);
+  }
+  if (t == 0) {
+    ml[warp * 16 + g] = w.m;
+    ml[warp * 16 + 8 + g] = w.l;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < G * D; idx += kThreads) {
+    const int h = idx / D, d = idx % D;
+    // Which lane and accumulator held (head h, dim d): d = v_dim<true>(g, k) = 16 v_chunk(g) + k.
+    const int vc = d / 16, k = d % 16;
+    const int gd = ((vc & 3) << 1) | (vc >> 2);  // v_chunk's inverse
+    const int at = ((k >> 1) * 8 + gd) * T + (h >> 1);
+    const int comp = (k & 1) * 2 + (h & 1);
+    float m_r[kWarps], mx = -INFINITY;
+#pragma unroll
+    for (int r = 0; r < kWarps; ++r) {
+      m_r[r] = ml[r * 16 + h];
+      mx = fmaxf(mx, m_r[r]);
+    }
+    float sum = 0.f, o = 0.f;
+#pragma unroll
+    for (int r = 0; r < kWarps; ++r) {
+      const float wt = mx == -INFINITY ? 0.f : fast_exp2(m_r[r] - mx);  // empty warp: 0
+      const float4 v = region(r)[at];
+      sum += ml[r * 16 + 8 + h] * wt;
+      o += (comp == 0 ? v.x : comp == 1 ? v.y : comp == 2 ? v.z : v.w) * wt;
+    }
+    const float val = sum > 0.f ? o / sum : 0.f;
+    if (cell < 0) {
+      a.out[b * a.out_tok + (hk * G + h) * a.out_head + d] = to_bf16(val);
+    } else {
+      a.split_out[(cell * G + h) * D + d] = val;
+      if (d == 0) a.split_lse[cell * G + h] = sum > 0.f ? mx + log2f(sum) : -INFINITY;
+    }
+  }
+}
+
+// CTA j's units [begin, end) (of sequence b, length ctx, whose first unit is seq_first) on the
+// fp8 cache, block-wide: every piece's output or partial, and with counters (kFused) the merge
+// of a split group by its last CTA, as decode_split_kernel's loop does piece by piece. Each
+// piece's first acquire also copies the next piece's query into shared memory, in the same
+// commit group as the tile kStages - 1 ahead: a piece of at least kStages - 1 tiles has it
+// landed by the next piece's first acquire; after a shorter one the ring is drained first.
+template <int D, int G, bool kFused>
+__device__ void attend_range_fp8(const DecodeArgs& a, float4* smem, PlanSmem* ps, const Deal& deal,
+                                 int64_t j, int64_t begin, int64_t end, int b, int ctx,
+                                 int64_t seq_first, bool& waited) {
+  using L = Layout<D, true>;
+  using Ring = StreamRing<D>;
+  using Spare = StreamSpare<D, G>;
+  static_assert(mma_decode_supports<D, G>() && L::kTokens == 8 * kWarps && G <= 2);
+  static_assert(Ring::kRingBytes % 16 == 0 && Spare::kMlBytes % 16 == 0 &&
+                Spare::kQBytes % 16 == 0);
+  static_assert(Ring::kRingBytes + Spare::kBytes + sizeof(PlanSmem) <= Layout<D>::kSmemBytes);
+  const Spare spare(smem + Ring::kRingBytes / 16);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int n = static_cast<int>(end - begin);        // <= the quota
+  UnitPos p = unit_pos<D>(b, ctx, seq_first, begin);  // the piece's first unit
+  Ring ring(a, smem, p, n);
+  ring.prologue(waited);
+  wait_once(waited);  // the queries are the previous kernel's output
+  MmaWarpState w;
+  // The first piece's query from q, while the prologue's tiles are in flight (as main's
+  // per-piece loop loads it); the others' come through the ring.
+  mma_start_piece<D, G, true>(a, a.q + p.b * a.q_tok + p.hk * G * a.q_head, a.q_head, g, t, w);
+  int parity = 0, q_landed_at = 0;  // this piece's query buffer; the acquire that lands it
+  for (int i = 0, slot = 0; i < n; ++i, slot = Ring::next_slot(slot), parity ^= 1) {
+    const int first = i;  // the piece's first unit, from begin
+    const int last = min(n - 1, i + p.tiles - 1 - p.tile);
+    UnitPos pn = p;  // the next piece's first unit
+    if (last + 1 < n) {
+      pn.tile += last - first;
+      pn = next_unit<D>(a, pn);
+    }
+    ring.acquire(i, slot, [&] {
+      if (last + 1 < n && threadIdx.x < G * D / 8) {  // 16-byte pieces of the next query
+        const int h = threadIdx.x / (D / 8), c = threadIdx.x % (D / 8);
+        cp_async16(spare.q[parity ^ 1] + h * D + c * 8,
+                   a.q + pn.b * a.q_tok + (pn.hk * G + h) * a.q_head + c * 8, true);
+      }
+    });
+    if (i > 0) {
+      if (i < q_landed_at) ring.drain();  // a short piece before: the copy may be in flight
+      mma_start_piece<D, G, true>(a, spare.q[parity], D, g, t, w);
+    }
+    q_landed_at = i + Ring::kStages - 1;
+    for (int tok0 = p.tile * L::kTokens;; tok0 += L::kTokens) {
+      mma_attend_tile<D, G, true>(ring.k_ring + slot * L::kTileBytes,
+                                  ring.v_ring + slot * L::kTileBytes,
+                                  ring.e_ring + slot * L::kExpBytes, tok0, p.ctx, warp, g, t, w);
+      if (i == last) break;
+      ++i;
+      slot = Ring::next_slot(slot);
+      ring.acquire(i, slot, [] {});
+    }
+    mma_finish<true>(t, w);
+    const int first_tile = p.tile;
+    const int64_t group_begin = begin + first - first_tile;
+    p.tile += last - first;  // the piece's last unit
+    const bool whole = first_tile == 0 && p.group_last();
+    merge_warps_and_write<D, G>(a, ring.k_ring + slot * L::kTileBytes,
+                                ring.v_ring + slot * L::kTileBytes, spare.ml, p.b, p.hk,
+                                whole ? -1 : partial_cell(deal, j, begin + first), w);
+    if constexpr (kFused) {
+      if (!whole)
+        merge_if_last<D, G>(a, spare.stage, ps, p.b, p.hk, group_begin, group_begin + p.tiles,
+                            deal);
+    }
+    p = pn;
+  }
+  ring.drain();
+}
+
+}  // namespace nanovllm::kernels::cuda::decode
