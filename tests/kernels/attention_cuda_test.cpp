@@ -392,6 +392,8 @@ TEST(DecodeAttentionCuda, Fp8CacheTileEdgesMixedLengthsAndGroupsInEverySplitMode
       check_decode(lens, {64, 4 * g, 4, 16, true}, split, 58);
     }
     check_decode({0, 5, 0, 300, 4096, 0}, {128, 8, 2, 48, true}, split, 59);  // bs 48, padding
+    // The same at G 2: the streaming ring's walk over padding rows and pages of 48 tokens.
+    check_decode({0, 5, 0, 300, 4096, 0}, {128, 4, 2, 48, true}, split, 59);
   }
   std::vector<int> many = random_lens(256, 1, 2048, 60);
   check_decode(many, {128, 4, 2, 256, true}, Split::kFused, 61);
