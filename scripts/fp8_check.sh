@@ -79,8 +79,7 @@ fi
 pack
 
 if has fields; then
-  [ -f "$work/tiny/config.json" ] || "$bundle/bin/nanovllm-mkmodel" --preset tiny --seed 1 \
-    --tokenizer-dir "$bundle/tokenizer" "$work/tiny" >/dev/null
+  make_model tiny
   for dev in cuda cpu; do
     timeout 150 "$bundle/bin/nanovllm-launch" "$work/tiny" examples/request_fields.jsonl \
       --device "$dev" --kv-cache-dtype fp8 -o "$out/fields_fp8_$dev.jsonl" \

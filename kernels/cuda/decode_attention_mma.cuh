@@ -65,6 +65,20 @@ __device__ __forceinline__ int v_dim(int g, int k) {
   return FP8 ? 16 * v_chunk(g) + k : 8 * (8 * (k / 8) + v_chunk(g)) + k % 8;
 }
 
+// acc's entries of heads 2t and 2t + 1 times per_row of rows 2t and 2t + 1, which lanes 8t and
+// 8t + 4 hold (a row's value is the same in its 4 lanes).
+__device__ __forceinline__ void scale_acc_by_row(float (&acc)[8][4], int t, float per_row) {
+  const float c0 = __shfl_sync(0xffffffffu, per_row, 8 * t);
+  const float c1 = __shfl_sync(0xffffffffu, per_row, 8 * t + 4);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    acc[i][0] *= c0;
+    acc[i][1] *= c1;
+    acc[i][2] *= c0;
+    acc[i][3] *= c1;
+  }
+}
+
 // One warp's part of a piece (a run of tiles of one sequence and kv head): the query
 // fragments and the online softmax over the warp's rows of each tile.
 struct MmaWarpState {
@@ -201,16 +215,7 @@ __device__ __forceinline__ void mma_attend_tile(const unsigned char* k_tile,
     const float mv_new = FP8 ? fmaxf(w.mv, mvt) : m_new;
     const float corr = fast_exp2(w.mv - (mv_new == -INFINITY ? 0.f : mv_new));
     w.mv = mv_new;
-    // This lane's accumulators are heads 2t and 2t + 1, whose states lanes 8t and 8t + 4 hold.
-    const float c0 = __shfl_sync(0xffffffffu, corr, 8 * t);
-    const float c1 = __shfl_sync(0xffffffffu, corr, 8 * t + 4);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      w.acc[i][0] *= c0;
-      w.acc[i][1] *= c1;
-      w.acc[i][2] *= c0;
-      w.acc[i][3] *= c1;
-    }
+    scale_acc_by_row(w.acc, t, corr);
   }
   const float m_use = w.m == -INFINITY ? 0.f : w.m;
   const float mv_use = w.mv == -INFINITY ? 0.f : w.mv;
@@ -258,16 +263,7 @@ __device__ __forceinline__ void mma_finish(int t, MmaWarpState& w) {
   w.l += __shfl_xor_sync(0xffffffffu, w.l, 1);
   w.l += __shfl_xor_sync(0xffffffffu, w.l, 2);
   if constexpr (FP8) {
-    const float to_m = w.l > 0.f ? fast_exp2((w.mv == -INFINITY ? 0.f : w.mv) - w.m) : 1.f;
-    const float to_m0 = __shfl_sync(0xffffffffu, to_m, 8 * t);
-    const float to_m1 = __shfl_sync(0xffffffffu, to_m, 8 * t + 4);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      w.acc[i][0] *= to_m0;
-      w.acc[i][1] *= to_m1;
-      w.acc[i][2] *= to_m0;
-      w.acc[i][3] *= to_m1;
-    }
+    scale_acc_by_row(w.acc, t, w.l > 0.f ? fast_exp2((w.mv == -INFINITY ? 0.f : w.mv) - w.m) : 1.f);
   }
 }
 

@@ -13,6 +13,24 @@
 
 namespace nanovllm::kernels::cuda::decode {
 
+// The slots of a ring of kStages tiles, kept by the loops (no t % kStages per tile): the next
+// tile's, and the previous tile's (the one a refill takes).
+template <int kStages>
+__device__ __forceinline__ int ring_next_slot(int slot) {
+  return slot + 1 == kStages ? 0 : slot + 1;
+}
+template <int kStages>
+__device__ __forceinline__ int ring_prev_slot(int slot) {
+  return slot == 0 ? kStages - 1 : slot - 1;
+}
+
+// The end of a ring's run: only empty groups can be pending; keep the ring quiet anyway, then
+// free its shared memory.
+__device__ __forceinline__ void ring_drain() {
+  cp_async_wait<0>();
+  __syncthreads();
+}
+
 // Tiles [first_tile, first_tile + ntiles) of kv head hk of sequence b (ctx tokens) through the
 // ring in smem: the K slots [kStages][kTokens, D], then the V slots, then (fp8) the exponents
 // [kStages][2, kTokens]. CTA-uniform use: prologue(), then acquire(t, t % kStages) for
@@ -73,11 +91,11 @@ struct TileRing {
     cp_async_wait<kStages - 2>();
     __syncthreads();
     const int nt = t + kStages - 1;
-    if (nt < ntiles) load(nt, slot == 0 ? kStages - 1 : slot - 1);
+    if (nt < ntiles) load(nt, ring_prev_slot<kStages>(slot));
     cp_async_commit();
   }
   __device__ static int next_slot(int slot) {
-    return slot + 1 == kStages ? 0 : slot + 1;
+    return ring_next_slot<kStages>(slot);
   }
 
   __device__ const unsigned char* k(int slot) const {
@@ -90,10 +108,8 @@ struct TileRing {
     return e_ring + slot * L::kExpBytes;
   }
 
-  // Only empty groups can be pending here; keep the ring quiet anyway, then free smem.
   __device__ void drain() const {
-    cp_async_wait<0>();
-    __syncthreads();
+    ring_drain();
   }
 };
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/decode_attention_ring.cuh"
 #include "kernels/cuda/decode_attention_tile.cuh"
 
 namespace nanovllm::kernels::cuda::decode {
@@ -72,6 +73,9 @@ struct StreamRing {
     load_tile<D, true, true>(a, bt, next.hk, next.tile * L::kTokens, next.ctx, one_page,
                              k_ring + slot * L::kTileBytes, v_ring + slot * L::kTileBytes,
                              e_ring + slot * L::kExpBytes);
+    // Inside a group only the tile steps; past its end, next_unit (given the group's last tile)
+    // moves on to the next group or sequence. (Calling next_unit every time reads simpler but
+    // compiles to other code, not yet timed on a GPU.)
     if (++issued < n && ++next.tile == next.tiles) {
       const int b = next.b;
       next = next_unit<D>(a, UnitPos{next.b, next.ctx, next.tiles, next.hk, next.tile - 1});
@@ -97,16 +101,15 @@ struct StreamRing {
   __device__ void acquire(int i, int slot, Extra&& extra) {
     cp_async_wait<kStages - 2>();
     __syncthreads();
-    if (i + kStages - 1 < n) load_next(slot == 0 ? kStages - 1 : slot - 1);
+    if (i + kStages - 1 < n) load_next(ring_prev_slot<kStages>(slot));
     extra();
     cp_async_commit();
   }
   __device__ static int next_slot(int slot) {
-    return slot + 1 == kStages ? 0 : slot + 1;
+    return ring_next_slot<kStages>(slot);
   }
   __device__ void drain() const {
-    cp_async_wait<0>();
-    __syncthreads();
+    ring_drain();
   }
 };
 
