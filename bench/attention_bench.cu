@@ -132,6 +132,9 @@ bool g_long_context = false;  // --long-context: batches 1-8 at 32k-128k (issue 
 // --decode-row B,CTX: that one uniform decode row alone (a profiler then sees one shape only).
 int64_t g_row_batch = 0;
 int g_row_context = 0;
+// --decode-walk auto|pieces|stream: how the fp8 mma kernel at G <= 2 walks a CTA's pieces
+// (kernels/attention.h's DecodeWalk); the label says which when it is not auto.
+kernels::cuda::DecodeWalk g_walk = kernels::cuda::DecodeWalk::kAuto;
 
 void bench_decode(const std::vector<int>& lens, const std::string& shape, double copy_gbps) {
   const int64_t batch = static_cast<int64_t>(lens.size()), hq = g_decode_hq, hkv = g_decode_hkv,
@@ -161,8 +164,11 @@ void bench_decode(const std::vector<int>& lens, const std::string& shape, double
     p.split_counters = TensorView(counters.ptr, DType::kI32, {cells / 2}, Device::kCuda);
   const int calls = static_cast<int>(std::max<int64_t>(20, copies));
   char heads[64];
-  std::snprintf(heads, sizeof heads, " %lldq/%lldkv d128 %s", static_cast<long long>(hq),
-                static_cast<long long>(hkv), g_fp8 ? "fp8" : "bf16");
+  std::snprintf(heads, sizeof heads, " %lldq/%lldkv d128 %s%s", static_cast<long long>(hq),
+                static_cast<long long>(hkv), g_fp8 ? "fp8" : "bf16",
+                g_walk == kernels::cuda::DecodeWalk::kPieces   ? " pieces"
+                : g_walk == kernels::cuda::DecodeWalk::kStream ? " stream"
+                                                               : "");
   for (const kernels::cuda::DecodeKernel kernel : g_decode_kernels) {
     if (kernel == kernels::cuda::DecodeKernel::kMma &&
         !kernels::cuda::mma_decode_supports(kDim, hq, hkv))
@@ -170,7 +176,7 @@ void bench_decode(const std::vector<int>& lens, const std::string& shape, double
     const double us = time_graph_us(
         [&](int i, cudaStream_t stream) {
           p.kv = set.view(i % copies);
-          kernels::cuda::decode_attention(p, kernel, stream);
+          kernels::cuda::decode_attention(p, kernel, stream, g_walk);
         },
         calls);
     const double flops = 4.0 * hq * tokens * kDim;
@@ -294,6 +300,13 @@ int main(int argc, char** argv) {
       g_row_context = std::stoi(v.substr(comma + 1));
       CHECK_MSG(g_row_batch > 0 && g_row_context > 0,
                 "--decode-row B,CTX: both positive, not " << v);
+    } else if (arg == "--decode-walk" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      CHECK_MSG(v == "auto" || v == "pieces" || v == "stream",
+                "--decode-walk auto|pieces|stream, not " << v);
+      g_walk = v == "pieces"   ? nanovllm::kernels::cuda::DecodeWalk::kPieces
+               : v == "stream" ? nanovllm::kernels::cuda::DecodeWalk::kStream
+                               : nanovllm::kernels::cuda::DecodeWalk::kAuto;
     } else if (arg == "--decode-kernels" && i + 1 < argc) {
       const std::string v = argv[++i];
       CHECK_MSG(v == "lanes" || v == "mma" || v == "lanes,mma",
@@ -305,7 +318,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: attention_bench [--split fused|merge|none] [--decode-only | --prefill] "
                    "[--long-context] [--gqa G] [--kv-heads N] [--fp8] "
-                   "[--decode-kernels lanes|mma|lanes,mma] [--decode-row B,CTX]\n");
+                   "[--decode-kernels lanes|mma|lanes,mma] [--decode-row B,CTX] "
+                   "[--decode-walk auto|pieces|stream]\n");
       return 2;
     }
   }

@@ -102,9 +102,17 @@ bool mma_decode_supports(int64_t head_dim, int64_t hq, int64_t hkv);
 // lanes, mma or auto fails a CHECK naming the variable).
 DecodeKernel decode_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv);
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream);
-// Runs the named kernel (tests and benchmarks compare them); kMma on a shape it does not take
-// fails a CHECK.
-void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaStream_t stream);
+// How a CTA of the split kernel walks the pieces of its range on the fp8 cache with kMma at up
+// to 2 query heads per kv head (elsewhere it is ignored): kPieces one by one, the ring drained
+// and refilled at each; kStream through one ring, each next piece's query coming with it. kAuto
+// streams from a batch with as many (sequence, kv head) groups as the grid has CTAs,
+// unless the environment has NANOVLLM_DECODE_WALK=pieces|stream (whole-run comparisons; a
+// value other than those or auto fails a CHECK naming the variable).
+enum class DecodeWalk { kAuto, kPieces, kStream };
+// Runs the named kernel (tests and benchmarks compare them, and the walks); kMma on a shape it
+// does not take fails a CHECK.
+void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaStream_t stream,
+                      DecodeWalk walk = DecodeWalk::kAuto);
 // split_out / split_lse cells with which the CUDA decode kernel uses every resident CTA slot of
 // the current device for this head shape (sizes its scratch independently of batch and lengths).
 int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim);

@@ -21,8 +21,9 @@
 // context_len <= 0 (graph padding rows) get zeros, as the CPU reference writes.
 //
 // A CTA takes its pieces one by one (the ring drained and refilled at each), except on the fp8
-// tensor-core path at G <= 2, where one ring streams the whole range and the next piece's query
-// comes with it (decode_attention_stream.cuh: short pieces cost fp8 about 3.3 us each).
+// tensor-core path at G <= 2 with enough groups for CTAs to hold several pieces, where one ring
+// streams the whole range and the next piece's query comes with it (decode_attention_stream.cuh:
+// short pieces cost fp8 about 3.3 us each; see stream_walk for when).
 //
 // Why the last CTA merges rather than a second kernel: at small batches the whole call lasts a
 // few microseconds and a second launch (a graph node) costs about as much as the merge; the
@@ -94,10 +95,12 @@ __device__ void zero_padding_rows(const DecodeArgs& a) {
   }
 }
 
-// With scratch: a fixed grid (gridDim.x CTAs), CTA j walks the pieces of its range in order.
-template <int D, int G, bool kFused, bool FP8, bool MMA>
+// With scratch: a fixed grid (gridDim.x CTAs), CTA j walks the pieces of its range in order
+// (kStream: through one ring, on the fp8 tensor-core path at G <= 2 only).
+template <int D, int G, bool kFused, bool FP8, bool MMA, bool kStream>
 __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     decode_split_kernel(const DecodeArgs a) {
+  static_assert(!kStream || (FP8 && MMA && G <= 2));
   using L = Layout<D>;
   // The plan and the first piece's cache tiles go before the wait for the previous kernel
   // (attend_tiles): context_lens, block tables and all but the last cache row of a sequence
@@ -121,8 +124,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     int b = ps->seq, ctx = ps->seq_ctx;
     int64_t seq_first = ps->seq_first_unit;
     __syncthreads();  // the plan is read before the ring overwrites it
-    // fp8 at G <= 2: one ring across the pieces (decode_attention_stream.cuh).
-    if constexpr (FP8 && MMA && G <= 2) {
+    // One ring across the pieces (decode_attention_stream.cuh).
+    if constexpr (kStream) {
       decode::attend_range_fp8<D, G, kFused>(a, smem, ps, deal, j, begin, end, b, ctx, seq_first,
                                              waited);
     } else {
@@ -190,12 +193,12 @@ int sm_count() {
 
 // Resident CTAs per SM of one split-kernel instantiation (asked once; every rank's GPU is the
 // same kind).
-template <int D, int G, bool kFused, bool FP8, bool MMA>
+template <int D, int G, bool kFused, bool FP8, bool MMA, bool kStream = false>
 int ctas_per_sm() {
   static const int n = [] {
     int v = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &v, decode_split_kernel<D, G, kFused, FP8, MMA>, kThreads, 0));
+        &v, decode_split_kernel<D, G, kFused, FP8, MMA, kStream>, kThreads, 0));
     return std::max(v, 1);
   }();
   return n;
@@ -231,9 +234,43 @@ void dispatch_group(int64_t group, F&& f) {
   }
 }
 
+// NANOVLLM_DECODE_WALK=pieces|stream|auto (read once) overrides kAuto, for whole-run
+// comparisons of the walks; any other value stops the run at its first decode, naming it.
+DecodeWalk walk_from_env() {
+  static const DecodeWalk walk = [] {
+    const char* v = std::getenv("NANOVLLM_DECODE_WALK");
+    CHECK_MSG(v == nullptr || std::strcmp(v, "pieces") == 0 || std::strcmp(v, "stream") == 0 ||
+                  std::strcmp(v, "auto") == 0,
+              "NANOVLLM_DECODE_WALK must be pieces, stream or auto, not '" << v << "'");
+    if (v != nullptr && std::strcmp(v, "pieces") == 0) return DecodeWalk::kPieces;
+    if (v != nullptr && std::strcmp(v, "stream") == 0) return DecodeWalk::kStream;
+    return DecodeWalk::kAuto;
+  }();
+  return walk;
+}
+
+// Whether the split kernel streams a CTA's range through one ring (kStream) rather than piece
+// by piece: only the fp8 tensor-core path at G <= 2 has the streamed walk. It pays where CTAs
+// hold several short pieces (8 kv heads on an H200: 2048 x 128 231.5 -> 221.4 us, batch 256 at
+// mixed lengths 177.5 -> 167.9) and costs 2-10 % where a CTA holds one piece or part of one
+// (batch 1-48 at 1k, one sequence at 4k-16k, 8 x 32769;
+// bench/results/h200-2026-11-27-issue34_decode_walk.txt),
+// so kAuto streams from as many (sequence, kv head) groups as the grid has CTAs. batch counts
+// padding rows: a captured graph keeps the walk of its batch size.
+template <int G, bool FP8, bool MMA>
+bool stream_walk(DecodeWalk walk, int64_t batch, int64_t hkv, int64_t ctas) {
+  if constexpr (!(FP8 && MMA && G <= 2)) {
+    return false;
+  } else {
+    if (walk == DecodeWalk::kAuto) walk = walk_from_env();
+    if (walk != DecodeWalk::kAuto) return walk == DecodeWalk::kStream;
+    return batch * hkv >= ctas;
+  }
+}
+
 template <int D, int G, bool FP8, bool MMA>
 void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t hkv,
-            cudaStream_t stream) {
+            DecodeWalk walk, cudaStream_t stream) {
   if (p.split_out.data == nullptr) {
     CHECK_LE(batch, 65535);  // gridDim.y
     launch_dependent(decode_whole_kernel<D, G, FP8, MMA>,
@@ -256,25 +293,41 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   a.split_out = p.split_out.ptr<float>();
   a.split_lse = p.split_lse.ptr<float>();
   const bool fused = p.split_counters.data != nullptr;
-  const int per_sm =
-      fused ? ctas_per_sm<D, G, true, FP8, MMA>() : ctas_per_sm<D, G, false, FP8, MMA>();
-  int64_t ctas = std::min<int64_t>(static_cast<int64_t>(sm_count()) * per_sm, cells / 2);
   if (fused) {
     check_cuda_tensor(p.split_counters, DType::kI32, "split_counters");
     CHECK(p.split_counters.is_contiguous());
-    ctas = std::min(ctas, p.split_counters.numel());
     a.split_counters = p.split_counters.ptr<int32_t>();
   }
-  const unsigned grid = static_cast<unsigned>(ctas);
-  if (fused) {
-    launch_dependent(decode_split_kernel<D, G, true, FP8, MMA>, dim3(grid), dim3(kThreads), stream,
-                     a);
-  } else {
-    launch_dependent(decode_split_kernel<D, G, false, FP8, MMA>, dim3(grid), dim3(kThreads), stream,
-                     a);
+  // The grid: every resident slot of the kernel launched, within the scratch and counters.
+  const auto grid_of = [&](int per_sm) {
+    int64_t ctas = std::min<int64_t>(static_cast<int64_t>(sm_count()) * per_sm, cells / 2);
+    if (fused) ctas = std::min(ctas, p.split_counters.numel());
+    return static_cast<unsigned>(ctas);
+  };
+  const auto run = [&]<bool kFused, bool kStream>() {
+    const unsigned grid = grid_of(ctas_per_sm<D, G, kFused, FP8, MMA, kStream>());
+    launch_dependent(decode_split_kernel<D, G, kFused, FP8, MMA, kStream>, dim3(grid),
+                     dim3(kThreads), stream, a);
     // Same grid: same plan.
-    launch_dependent(decode_merge_kernel<D, G>, dim3(grid), dim3(kThreads), stream, a);
+    if constexpr (!kFused)
+      launch_dependent(decode_merge_kernel<D, G>, dim3(grid), dim3(kThreads), stream, a);
+  };
+  const bool streamed = stream_walk<G, FP8, MMA>(
+      walk, batch, hkv,
+      grid_of(fused ? ctas_per_sm<D, G, true, FP8, MMA>() : ctas_per_sm<D, G, false, FP8, MMA>()));
+  if constexpr (FP8 && MMA && G <= 2) {
+    if (streamed) {
+      if (fused)
+        run.template operator()<true, true>();
+      else
+        run.template operator()<false, true>();
+      return;
+    }
   }
+  if (fused)
+    run.template operator()<true, false>();
+  else
+    run.template operator()<false, false>();
 }
 
 // f.template operator()<G>() for the group size, f.template operator()<D>() folded in: both
@@ -332,11 +385,15 @@ int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim) 
       per_sm = std::max(
           {per_sm, ctas_per_sm<D, G, true, false, true>(), ctas_per_sm<D, G, false, false, true>(),
            ctas_per_sm<D, G, true, true, true>(), ctas_per_sm<D, G, false, true, true>()});
+    if constexpr (decode::mma_decode_supports<D, G>() && G <= 2)
+      per_sm = std::max({per_sm, ctas_per_sm<D, G, true, true, true, true>(),
+                         ctas_per_sm<D, G, false, true, true, true>()});
   });
   return 2 * static_cast<int64_t>(sm_count()) * per_sm;
 }
 
-void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaStream_t stream) {
+void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaStream_t stream,
+                      DecodeWalk walk) {
   const DecodeArgs a = decode::make_args(p);
   const int64_t batch = p.q.size(0), hq = p.q.size(1), dim = p.q.size(2);
   const int64_t hkv = p.kv.k_cache.size(2);
@@ -350,16 +407,16 @@ void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaS
     if constexpr (decode::mma_decode_supports<D, G>()) {
       if (kernel == DecodeKernel::kMma) {
         if (fp8)
-          launch<D, G, true, true>(p, a, batch, hkv, stream);
+          launch<D, G, true, true>(p, a, batch, hkv, walk, stream);
         else
-          launch<D, G, false, true>(p, a, batch, hkv, stream);
+          launch<D, G, false, true>(p, a, batch, hkv, walk, stream);
         return;
       }
     }
     if (fp8)
-      launch<D, G, true, false>(p, a, batch, hkv, stream);
+      launch<D, G, true, false>(p, a, batch, hkv, walk, stream);
     else
-      launch<D, G, false, false>(p, a, batch, hkv, stream);
+      launch<D, G, false, false>(p, a, batch, hkv, walk, stream);
   });
 }
 

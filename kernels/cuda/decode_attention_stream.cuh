@@ -11,7 +11,8 @@
 // nothing else in flight. With this path (bench/results/h200-2026-11-27-issue34_piece_
 // overhead.txt): 2048 x 128 231.0 -> 221.3 us, batch 256 at mixed lengths 179.5 -> 166.9;
 // whole runs of the 0.6B with an fp8 cache +2.8 % (nano-vllm's workload) and +3.5 % (256 x
-// 512/512). It costs 0.4-1.1 us a call at batches of 1-16 (the warps' merge; see there).
+// 512/512). It costs 0.4-1.1 us a call at batches of 1-16, where the piece-by-piece walk is
+// kept (decode_attention.cu's stream_walk).
 // G = 4 spilled registers on this path and keeps the piece-by-piece loop.
 //
 // Shared memory: the fp8 ring takes Layout<D, true>'s 5 stages (41,280 bytes at D = 128) of
@@ -51,9 +52,10 @@ struct StreamSpare {
 // past its reads of it) and their m and l to spare.ml; then every thread merges some of the
 // G * D outputs and writes them (cell < 0) or the normalised partial and its log2-sum-exp.
 // Only the lanes holding heads < G store: lanes (g, t < T), T = (G + 1) / 2, at [i][g][t]
-// float4s, warps 0 and 1 in the K half, 2 and 3 in the V half. (The reads hit one bank 16
-// ways: the likely part of this path's cost at small batches; [g][t][i] with i XOR g avoids
-// it, branch experiment/fp8-stream-ring, not yet run on a GPU.)
+// float4s, warps 0 and 1 in the K half, 2 and 3 in the V half. (The merge's reads take 8
+// wavefronts a warp instead of 2; [g][t][i ^ g] avoids that but raised this kernel's spills
+// from 28 to 64 bytes, and the path's cost at small batches is its per-piece work, not these
+// reads: the split kernel walks piece by piece there, decode_attention.cu's stream_walk.)
 template <int D, int G>
 __device__ void merge_warps_and_write(const DecodeArgs& a, unsigned char* k_slot,
                                       unsigned char* v_slot, float* ml, int b, int hk, int64_t cell,

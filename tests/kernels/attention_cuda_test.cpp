@@ -92,9 +92,11 @@ class DecodeRig {
   // cells 0: every resident CTA slot. kernel: the CUDA kernel run() calls.
   DecodeRig(const std::vector<int>& capacity, DecodeShape shape, Split split, uint32_t seed,
             int64_t cells = 0,
-            kernels::cuda::DecodeKernel kernel = kernels::cuda::DecodeKernel::kLanes)
+            kernels::cuda::DecodeKernel kernel = kernels::cuda::DecodeKernel::kLanes,
+            kernels::cuda::DecodeWalk walk = kernels::cuda::DecodeWalk::kAuto)
       : s_(shape),
         kernel_(kernel),
+        walk_(walk),
         batch_(static_cast<int64_t>(capacity.size())),
         q_pitch_((shape.hq + 2 * shape.hkv) * shape.d),  // q is a view into qkv rows
         rng_(seed),
@@ -125,7 +127,7 @@ class DecodeRig {
   }
 
   void run(cudaStream_t stream) const {
-    kernels::cuda::decode_attention(device_params(), kernel_, stream);
+    kernels::cuda::decode_attention(device_params(), kernel_, stream, walk_);
   }
 
   // The output against the CPU reference; the counters must be back at zero.
@@ -172,6 +174,7 @@ class DecodeRig {
 
   DecodeShape s_;
   kernels::cuda::DecodeKernel kernel_;
+  kernels::cuda::DecodeWalk walk_;
   int64_t batch_, q_pitch_;
   std::mt19937 rng_;
   PagedCase cache_;
@@ -197,20 +200,44 @@ std::vector<kernels::cuda::DecodeKernel> decode_kernels(const DecodeShape& s) {
   return k;
 }
 
-// Every kernel that serves the shape against the CPU reference.
+// The walks a kernel has for the shape: both where the split kernel has the streamed walk
+// (kernels/attention.h's DecodeWalk: the fp8 cache, kMma, G <= 2), whatever kAuto would pick
+// for the batch; otherwise the one.
+std::vector<kernels::cuda::DecodeWalk> decode_walks(const DecodeShape& s,
+                                                    kernels::cuda::DecodeKernel kernel) {
+  if (s.fp8 && kernel == kernels::cuda::DecodeKernel::kMma && s.hq / s.hkv <= 2)
+    return {kernels::cuda::DecodeWalk::kPieces, kernels::cuda::DecodeWalk::kStream};
+  return {kernels::cuda::DecodeWalk::kAuto};
+}
+
+const char* walk_name(kernels::cuda::DecodeWalk walk) {
+  switch (walk) {
+    case kernels::cuda::DecodeWalk::kPieces:
+      return ", pieces";
+    case kernels::cuda::DecodeWalk::kStream:
+      return ", stream";
+    case kernels::cuda::DecodeWalk::kAuto:
+      break;
+  }
+  return "";
+}
+
+// Every kernel (and walk) that serves the shape against the CPU reference.
 void check_decode(const std::vector<int>& lens, DecodeShape shape, Split split, uint32_t seed,
                   int64_t cells = 0) {
   for (const kernels::cuda::DecodeKernel kernel : decode_kernels(shape)) {
-    DecodeRig rig(lens, shape, split, seed, cells, kernel);
-    rig.run(nullptr);
-    std::string what = std::string(kernels::cuda::decode_kernel_name(kernel)) + ", " +
-                       split_name(split) + ", B=" + std::to_string(lens.size()) + " d" +
-                       std::to_string(shape.d) + " " + std::to_string(shape.hq) + "q/" +
-                       std::to_string(shape.hkv) + "kv bs" + std::to_string(shape.bs) +
-                       (shape.fp8 ? " fp8" : "");
-    if (lens.size() == 1) what += " ctx " + std::to_string(lens[0]);
-    if (cells > 0) what += " cells " + std::to_string(cells);
-    rig.expect_matches_cpu(what);
+    for (const kernels::cuda::DecodeWalk walk : decode_walks(shape, kernel)) {
+      DecodeRig rig(lens, shape, split, seed, cells, kernel, walk);
+      rig.run(nullptr);
+      std::string what = std::string(kernels::cuda::decode_kernel_name(kernel)) + walk_name(walk) +
+                         ", " + split_name(split) + ", B=" + std::to_string(lens.size()) + " d" +
+                         std::to_string(shape.d) + " " + std::to_string(shape.hq) + "q/" +
+                         std::to_string(shape.hkv) + "kv bs" + std::to_string(shape.bs) +
+                         (shape.fp8 ? " fp8" : "");
+      if (lens.size() == 1) what += " ctx " + std::to_string(lens[0]);
+      if (cells > 0) what += " cells " + std::to_string(cells);
+      rig.expect_matches_cpu(what);
+    }
   }
 }
 
@@ -397,6 +424,22 @@ TEST(DecodeAttentionCuda, Fp8CacheTileEdgesMixedLengthsAndGroupsInEverySplitMode
   }
   std::vector<int> many = random_lens(256, 1, 2048, 60);
   check_decode(many, {128, 4, 2, 256, true}, Split::kFused, 61);
+}
+
+// Equal lengths whose groups are split over several CTAs each (the deal's quota is below a
+// group's tiles, so ranges start inside groups and cross their ends): with padding rows among
+// the sequences, one sequence of an odd tile count (1025 tokens: ranges of 2 tiles straddle
+// every group end), and pages of 48 tokens; both walks on the fp8 path.
+TEST(DecodeAttentionCuda, EqualLengthsSplitAcrossCtasWithPaddingAndOddTiles) {
+  SKIP_WITHOUT_CUDA();
+  for (Split split : kAllSplits) {
+    for (bool fp8 : {false, true}) {
+      check_decode(std::vector<int>(4, 8193), {128, 16, 8, 256, fp8}, split, 65);
+      check_decode({0, 5000, 5000, 0, 5000}, {128, 8, 2, 256, fp8}, split, 66);
+      check_decode({1025}, {128, 16, 8, 256, fp8}, split, 67);
+      check_decode(std::vector<int>(3, 700), {128, 32, 4, 48, fp8}, split, 68);
+    }
+  }
 }
 
 // One call captured in a CUDA graph, replayed after the lengths and block tables changed under
