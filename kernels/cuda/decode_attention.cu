@@ -116,10 +116,18 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
   PlanSmem* const ps = reinterpret_cast<PlanSmem*>(smem + (L::kSmemBytes - sizeof(PlanSmem)) / 16);
 
   const decode::SeqScan s = decode::scan_units<D>(a, ps);
-  const decode::Deal deal = decode::deal_units(s.total, gridDim.x, s.min_tiles, s.max_tiles);
+  const decode::Deal dealt = decode::deal_units(s.total, gridDim.x, s.min_tiles, s.max_tiles);
+  // The fp8 kernels read the deal from shared memory after the plan (decode_attention_plan.cuh's
+  // Deal says why); their rings stop short of PlanSmem, bf16's run over it.
+  static_assert(!FP8 || Layout<D, true>::kStages *
+                                    (2 * Layout<D, true>::kTileBytes + Layout<D, true>::kExpBytes) +
+                                sizeof(PlanSmem) <=
+                            L::kSmemBytes);
+  if (FP8 && threadIdx.x == 0) ps->deal = dealt;  // read after locate_unit's barrier
+  const decode::Deal& deal = FP8 ? ps->deal : dealt;
   const int64_t j = blockIdx.x;
-  if (j < deal.ctas) {
-    const int64_t begin = decode::range_begin(deal, j), end = decode::range_begin(deal, j + 1);
+  if (j < dealt.ctas) {
+    const int64_t begin = decode::range_begin(dealt, j), end = decode::range_begin(dealt, j + 1);
     decode::locate_unit<D>(a, s, begin, ps);
     int b = ps->seq, ctx = ps->seq_ctx;
     int64_t seq_first = ps->seq_first_unit;
