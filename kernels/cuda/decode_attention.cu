@@ -11,14 +11,15 @@
 // exponents the same way, dequantizing in registers (decode_attention_tile.cuh's Layout).
 //
 // Who reads which tiles: with scratch (split_out), the tiles of the whole batch are dealt in
-// equal contiguous ranges, ceil(tiles / grid) each, over a fixed grid (the GPU's resident CTA
-// slots, fewer if the scratch is smaller), by a plan every CTA computes from context_lens
-// (decode_attention_plan.cuh); nothing depends on host-side lengths, so a captured graph stays
-// right and balanced at every replay. A (sequence, kv head) that one CTA covers whole is written
-// directly; one spread over several CTAs is merged by log2-sum-exp, by the last of its CTAs to
-// finish when split_counters is given (one launch), otherwise by decode_merge_kernel. Without
-// scratch every (sequence, kv head) is one CTA (grid (Hkv, B)). Sequences with
-// context_len <= 0 (graph padding rows) get zeros, as the CPU reference writes.
+// equal contiguous ranges, ceil(tiles / grid) each (equal lengths: every (sequence, kv head) cut
+// into the same parts), over a fixed grid (the GPU's resident CTA slots, fewer if the scratch is
+// smaller), by a plan every CTA computes from context_lens (decode_attention_plan.cuh); nothing
+// depends on host-side lengths, so a captured graph stays right and balanced at every replay. A
+// (sequence, kv head) that one CTA covers whole is written directly; one spread over several CTAs
+// is merged by log2-sum-exp, by the last of its CTAs to finish when split_counters is given (one
+// launch), otherwise by decode_merge_kernel. Without scratch every (sequence, kv head) is one CTA
+// (grid (Hkv, B)). Sequences with context_len <= 0 (graph padding rows) get zeros, as the CPU
+// reference writes.
 //
 // A CTA takes its pieces one by one (the ring drained and refilled at each), except on the fp8
 // tensor-core path at G <= 2 with enough groups for CTAs to hold several pieces, where one ring

@@ -426,11 +426,12 @@ TEST(DecodeAttentionCuda, Fp8CacheTileEdgesMixedLengthsAndGroupsInEverySplitMode
   check_decode(many, {128, 4, 2, 256, true}, Split::kFused, 61);
 }
 
-// Equal lengths whose groups are split over several CTAs each (the deal's quota is below a
-// group's tiles, so ranges start inside groups and cross their ends): with padding rows among
-// the sequences, one sequence of an odd tile count (1025 tokens: ranges of 2 tiles straddle
-// every group end), and pages of 48 tokens; both walks on the fp8 path.
-TEST(DecodeAttentionCuda, EqualLengthsSplitAcrossCtasWithPaddingAndOddTiles) {
+// Equal lengths whose groups the deal splits (decode_attention_plan.cuh's deal_units; figures
+// for a grid of 528 CTAs, an H100 or H200): cut into unequal parts at the same offsets (4 x 8193
+// tokens: 257 tiles in 16 parts of 16-17; padding rows among 3 x 5000, left out of the group
+// count; one sequence of 1025 tokens, 33 tiles in 17 parts of 1-2), and into equal parts as
+// plain ranges (3 x 700 in pages of 48 tokens); both walks on the fp8 path.
+TEST(DecodeAttentionCuda, EqualLengthsCutIntoPartsWithPaddingOddTilesAndSmallPages) {
   SKIP_WITHOUT_CUDA();
   for (Split split : kAllSplits) {
     for (bool fp8 : {false, true}) {
