@@ -117,7 +117,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
   PlanSmem* const ps = reinterpret_cast<PlanSmem*>(smem + (L::kSmemBytes - sizeof(PlanSmem)) / 16);
 
   const decode::SeqScan s = decode::scan_units<D>(a, ps);
-  const decode::Deal dealt = decode::deal_units(s.total, gridDim.x, s.min_tiles, s.max_tiles);
+  const decode::Deal dealt =
+      decode::deal_units(s.total, gridDim.x, s.min_tiles, s.max_tiles, decode::kMinQuota);
   // The fp8 kernels read the deal from shared memory after the plan (decode_attention_plan.cuh's
   // Deal says why); their rings stop short of PlanSmem, bf16's run over it.
   static_assert(!FP8 || Layout<D, true>::kStages *
@@ -178,7 +179,8 @@ __global__ void __launch_bounds__(kThreads) decode_merge_kernel(const DecodeArgs
   __shared__ float4 stage[kThreads * 24 / 16];  // merge_group's slices
   __shared__ PlanSmem ps;
   const decode::SeqScan s = decode::scan_units<D>(a, &ps);
-  const decode::Deal deal = decode::deal_units(s.total, gridDim.x, s.min_tiles, s.max_tiles);
+  const decode::Deal deal =
+      decode::deal_units(s.total, gridDim.x, s.min_tiles, s.max_tiles, decode::kMinQuota);
   const int64_t j = blockIdx.x;
   if (j >= deal.ctas) return;
   const int64_t begin = decode::range_begin(deal, j), end = decode::range_begin(deal, j + 1);
