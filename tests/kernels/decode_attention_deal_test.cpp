@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <map>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,8 +19,8 @@ namespace {
 using kernels::cuda::decode::cta_of;
 using kernels::cuda::decode::Deal;
 using kernels::cuda::decode::deal_units;
-using kernels::cuda::decode::partial_cell;
 using kernels::cuda::decode::parted;
+using kernels::cuda::decode::partial_cell;
 using kernels::cuda::decode::range_begin;
 
 constexpr int kMinQuota = 2;  // decode_attention_plan.cuh's (the bf16 ring's stages - 1)
