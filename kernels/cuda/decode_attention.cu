@@ -34,8 +34,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
+#include <string>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/common.cuh"
@@ -47,6 +46,7 @@
 #include "kernels/cuda/decode_attention_stream.cuh"
 #include "kernels/cuda/decode_attention_tile.cuh"
 #include "kernels/cuda/dispatch.cuh"
+#include "kernels/env_choice.h"
 
 namespace nanovllm::kernels::cuda {
 namespace {
@@ -246,16 +246,13 @@ void dispatch_group(int64_t group, F&& f) {
 }
 
 // NANOVLLM_DECODE_WALK=pieces|stream|auto (read once) overrides kAuto, for whole-run
-// comparisons of the walks; any other value stops the run at its first decode, naming it.
+// comparisons of the walks.
 DecodeWalk walk_from_env() {
   static const DecodeWalk walk = [] {
-    const char* v = std::getenv("NANOVLLM_DECODE_WALK");
-    CHECK_MSG(v == nullptr || std::strcmp(v, "pieces") == 0 || std::strcmp(v, "stream") == 0 ||
-                  std::strcmp(v, "auto") == 0,
-              "NANOVLLM_DECODE_WALK must be pieces, stream or auto, not '" << v << "'");
-    if (v != nullptr && std::strcmp(v, "pieces") == 0) return DecodeWalk::kPieces;
-    if (v != nullptr && std::strcmp(v, "stream") == 0) return DecodeWalk::kStream;
-    return DecodeWalk::kAuto;
+    const std::string v = env_choice("NANOVLLM_DECODE_WALK", {"pieces", "stream", "auto"});
+    return v == "pieces"   ? DecodeWalk::kPieces
+           : v == "stream" ? DecodeWalk::kStream
+                           : DecodeWalk::kAuto;
   }();
   return walk;
 }
@@ -310,8 +307,9 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
     a.split_counters = p.split_counters.ptr<int32_t>();
   }
   // The grid: every resident slot of the kernel launched, within the scratch and counters.
+  const int64_t sms = sm_count();
   const auto grid_of = [&](int per_sm) {
-    int64_t ctas = std::min<int64_t>(static_cast<int64_t>(sm_count()) * per_sm, cells / 2);
+    int64_t ctas = std::min<int64_t>(sms * per_sm, cells / 2);
     if (fused) ctas = std::min(ctas, p.split_counters.numel());
     return static_cast<unsigned>(ctas);
   };
@@ -353,13 +351,8 @@ void dispatch_shape(int64_t head_dim, int64_t group, F&& f) {
 // (read once): whole-run comparisons of the two, and a way around the new kernel should a shape
 // misbehave. Any value but lanes, mma or auto stops the run at its first decode, naming it.
 bool lanes_forced() {
-  static const bool forced = [] {
-    const char* v = std::getenv("NANOVLLM_DECODE_ATTENTION");
-    CHECK_MSG(v == nullptr || std::strcmp(v, "lanes") == 0 || std::strcmp(v, "mma") == 0 ||
-                  std::strcmp(v, "auto") == 0,
-              "NANOVLLM_DECODE_ATTENTION must be lanes, mma or auto, not '" << v << "'");
-    return v != nullptr && std::strcmp(v, "lanes") == 0;
-  }();
+  static const bool forced =
+      env_choice("NANOVLLM_DECODE_ATTENTION", {"lanes", "mma", "auto"}) == "lanes";
   return forced;
 }
 

@@ -124,6 +124,21 @@ struct GroupStates {
       : acc(reinterpret_cast<float*>(smem)), m(acc + NG * G * D), l(m + NG * G) {}
 };
 
+// Query head g, dim d of kv head hk of sequence b, merged to o over weights summing to sum
+// from base mx: cell < 0 writes the bf16 output, else the normalised partial and (d == 0) its
+// log2-sum-exp into scratch cell `cell`.
+template <int D, int G>
+__device__ __forceinline__ void store_merged(const DecodeArgs& a, int b, int hk, int64_t cell,
+                                             int g, int d, float o, float sum, float mx) {
+  const float val = sum > 0.f ? o / sum : 0.f;
+  if (cell < 0) {
+    a.out[b * a.out_tok + (hk * G + g) * a.out_head + d] = to_bf16(val);
+  } else {
+    a.split_out[(cell * G + g) * D + d] = val;
+    if (d == 0) a.split_lse[cell * G + g] = sum > 0.f ? mx + log2f(sum) : -INFINITY;
+  }
+}
+
 // After every group stored its state and a __syncthreads: query heads hk * G .. of sequence
 // b merged over the groups; cell < 0 writes the bf16 output, else the normalised partial and
 // its log2-sum-exp into scratch cell `cell`.
@@ -144,13 +159,7 @@ __device__ void write_merged(const DecodeArgs& a, const GroupStates<D, G, NG>& s
         o += st.acc[(i * G + g) * D + d] * w;
       }
     }
-    const float val = sum > 0.f ? o / sum : 0.f;
-    if (cell < 0) {
-      a.out[b * a.out_tok + (hk * G + g) * a.out_head + d] = to_bf16(val);
-    } else {
-      a.split_out[(cell * G + g) * D + d] = val;
-      if (d == 0) a.split_lse[cell * G + g] = sum > 0.f ? mx + log2f(sum) : -INFINITY;
-    }
+    store_merged<D, G>(a, b, hk, cell, g, d, o, sum, mx);
   }
 }
 

@@ -101,13 +101,7 @@ __device__ void merge_warps_and_write(const DecodeArgs& a, unsigned char* k_slot
       sum += ml[r * 16 + 8 + h] * wt;
       o += (comp == 0 ? v.x : comp == 1 ? v.y : comp == 2 ? v.z : v.w) * wt;
     }
-    const float val = sum > 0.f ? o / sum : 0.f;
-    if (cell < 0) {
-      a.out[b * a.out_tok + (hk * G + h) * a.out_head + d] = to_bf16(val);
-    } else {
-      a.split_out[(cell * G + h) * D + d] = val;
-      if (d == 0) a.split_lse[cell * G + h] = sum > 0.f ? mx + log2f(sum) : -INFINITY;
-    }
+    store_merged<D, G>(a, b, hk, cell, h, d, o, sum, mx);
   }
 }
 

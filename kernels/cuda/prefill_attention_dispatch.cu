@@ -2,13 +2,13 @@
 // the shapes it serves (decided from the device once per process), the mma.sync kernel
 // everywhere else. NANOVLLM_PREFILL_ATTENTION=mma keeps the mma.sync kernel everywhere (whole-
 // model comparisons of the two, and a way around the new kernel should a shape misbehave).
-#include <cstdlib>
-#include <cstring>
+#include <string>
 
 #include "kernels/attention.h"
 #include "kernels/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/prefill_attention_kernels.h"
+#include "kernels/env_choice.h"
 
 namespace nanovllm::kernels::cuda {
 namespace {
@@ -28,12 +28,7 @@ bool device_is_hopper() {
 }
 
 bool mma_forced() {
-  static const bool forced = [] {
-    const char* v = std::getenv("NANOVLLM_PREFILL_ATTENTION");
-    CHECK_MSG(v == nullptr || std::strcmp(v, "mma") == 0 || std::strcmp(v, "auto") == 0,
-              "NANOVLLM_PREFILL_ATTENTION must be mma or auto, not '" << v << "'");
-    return v != nullptr && std::strcmp(v, "mma") == 0;
-  }();
+  static const bool forced = env_choice("NANOVLLM_PREFILL_ATTENTION", {"mma", "auto"}) == "mma";
   return forced;
 }
 
