@@ -163,7 +163,7 @@ inline std::vector<kernels::cuda::DecodeKernel> decode_kernels(const DecodeShape
 // (kernels/attention.h's DecodeWalk: the fp8 cache, kMma, G <= 2), whatever kAuto would pick
 // for the batch; otherwise the one.
 inline std::vector<kernels::cuda::DecodeWalk> decode_walks(const DecodeShape& s,
-                                                    kernels::cuda::DecodeKernel kernel) {
+                                                           kernels::cuda::DecodeKernel kernel) {
   if (s.fp8 && kernel == kernels::cuda::DecodeKernel::kMma && s.hq / s.hkv <= 2)
     return {kernels::cuda::DecodeWalk::kPieces, kernels::cuda::DecodeWalk::kStream};
   return {kernels::cuda::DecodeWalk::kAuto};
@@ -182,8 +182,8 @@ inline const char* walk_name(kernels::cuda::DecodeWalk walk) {
 }
 
 // Every kernel (and walk) that serves the shape against the CPU reference.
-inline void check_decode(const std::vector<int>& lens, DecodeShape shape, Split split, uint32_t seed,
-                  int64_t cells = 0) {
+inline void check_decode(const std::vector<int>& lens, DecodeShape shape, Split split,
+                         uint32_t seed, int64_t cells = 0) {
   for (const kernels::cuda::DecodeKernel kernel : decode_kernels(shape)) {
     for (const kernels::cuda::DecodeWalk walk : decode_walks(shape, kernel)) {
       DecodeRig rig(lens, shape, split, seed, cells, kernel, walk);
