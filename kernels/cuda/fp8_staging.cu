@@ -4,9 +4,13 @@
 // the attention: it reads 1 + 1/D bytes and writes 2 per value once per layer, while the
 // prefill's work grows with q_len x k_len.
 //
-// Grid (blocks of the longest sequence, B): CTA (i, b) stages block i of sequence b, if it has
-// one, into staging block first(b) + i, where first(b) = the blocks of sequences 0 .. b-1, and
-// writes that number into the staging block table.
+// Grid (chunks of kTokens tokens over the longest sequence, B): CTA (c, b) stages tokens
+// c kTokens .. + kTokens - 1 of sequence b that exist (< its k_len) into staging block
+// first(b) + token / block_size, where first(b) = the blocks of sequences 0 .. b-1, and writes
+// the staging block table's entries of the blocks that start in its chunk. Why chunks and not
+// whole blocks: a CTA a block left a 512-token prompt's step (64 blocks) with 64 CTAs of
+// dependent 8-byte loads, about 0.1 ms a layer; tokens past k_len (a last block's tail) are
+// not staged at all, since the Hopper kernel masks their scores and zeroes their V rows.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/fp8_kv.cuh"
@@ -16,6 +20,7 @@ namespace nanovllm::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kTokens = 32;  // tokens a CTA stages
 
 struct StageArgs {
   const uint8_t* k_cache;  // [num_blocks, bs, Hkv, D] fp8
@@ -32,41 +37,56 @@ struct StageArgs {
   int block_size, hkv;
 };
 
+// 16 fp8 values (one 16-byte load) times 2^e as bf16, into dst (16 values, 16-byte aligned).
+__device__ __forceinline__ void dequantize16(const uint4& raw, int e, bf16* dst) {
+  const float s = pow2i(e);
+  const uint2 halves[2] = {make_uint2(raw.x, raw.y), make_uint2(raw.z, raw.w)};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float f[8];
+    fp8x8_to_f32(halves[h], f);
+    Bf16x8 out;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out.v[j] = to_bf16(f[j] * s);
+    store8(dst + 8 * h, out);
+  }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kThreads) stage_fp8_kernel(const StageArgs a) {
-  const int i = blockIdx.x, b = blockIdx.y;
-  const int blocks = (a.cu_k[b + 1] - a.cu_k[b] + a.block_size - 1) / a.block_size;
-  if (i >= blocks) return;
+  const int b = blockIdx.y;
+  const int k_len = a.cu_k[b + 1] - a.cu_k[b];
+  const int t0 = static_cast<int>(blockIdx.x) * kTokens;
+  if (t0 >= k_len) return;
+  const int bs = a.block_size;
   __shared__ int first;
-  if (threadIdx.x == 0) {  // a few hundred sequences at most: one thread's loop is enough
-    int n = 0;
-    for (int s = 0; s < b; ++s) n += (a.cu_k[s + 1] - a.cu_k[s] + a.block_size - 1) / a.block_size;
-    first = n;
-    a.staging_tables[b * a.st_stride + i] = n + i;
-  }
+  if (threadIdx.x == 0) first = 0;
   __syncthreads();
-  const int64_t src = a.block_tables[b * a.bt_stride + i], dst = first + i;
-  const int64_t rows = static_cast<int64_t>(a.block_size) * a.hkv;  // (token, kv head) rows
-  constexpr int kPieces = D / 8;                                    // 8 values each
-  for (int64_t idx = threadIdx.x; idx < rows * kPieces; idx += kThreads) {
-    const int64_t row = idx / kPieces;
-    const int piece = static_cast<int>(idx % kPieces);
-    const int o = static_cast<int>(row / a.hkv), h = static_cast<int>(row % a.hkv);
-    const int64_t from = (src * rows + row) * D + piece * 8,
-                  to = (dst * rows + row) * D + piece * 8;
-    const int64_t e = (src * a.hkv + h) * a.block_size + o;
-    float f[8];
-    Bf16x8 out;
-    fp8x8_to_f32(*reinterpret_cast<const uint2*>(a.k_cache + from), f);
-    const float ks = pow2i(a.k_scale[e]);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) out.v[j] = to_bf16(f[j] * ks);
-    store8(a.staging_k + to, out);
-    fp8x8_to_f32(*reinterpret_cast<const uint2*>(a.v_cache + from), f);
-    const float vs = pow2i(a.v_scale[e]);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) out.v[j] = to_bf16(f[j] * vs);
-    store8(a.staging_v + to, out);
+  int blocks_before = 0;  // this thread's share of first(b)
+  for (int s = threadIdx.x; s < b; s += kThreads)
+    blocks_before += (a.cu_k[s + 1] - a.cu_k[s] + bs - 1) / bs;
+  if (blocks_before > 0) atomicAdd(&first, blocks_before);
+  __syncthreads();
+  const int t1 = min(k_len, t0 + kTokens);
+  // The blocks whose first token is in this chunk: their staging table entries.
+  for (int i = (t0 + bs - 1) / bs + static_cast<int>(threadIdx.x); i * bs < t1; i += kThreads)
+    a.staging_tables[b * a.st_stride + i] = first + i;
+  constexpr int kPieces = D / 16;  // 16-byte loads a (token, kv head) row
+  const int items = (t1 - t0) * a.hkv * kPieces;
+#pragma unroll 2
+  for (int idx = threadIdx.x; idx < items; idx += kThreads) {
+    const int row = idx / kPieces, piece = idx % kPieces;
+    const int tok = t0 + row / a.hkv, h = row % a.hkv;
+    const int blk = tok / bs, o = tok % bs;
+    const int64_t src = a.block_tables[b * a.bt_stride + blk], dst = first + blk;
+    const int64_t from = ((src * bs + o) * a.hkv + h) * D + piece * 16,
+                  to = ((dst * bs + o) * a.hkv + h) * D + piece * 16;
+    const int64_t e = (src * a.hkv + h) * bs + o;
+    const uint4 k = *reinterpret_cast<const uint4*>(a.k_cache + from);
+    const uint4 v = *reinterpret_cast<const uint4*>(a.v_cache + from);
+    const int ke = a.k_scale[e], ve = a.v_scale[e];
+    dequantize16(k, ke, a.staging_k + to);
+    dequantize16(v, ve, a.staging_v + to);
   }
 }
 
@@ -103,7 +123,7 @@ PagedKV stage_fp8_blocks(const PrefillAttentionParams& p, cudaStream_t stream) {
   a.st_stride = p.staging_tables.stride[0];
   a.block_size = static_cast<int>(bs);
   a.hkv = static_cast<int>(hkv);
-  const int64_t width = (p.max_seqlen_k + bs - 1) / bs;
+  const int64_t width = (p.max_seqlen_k + kTokens - 1) / kTokens;
   if (batch > 0 && width > 0) {
     CHECK_LE(batch, 65535);
     DISPATCH_HEAD_DIM(d, D, {

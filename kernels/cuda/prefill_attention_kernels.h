@@ -19,9 +19,10 @@ bool hopper_prefill_shape_ok(int64_t head_dim, int64_t hq, int64_t hkv, int64_t 
 // Whether this build compiled it for sm_90a (CMAKE_CUDA_ARCHITECTURES lists 90a).
 bool hopper_prefill_built();
 
-// fp8 cache: dequantizes the blocks p reads into p.staging_k / staging_v (compactly, in
-// sequence order; the caller has checked that p.kv_blocks fit) and fills p.staging_tables;
-// returns the bf16 PagedKV over them (fp8_staging.cu).
+// fp8 cache: dequantizes the tokens p reads (each sequence's first k_len) into bf16 staging
+// blocks p.staging_k / staging_v (compactly, in sequence order; the caller has checked that
+// p.kv_blocks fit; a last block's tail past k_len keeps whatever it held) and fills
+// p.staging_tables; returns the bf16 PagedKV over them (fp8_staging.cu).
 PagedKV stage_fp8_blocks(const PrefillAttentionParams& p, cudaStream_t stream);
 
 }  // namespace nanovllm::kernels::cuda
