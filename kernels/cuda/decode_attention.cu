@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
   const decode::Deal& deal = FP8 ? ps->deal : dealt;
   const int64_t j = blockIdx.x;
   if (j < dealt.ctas) {
-    const int64_t begin = decode::range_begin(dealt, j), end = decode::range_begin(dealt, j + 1);
+    const auto [begin, end] = decode::range_of(dealt, j);
     decode::locate_unit<D>(a, s, begin, ps);
     int b = ps->seq, ctx = ps->seq_ctx;
     int64_t seq_first = ps->seq_first_unit;
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kThreads) decode_merge_kernel(const DecodeArgs
       decode::deal_units(s.total, gridDim.x, s.min_tiles, s.max_tiles, decode::kMinQuota);
   const int64_t j = blockIdx.x;
   if (j >= deal.ctas) return;
-  const int64_t begin = decode::range_begin(deal, j), end = decode::range_begin(deal, j + 1);
+  const auto [begin, end] = decode::range_of(deal, j);
   decode::locate_unit<D>(a, s, end - 1, &ps);
   const int b = ps.seq;
   const int tiles = context_tiles<D>(ps.seq_ctx);

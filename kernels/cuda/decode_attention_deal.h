@@ -49,26 +49,27 @@ NANOVLLM_DEAL_HD Deal deal_units(int64_t units, int64_t grid, int min_tiles, int
   d.quota = (units + grid - 1) / grid;
   const int64_t floor_quota = min_tiles < min_quota ? min_tiles : min_quota;
   if (d.quota < floor_quota) d.quota = floor_quota;
-  // 32-bit from here: every thread runs this before its first loads, so its divisions are on
-  // the critical path of a small batch.
+  // 32-bit unsigned from here: every thread runs this before its first loads, so its divisions
+  // are on the critical path of a small batch (a signed division costs twice the instructions).
   if (min_tiles == max_tiles && min_tiles > 0 && units < INT_MAX) {
-    const int t = min_tiles, q = static_cast<int>(d.quota);
+    const unsigned t = static_cast<unsigned>(min_tiles), q = static_cast<unsigned>(d.quota);
     if (t > q) {
-      const int groups = static_cast<int>(units) / t;
-      const int need = (t + q - 1) / q, fit = static_cast<int>(grid) / groups;
-      const int k = need < fit ? need : fit;
-      if (k >= 2 && (t + k - 1) / k * 8 <= q * 9 && int64_t{t} * (k + 1) < INT_MAX) {
+      const unsigned groups = static_cast<unsigned>(units) / t;
+      const unsigned need = (t + q - 1) / q, fit = static_cast<unsigned>(grid) / groups;
+      const unsigned k = need < fit ? need : fit;
+      if (k >= 2 && int64_t{(t + k - 1) / k} * 8 <= int64_t{q} * 9 &&
+          int64_t{t} * (k + 1) < INT_MAX) {
         d.ctas = int64_t{groups} * k;
         if (t % k == 0) {  // equal parts: plain ranges of t / k units already align
           d.quota = t / k;
         } else {
           d.units = t;
-          d.quota = -k;
+          d.quota = -static_cast<int64_t>(k);
         }
         return d;
       }
     }
-    const int whole = (q + t - 1) / t * t;
+    const unsigned whole = (q + t - 1) / t * t;
     if (int64_t{whole} * 8 <= int64_t{q} * 9) d.quota = whole;
   }
   d.ctas = units > 0 ? (units + d.quota - 1) / d.quota : 0;
@@ -78,21 +79,40 @@ NANOVLLM_DEAL_HD Deal deal_units(int64_t units, int64_t grid, int min_tiles, int
 // First unit of CTA j's range (j <= ctas; range j ends where range j + 1 begins).
 NANOVLLM_DEAL_HD int64_t range_begin(const Deal& d, int64_t j) {
   if (parted(d)) {
-    const int k = static_cast<int>(-d.quota), t = static_cast<int>(d.units),
-              jj = static_cast<int>(j);
-    return jj / k * t + jj % k * (t / k) + jj % k * (t % k) / k;
+    const unsigned k = static_cast<unsigned>(-d.quota), t = static_cast<unsigned>(d.units),
+                   jj = static_cast<unsigned>(j);
+    const unsigned g = jj / k, i = jj - g * k, base = t / k;
+    return static_cast<int64_t>(g * t + i * base + i * (t - base * k) / k);
   }
   const int64_t u = j * d.quota;
   return u < d.units ? u : d.units;
+}
+
+// CTA j's range [begin, end): range_begin(d, j) and range_begin(d, j + 1) with their divisions
+// shared (the kernels' prologue: one division by k instead of three a bound).
+struct Range {
+  int64_t begin, end;
+};
+NANOVLLM_DEAL_HD Range range_of(const Deal& d, int64_t j) {
+  if (parted(d)) {
+    const unsigned k = static_cast<unsigned>(-d.quota), t = static_cast<unsigned>(d.units),
+                   jj = static_cast<unsigned>(j);
+    const unsigned g = jj / k, i = jj - g * k, base = t / k, extra = t - base * k;
+    const unsigned first = g * t + i * base;
+    return {static_cast<int64_t>(first + i * extra / k),
+            static_cast<int64_t>(first + base + (i + 1) * extra / k)};
+  }
+  const int64_t u = j * d.quota, v = u + d.quota;
+  return {u < d.units ? u : d.units, v < d.units ? v : d.units};
 }
 
 // The CTA whose range holds unit u. With parts, unit r of a group lies in part i, the largest
 // with floor(i T / k) <= r: i = ceil((r + 1) k / T) - 1.
 NANOVLLM_DEAL_HD int64_t cta_of(const Deal& d, int64_t u) {
   if (parted(d)) {
-    const int k = static_cast<int>(-d.quota), t = static_cast<int>(d.units),
-              uu = static_cast<int>(u), r = uu % t;
-    return uu / t * k + ((r + 1) * k + t - 1) / t - 1;
+    const unsigned k = static_cast<unsigned>(-d.quota), t = static_cast<unsigned>(d.units),
+                   uu = static_cast<unsigned>(u), g = uu / t, r = uu - g * t;
+    return static_cast<int64_t>(g * k + ((r + 1) * k + t - 1) / t - 1);
   }
   return u / d.quota;
 }

@@ -21,7 +21,9 @@ using kernels::cuda::decode::Deal;
 using kernels::cuda::decode::deal_units;
 using kernels::cuda::decode::parted;
 using kernels::cuda::decode::partial_cell;
+using kernels::cuda::decode::Range;
 using kernels::cuda::decode::range_begin;
+using kernels::cuda::decode::range_of;
 
 constexpr int kMinQuota = 2;  // decode_attention_plan.cuh's (the bf16 ring's stages - 1)
 
@@ -71,6 +73,9 @@ void expect_partition(const Batch& b, int64_t grid, const std::string& what) {
   int64_t prev = 0;
   for (int64_t j = 0; j < d.ctas; ++j) {
     const int64_t begin = range_begin(d, j), end = range_begin(d, j + 1);
+    const Range r = range_of(d, j);  // the kernels' form: both bounds from shared divisions
+    ASSERT_EQ(r.begin, begin) << what << ", CTA " << j;
+    ASSERT_EQ(r.end, end) << what << ", CTA " << j;
     ASSERT_EQ(begin, prev) << what << ", CTA " << j;
     ASSERT_LT(begin, end) << what << ", CTA " << j << ": empty range";
     for (int64_t u : {begin, (begin + end) / 2, end - 1}) {
