@@ -88,8 +88,8 @@ NANOVLLM_DEAL_HD int64_t range_begin(const Deal& d, int64_t j) {
   return u < d.units ? u : d.units;
 }
 
-// CTA j's range [begin, end): range_begin(d, j) and range_begin(d, j + 1) with their divisions
-// shared (the kernels' prologue: one division by k instead of three a bound).
+// CTA j's range [begin, end): range_begin(d, j) and range_begin(d, j + 1), sharing their
+// divisions (four with parts instead of six), since the kernels' prologue waits on them.
 struct Range {
   int64_t begin, end;
 };
