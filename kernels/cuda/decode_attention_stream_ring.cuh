@@ -42,9 +42,11 @@ __device__ __forceinline__ UnitPos next_unit(const DecodeArgs& a, UnitPos p) {
 
 // The ring of Layout<D, true> over n units from a first one on; CTA-uniform use as TileRing's:
 // prologue(), acquire(i, slot) for i = 0 .. n - 1, drain(). Every thread walks the units it
-// loads itself (the same walk everywhere), keeping the group's block-table row, so that a load
-// inside a group costs what TileRing's does: positions read from shared memory after each
-// barrier, or the walk redone from the sequence every tile, were 8-13 % slower.
+// loads itself (the same walk everywhere), keeping the group's block-table row and (one_page)
+// the next tile's offsets, so that a load inside a group is a few adds: positions read from
+// shared memory after each barrier, or the walk redone from the sequence every tile, were 8-13 %
+// slower; load_tile's offsets recomputed every tile cost 2.5-6 % (bench/results/h200-2026-11-27-
+// issue34_stepped_loader.txt).
 template <int D>
 struct StreamRing {
   using L = Layout<D, true>;
@@ -58,6 +60,13 @@ struct StreamRing {
   UnitPos next;       // the unit the next load brings
   int n, issued = 0;
   bool one_page;
+  // one_page (block_size a multiple of the tile): where the next unit's tile is, as byte
+  // offsets of its first row at kv head next.hk and of its first exponent, with its page and
+  // row; a step inside a group adds a tile's bytes and reads the block table only at a new page
+  // (load_tile computes all of it for every tile: ncu counted ~100 of the loop's ~255
+  // instructions a tile in that loader at batch 256).
+  int64_t tile_off = 0, tile_exp = 0;
+  int page = 0, row = 0;
 
   __device__ StreamRing(const DecodeArgs& args, float4* smem, UnitPos first, int units)
       : a(args),
@@ -67,19 +76,79 @@ struct StreamRing {
         bt(args.block_tables + first.b * args.bt_stride),
         next(first),
         n(units),
-        one_page(args.block_size % L::kTokens == 0) {}
+        one_page(args.block_size % L::kTokens == 0) {
+    if (one_page) locate_next();
+  }
+
+  __device__ int64_t slot_bytes() const { return static_cast<int64_t>(a.hkv) * L::kRowBytes; }
+  // one_page: tile_off, tile_exp, page and row of `next` from its block-table row.
+  __device__ void locate_next() {
+    page_of(a, next.tile * L::kTokens, page, row);
+    at_page();
+  }
+  __device__ void at_page() {
+    const int64_t block = bt[page];
+    tile_off = (block * a.block_size + row) * slot_bytes() + next.hk * L::kRowBytes;
+    tile_exp = (block * a.hkv + next.hk) * a.block_size + row;
+  }
+  // one_page: `next` moved one tile on inside its group.
+  __device__ void step_in_group() {
+    row += L::kTokens;
+    if (row == a.block_size) {
+      ++page;
+      row = 0;
+      at_page();
+    } else {
+      tile_off += L::kTokens * slot_bytes();
+      tile_exp += L::kTokens;
+    }
+  }
+  // load_tile's copies of `next` (one_page) from the stepped offsets.
+  __device__ void load_stepped(int slot) {
+    const auto* k_src = static_cast<const unsigned char*>(a.k_cache);
+    const auto* v_src = static_cast<const unsigned char*>(a.v_cache);
+    unsigned char* const k_dst = k_ring + slot * L::kTileBytes;
+    unsigned char* const v_dst = v_ring + slot * L::kTileBytes;
+    const int tok0 = next.tile * L::kTokens;
+#pragma unroll
+    for (int i = 0; i < L::kChunksPerThread; ++i) {
+      const int c = i * kThreads + threadIdx.x;
+      const int t = c * 16 / L::kRowBytes, piece_byte = c * 16 % L::kRowBytes;
+      const bool valid = tok0 + t < next.ctx;
+      const int64_t off = valid ? tile_off + t * slot_bytes() + piece_byte : 0;
+      const int dst = t * L::kRowBytes + swizzled_chunk(t, piece_byte / 16) * 16;
+      cp_async16(k_dst + dst, k_src + off, valid);
+      cp_async16(v_dst + dst, v_src + off, valid);
+    }
+    if (threadIdx.x < 2 * L::kExpPieces) {
+      const bool is_v = threadIdx.x >= L::kExpPieces;
+      const int piece = threadIdx.x - (is_v ? L::kExpPieces : 0);
+      const bool valid = tok0 + 4 * piece < next.ctx;
+      const int64_t off = valid ? tile_exp + 4 * piece : 0;
+      cp_async4(e_ring + slot * L::kExpBytes + (is_v ? L::kTokens : 0) + 4 * piece,
+                (is_v ? a.v_scale : a.k_scale) + off, valid);
+    }
+  }
 
   __device__ void load_next(int slot) {
-    load_tile<D, true, true>(a, bt, next.hk, next.tile * L::kTokens, next.ctx, one_page,
-                             k_ring + slot * L::kTileBytes, v_ring + slot * L::kTileBytes,
-                             e_ring + slot * L::kExpBytes);
+    if (one_page)
+      load_stepped(slot);
+    else
+      load_tile<D, true, true>(a, bt, next.hk, next.tile * L::kTokens, next.ctx, false,
+                               k_ring + slot * L::kTileBytes, v_ring + slot * L::kTileBytes,
+                               e_ring + slot * L::kExpBytes);
     // Inside a group only the tile steps; past its end, next_unit (given the group's last tile)
     // moves on to the next group or sequence. (Calling next_unit every time reads simpler but
     // compiles to other code, not yet timed on a GPU.)
-    if (++issued < n && ++next.tile == next.tiles) {
-      const int b = next.b;
-      next = next_unit<D>(a, UnitPos{next.b, next.ctx, next.tiles, next.hk, next.tile - 1});
-      if (next.b != b) bt = a.block_tables + next.b * a.bt_stride;
+    if (++issued < n) {
+      if (++next.tile == next.tiles) {
+        const int b = next.b;
+        next = next_unit<D>(a, UnitPos{next.b, next.ctx, next.tiles, next.hk, next.tile - 1});
+        if (next.b != b) bt = a.block_tables + next.b * a.bt_stride;
+        if (one_page) locate_next();
+      } else if (one_page) {
+        step_in_group();
+      }
     }
   }
   // A group's last tile holds the previous kernel's new token: the wait for that kernel comes
