@@ -103,7 +103,9 @@ struct StreamRing {
       tile_exp += L::kTokens;
     }
   }
-  // load_tile's copies of `next` (one_page) from the stepped offsets.
+  // load_tile's one-page copies of `next`, from the stepped offsets. (load_tile keeps its own
+  // per-copy form: routing it through this one changes the PTX of every piece-by-piece decode
+  // kernel, which were timed with it.)
   __device__ void load_stepped(int slot) {
     const auto* k_src = static_cast<const unsigned char*>(a.k_cache);
     const auto* v_src = static_cast<const unsigned char*>(a.v_cache);
