@@ -24,6 +24,8 @@
 // (cvt e4m3x2), Q scaled per head by a power of two into f16's range, so the MMAs run in f16;
 // a K row's exponent scales its score, a V row's goes into the numerator's weight, which keeps
 // its own running max (mv) so that every weight stays <= 2^kSlack in f16.
+// fp8 with G <= 4 query heads per kv head puts K on the score MMA's A side instead
+// (decode_attention_mma_kt.cuh): these functions hand it over.
 // The running maxima move lazily (only when a tile's max passes them by more than kSlack, as
 // FlashAttention-4 does): the rescale of 64 accumulators is rare after the first tiles.
 #pragma once
@@ -32,6 +34,8 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_attention_mma_kt.cuh"
+#include "kernels/cuda/decode_attention_mma_warp.cuh"
 #include "kernels/cuda/decode_attention_ring.cuh"
 #include "kernels/cuda/decode_attention_tile.cuh"
 #include "kernels/cuda/fp8_kv.cuh"
@@ -39,66 +43,16 @@
 
 namespace nanovllm::kernels::cuda::decode {
 
-constexpr float kSlack = 8.f;  // log2 units: weights stay <= 256 between rescales
-
-template <int D, int G>
-constexpr bool mma_decode_supports() {
-  return D == 128 && G <= 8;
-}
-
-// 32-bit word i of a 16-byte chunk.
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-// The chunk of a V row that lane g reads for its m-tile rows: over g = 0..7 a permutation of
-// 0..7 that puts lanes 2r and 2r + 1 four chunks apart (bank groups, swizzled_chunk).
-__device__ __forceinline__ int v_chunk(int g) {
-  return ((g & 1) << 2) | (g >> 1);
-}
-
-// The k-th (0..15) of the 16 head dims lane g holds of a V row: bf16, its chunks v_chunk(g)
-// and 8 + v_chunk(g) (8 dims each); fp8, its chunk v_chunk(g) (16 dims). Row g of m-tile i is
-// dim v_dim(g, 2i), row g + 8 is v_dim(g, 2i + 1).
-template <bool FP8>
-__device__ __forceinline__ int v_dim(int g, int k) {
-  return FP8 ? 16 * v_chunk(g) + k : 8 * (8 * (k / 8) + v_chunk(g)) + k % 8;
-}
-
-// acc's entries of heads 2t and 2t + 1 times per_row of rows 2t and 2t + 1, which lanes 8t and
-// 8t + 4 hold (a row's value is the same in its 4 lanes).
-__device__ __forceinline__ void scale_acc_by_row(float (&acc)[8][4], int t, float per_row) {
-  const float c0 = __shfl_sync(0xffffffffu, per_row, 8 * t);
-  const float c1 = __shfl_sync(0xffffffffu, per_row, 8 * t + 4);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    acc[i][0] *= c0;
-    acc[i][1] *= c1;
-    acc[i][2] *= c0;
-    acc[i][3] *= c1;
-  }
-}
-
-// One warp's part of a piece (a run of tiles of one sequence and kv head): the query
-// fragments and the online softmax over the warp's rows of each tile.
-struct MmaWarpState {
-  // Query fragments, [k-step][a0, a2] (a1 = a3 = 0: rows g + 8 >= G): head hk * G + g's dims
-  // that k-step s pairs with the K chunks lane t reads.
-  uint32_t qa[8][2];
-  float score_scale;
-  float m, l;  // row g: running max (log2 domain), this lane's part of the sum (all of it
-               // after mma_finish)
-  float mv;    // fp8: running max of score + V exponent (the weights' base)
-  // O^T: m-tile i, c0 c1 = dim v_dim(g, 2i) of heads 2t, 2t + 1, c2 c3 = dim v_dim(g, 2i + 1).
-  float acc[8][4];
-};
-
 // Lane (g, t)'s query fragments from the G query rows of a kv head (q0: the first, rows
 // head_stride apart: in q, or a copy in shared memory), and an empty softmax state.
 template <int D, int G, bool FP8>
 __device__ __forceinline__ void mma_start_piece(const DecodeArgs& a, const bf16* q0,
                                                 int64_t head_stride, int g, int t,
                                                 MmaWarpState& w) {
+  if constexpr (kKAsA<G, FP8>) {
+    kt_start_piece<D, G>(a, q0, head_stride, g, t, w);
+    return;
+  }
   w.score_scale = a.scale_log2;
   const bf16* qrow = q0 + min(g, G - 1) * head_stride;
   if constexpr (!FP8) {
@@ -157,10 +111,13 @@ __device__ __forceinline__ void mma_attend_tile(const unsigned char* k_tile,
                                                 const unsigned char* v_tile, const int8_t* exps,
                                                 int tok0, int ctx, int warp, int g, int t,
                                                 MmaWarpState& w) {
+  if constexpr (kKAsA<G, FP8>) {
+    kt_attend_tile<D, G>(k_tile, v_tile, exps, tok0, ctx, warp, g, t, w);
+    return;
+  }
   using L = Layout<D, FP8>;
   const int r0 = 8 * warp;    // this warp's first tile row
   const int ta = r0 + 2 * t;  // tile rows of this lane's scores: ta, ta + 1
-  const int cl = v_chunk(g);
   float s[4] = {0.f, 0.f, 0.f, 0.f};
   const unsigned char* krow = k_tile + (r0 + g) * L::kRowBytes;
   if constexpr (!FP8) {
@@ -227,39 +184,17 @@ __device__ __forceinline__ void mma_attend_tile(const unsigned char* k_tile,
     p8[k] = FP8 ? fast_exp2(sv[k] - mv_use) : p;
   }
   const uint32_t pa = FP8 ? pack_f16x2(p8[0], p8[1]) : pack_bf16x2(p8[0], p8[1]);
-
-  const unsigned char* va_row = v_tile + ta * L::kRowBytes;
-  const unsigned char* vb_row = va_row + L::kRowBytes;
-  if constexpr (!FP8) {
-    uint4 va[2], vb[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      va[h] = *reinterpret_cast<const uint4*>(va_row + swizzled_chunk(ta, 8 * h + cl) * 16);
-      vb[h] = *reinterpret_cast<const uint4*>(vb_row + swizzled_chunk(ta + 1, 8 * h + cl) * 16);
-    }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {  // dims v_dim(g, 2i), v_dim(g, 2i + 1): word i % 4's halves
-      const uint32_t x = word(va[i / 4], i % 4), y = word(vb[i / 4], i % 4);
-      mma_16808<false>(w.acc[i], __byte_perm(x, y, 0x5410), __byte_perm(x, y, 0x7632), pa);
-    }
-  } else {
-    const uint4 va = *reinterpret_cast<const uint4*>(va_row + swizzled_chunk(ta, cl) * 16);
-    const uint4 vb = *reinterpret_cast<const uint4*>(vb_row + swizzled_chunk(ta + 1, cl) * 16);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {  // bytes 2i, 2i + 1: word i / 2, bytes 2 (i % 2) and + 1
-      // One permute pairs both dims' bytes of the two rows: (x_2k, y_2k, x_2k+1, y_2k+1).
-      const uint32_t xy = __byte_perm(word(va, i / 2), word(vb, i / 2), i % 2 ? 0x7362 : 0x5140);
-      uint32_t v_lo, v_hi;
-      e4m3x4_to_f16x2(xy, v_lo, v_hi);
-      mma_16808<true>(w.acc[i], v_lo, v_hi, pa);
-    }
-  }
+  mma_accumulate_v<D, FP8>(v_tile, ta, g, pa, w);
 }
 
 // After a piece's last tile: l summed over the quad (every lane of row g holds head g's sum),
 // and (fp8) acc moved from the base mv to l's base m (per head: lanes 8t, 8t + 4 again).
-template <bool FP8>
-__device__ __forceinline__ void mma_finish(int t, MmaWarpState& w) {
+template <int G, bool FP8>
+__device__ __forceinline__ void mma_finish(int g, int t, MmaWarpState& w) {
+  if constexpr (kKAsA<G, FP8>) {
+    kt_finish(g, w);
+    return;
+  }
   w.l += __shfl_xor_sync(0xffffffffu, w.l, 1);
   w.l += __shfl_xor_sync(0xffffffffu, w.l, 2);
   if constexpr (FP8) {
@@ -284,7 +219,7 @@ __device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int h
     mma_attend_tile<D, G, FP8>(ring.k(slot), ring.v(slot), ring.exps(slot),
                                (first_tile + it) * L::kTokens, ctx, warp, g, t, w);
   }
-  mma_finish<FP8>(t, w);
+  mma_finish<G, FP8>(g, t, w);
   ring.drain();  // the ring is free for the merge buffers
   const GroupStates<D, G, kWarps> st(smem);
 #pragma unroll

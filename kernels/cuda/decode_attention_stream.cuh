@@ -13,7 +13,9 @@
 // whole runs of the 0.6B with an fp8 cache +2.8 % (nano-vllm's workload) and +3.5 % (256 x
 // 512/512). It costs 0.4-1.1 us a call at batches of 1-16, where the piece-by-piece walk is
 // kept (decode_attention.cu's stream_walk).
-// G = 4 spilled registers on this path and keeps the piece-by-piece loop.
+// G = 4 spilled registers on this path and keeps the piece-by-piece loop (with K as the score
+// MMA's A operand too: 248 bytes in the fused kernel, and 1.37-1.49x the pieces walk's time at
+// batch 256-2048 on an H200; bench/results/h200-2026-11-27-issue34_k_as_a.txt).
 //
 // Shared memory: the fp8 ring takes Layout<D, true>'s 5 stages (41,280 bytes at D = 128) of
 // the kernel's 48 KiB; the rest holds what a piece's end needs besides the ring (StreamSpare)
@@ -164,7 +166,7 @@ __device__ void attend_range_fp8(const DecodeArgs& a, float4* smem, PlanSmem* ps
       slot = Ring::next_slot(slot);
       ring.acquire(i, slot, [] {});
     }
-    mma_finish<true>(t, w);
+    mma_finish<G, true>(g, t, w);
     const int first_tile = p.tile;
     const int64_t group_begin = begin + first - first_tile;
     p.tile += last - first;  // the piece's last unit
