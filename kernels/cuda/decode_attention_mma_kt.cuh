@@ -36,7 +36,12 @@
 namespace nanovllm::kernels::cuda::decode {
 
 template <int G, bool FP8>
-constexpr bool kKAsA = FP8&& G <= 2;
+constexpr bool kKAsA = FP8 && (G <= 2);
+
+// The running maxima's start: finite and below any score, so that no tile needs the -inf
+// special cases (-inf - -inf = NaN) that Q-as-A's state carries; kt_finish hands an empty
+// head's m over as -inf, as the merges expect.
+constexpr float kNoMax = -1e30f;
 
 // An 8 x 8 b16 matrix in mma fragments (lane (g, t): row g, columns 2t and 2t + 1), transposed.
 __device__ __forceinline__ uint32_t transpose_8x8_b16(uint32_t x) {
@@ -84,9 +89,9 @@ __device__ __forceinline__ void kt_start_piece(const DecodeArgs& a, const bf16* 
   w.kt_scale[1] = __shfl_sync(0xffffffffu, scale, 8 * t + 4);
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
-    w.kt_m[k] = -INFINITY;
+    w.kt_m[k] = kNoMax;
     w.kt_l[k] = 0.f;
-    w.kt_mv[k] = -INFINITY;
+    w.kt_mv[k] = kNoMax;
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) w.acc[i][0] = w.acc[i][1] = w.acc[i][2] = w.acc[i][3] = 0.f;
@@ -147,19 +152,18 @@ __device__ __forceinline__ void kt_attend_tile(const unsigned char* k_tile,
         mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
         mvt = fmaxf(mvt, __shfl_xor_sync(0xffffffffu, mvt, o));
       }
-      const float m_new = fmaxf(w.kt_m[k], mt);
-      w.kt_l[k] *= fast_exp2(w.kt_m[k] - (m_new == -INFINITY ? 0.f : m_new));  // m = -inf -> 0
+      const float m_new = fmaxf(w.kt_m[k], mt), mv_new = fmaxf(w.kt_mv[k], mvt);
+      w.kt_l[k] *= fast_exp2(w.kt_m[k] - m_new);  // from kNoMax: 0 (l was 0)
       w.kt_m[k] = m_new;
-      const float mv_new = fmaxf(w.kt_mv[k], mvt);
-      kt_scale_acc(w.acc, k, fast_exp2(w.kt_mv[k] - (mv_new == -INFINITY ? 0.f : mv_new)));
+      kt_scale_acc(w.acc, k, fast_exp2(w.kt_mv[k] - mv_new));
       w.kt_mv[k] = mv_new;
     }
   }
   float p8[2];
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
-    w.kt_l[k] += fast_exp2(sc[k] - (w.kt_m[k] == -INFINITY ? 0.f : w.kt_m[k]));  // masked -> 0
-    p8[k] = fast_exp2(sv[k] - (w.kt_mv[k] == -INFINITY ? 0.f : w.kt_mv[k]));
+    w.kt_l[k] += fast_exp2(sc[k] - w.kt_m[k]);  // masked -> 0
+    p8[k] = fast_exp2(sv[k] - w.kt_mv[k]);
   }
   // [token g][heads 2t, 2t + 1] transposed: head g's weights of rows 2t and 2t + 1 (zero for
   // heads >= G), P^T's B fragment.
@@ -176,9 +180,8 @@ __device__ __forceinline__ void kt_finish(int g, MmaWarpState& w) {
 #pragma unroll
     for (int o = 4; o <= 16; o <<= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
     w.kt_l[k] = l;
-    kt_scale_acc(
-        w.acc, k,
-        l > 0.f ? fast_exp2((w.kt_mv[k] == -INFINITY ? 0.f : w.kt_mv[k]) - w.kt_m[k]) : 1.f);
+    kt_scale_acc(w.acc, k, l > 0.f ? fast_exp2(w.kt_mv[k] - w.kt_m[k]) : 1.f);
+    if (!(l > 0.f)) w.kt_m[k] = -INFINITY;  // no token: the merges' empty state
   }
   const float m0 = __shfl_sync(0xffffffffu, w.kt_m[0], g >> 1);
   const float m1 = __shfl_sync(0xffffffffu, w.kt_m[1], g >> 1);
