@@ -24,7 +24,7 @@
 // (cvt e4m3x2), Q scaled per head by a power of two into f16's range, so the MMAs run in f16;
 // a K row's exponent scales its score, a V row's goes into the numerator's weight, which keeps
 // its own running max (mv) so that every weight stays <= 2^kSlack in f16.
-// fp8 with G <= 4 query heads per kv head puts K on the score MMA's A side instead
+// fp8 with G <= 2 query heads per kv head puts K on the score MMA's A side instead
 // (decode_attention_mma_kt.cuh): these functions hand it over.
 // The running maxima move lazily (only when a tile's max passes them by more than kSlack, as
 // FlashAttention-4 does): the rescale of 64 accumulators is rare after the first tiles.

@@ -1,7 +1,7 @@
 // One warp's state in the tensor-core decode path (decode_attention_mma.cuh), the helpers that
 // say which lane holds which dims, and the V half of a tile (O^T += V^T P^T), which both score
 // layouts share: Q as the MMA's A operand (decode_attention_mma.cuh) and K as it (fp8 with
-// G <= 4, decode_attention_mma_kt.cuh). Included only by those two.
+// G <= 2, decode_attention_mma_kt.cuh). Included only by those two.
 #pragma once
 
 #include <cstdint>
