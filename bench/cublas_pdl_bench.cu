@@ -25,6 +25,7 @@
 #include <functional>
 #include <vector>
 
+#include "bench/kernel_bench_util.cuh"
 #include "kernels/check.h"
 
 namespace nanovllm::bench {
@@ -115,27 +116,6 @@ cudaGraphExec_t capture(cudaStream_t stream, const std::vector<std::function<voi
   return exec;
 }
 
-// Median ms of 15 launches after one untimed.
-double time_graph_ms(cudaGraphExec_t exec, cudaStream_t stream) {
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<float> ms;
-  for (int r = -1; r < 15; ++r) {
-    CUDA_CHECK(cudaEventRecord(a, stream));
-    CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CUDA_CHECK(cudaEventRecord(b, stream));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    if (r >= 0) ms.push_back(t);
-  }
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 void run_shape(cublasHandle_t h, cudaStream_t stream, int m, const Shape& s, int* wrong_dev) {
   const size_t x_bytes = size_t{2} * m * s.k, y_bytes = size_t{2} * m * s.n,
                w_bytes = size_t{2} * s.n * s.k;
@@ -183,7 +163,7 @@ void run_shape(cublasHandle_t h, cudaStream_t stream, int m, const Shape& s, int
   int chain_edges = 0;
   for (int programmatic = 0; programmatic < 2 && edges > 0; ++programmatic) {
     exec = capture(stream, steps, programmatic == 1, &chain_edges);
-    us[programmatic] = time_graph_ms(exec, stream) * 1e3 / kLayers;
+    us[programmatic] = graph_launch_ms(exec, stream, 15) * 1e3 / kLayers;
     CUDA_CHECK(cudaGraphExecDestroy(exec));
   }
   if (edges == 0) {

@@ -91,6 +91,28 @@ inline double time_ms(const std::function<void(int)>& fn, int warmup = 3, int re
   return ms[ms.size() / 2];
 }
 
+// Median milliseconds of `launches` launches of an instantiated graph on stream, after one
+// untimed launch.
+inline double graph_launch_ms(cudaGraphExec_t exec, cudaStream_t stream, int launches) {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int r = -1; r < launches; ++r) {  // r = -1: warm-up
+    CUDA_CHECK(cudaEventRecord(a, stream));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaEventRecord(b, stream));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    if (r >= 0) ms.push_back(t);
+  }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // Median microseconds per call of fn(i, stream), i in [0, calls), captured into one CUDA graph
 // and launched `launches` times (after one untimed launch): what a call costs inside a graph,
 // without host launch gaps. fn(0, stream) first runs once eagerly, so one-time set-up (module
@@ -108,26 +130,11 @@ inline double time_graph_us(const std::function<void(int, cudaStream_t)>& fn, in
   for (int i = 0; i < calls; ++i) fn(i, stream);
   CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<float> ms;
-  for (int r = -1; r < launches; ++r) {  // r = -1: warm-up
-    CUDA_CHECK(cudaEventRecord(a, stream));
-    CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CUDA_CHECK(cudaEventRecord(b, stream));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    if (r >= 0) ms.push_back(t);
-  }
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
+  const double ms = graph_launch_ms(exec, stream, launches);
   CUDA_CHECK(cudaGraphExecDestroy(exec));
   CUDA_CHECK(cudaGraphDestroy(graph));
   CUDA_CHECK(cudaStreamDestroy(stream));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e3 / calls;
+  return ms * 1e3 / calls;
 }
 
 // Bytes read + written per second by a 2 GiB device-to-device copy.

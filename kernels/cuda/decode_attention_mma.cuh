@@ -84,10 +84,7 @@ __device__ __forceinline__ void mma_start_piece(const DecodeArgs& a, const bf16*
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    // The head's largest |q| into [2^13, 2^14): far from f16's overflow, exact otherwise.
-    int e = 0;
-    if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &e);
-    const int shift = min(max(14 - e, -120), 120);
+    const int shift = q_f16_shift(mx);
     const float up = pow2i(shift);
     w.score_scale *= pow2i(-shift);
 #pragma unroll

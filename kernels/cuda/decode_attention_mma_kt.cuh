@@ -74,9 +74,7 @@ __device__ __forceinline__ void kt_start_piece(const DecodeArgs& a, const bf16* 
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-  int e = 0;
-  if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &e);
-  const int shift = min(max(14 - e, -120), 120);
+  const int shift = q_f16_shift(mx);
   const float up = pow2i(shift);
   const float scale = a.scale_log2 * pow2i(-shift);  // head's
 #pragma unroll

@@ -4,6 +4,7 @@
 // G <= 2, decode_attention_mma_kt.cuh). Included only by those two.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
@@ -13,6 +14,14 @@
 namespace nanovllm::kernels::cuda::decode {
 
 constexpr float kSlack = 8.f;  // log2 units: weights stay <= 256 between rescales
+
+// fp8: the power of two that puts a head's largest |q| (mx) into [2^13, 2^14) for the f16
+// MMAs: far from f16's overflow, exact otherwise.
+__device__ __forceinline__ int q_f16_shift(float mx) {
+  int e = 0;
+  if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &e);
+  return min(max(14 - e, -120), 120);
+}
 
 template <int D, int G>
 constexpr bool mma_decode_supports() {
