@@ -12,7 +12,12 @@ cache) at sampled positions. Per prompt length: top-1 agreement with FP32 and th
 deviation| of the prompt's next token, for each cache. The issue's criteria: fp8's top-1 at
 least 97 % of bf16's, its mean deviation at most 1.5x bf16's; fp8's greedy tokens are FP32's
 argmax until a near-tie (a top-2 gap within 4x fp8's mean deviation on the prompt rows, at
-least 0.05; no transformers BF16 run here, to keep the check short).
+least 0.05). Beside them, at the same positions: transformers BF16's deviation ("hf bf16")
+and the format's own share ("hf e4m3": transformers BF16 with its K and V stored as our E4M3
+rows, scripts/kv_cache_format_noise.py's wrap_sdpa); "ours" is our fp8 deviation over the
+latter, at most FIDELITY, so that the engine adds no error of its own to the format's (E4M3
+alone exceeds the issue's 1.5x on these models:
+bench/results/h200-2026-11-27-issue34_kv_format_noise.txt).
 Prints the table and "fp8 kv cache vs transformers: ok|FAILED"; exit 1 on failure.
 """
 import os
@@ -24,8 +29,10 @@ import torch  # noqa: E402
 
 from check_long_context_vs_transformers import (  # noqa: E402
     chosen, load, no_gqa_in_sdpa, run_ours)
+from kv_cache_format_noise import wrap_sdpa  # noqa: E402
 
 SAMPLED = 300
+FIDELITY = 1.15  # our fp8 deviation over transformers BF16's with the same E4M3 cache
 LENGTHS = {"p1k": 1024, "p8k": 8192, "p32k": 32000}
 
 
@@ -45,9 +52,13 @@ def main():
     runs = {dt: run_ours(launch, model_dir, out, f"kv_{dt}", prompts, 16,
                          flags + ["--kv-cache-dtype", dt]) for dt in ("bfloat16", "fp8")}
     fp32 = load(model_dir, torch.float32, False)
+    formats = wrap_sdpa()
+    hf_bf16 = load(model_dir, torch.bfloat16, False)
     failures = []
     print(f"{'prompt':<6} {'positions':>9} | {'top-1 bf16':>10} {'top-1 fp8':>9} | "
-          f"{'|dev| bf16':>10} {'|dev| fp8':>9} {'ratio':>6} | greedy fp8")
+          f"{'|dev| bf16':>10} {'|dev| fp8':>9} {'ratio':>6} | {'hf bf16':>8} {'hf e4m3':>8} "
+          f"{'ours':>5} | "
+          "greedy fp8")
     for rid, ids in prompts.items():
         n = len(ids)
         positions = sorted(rng.sample(range(n - 1), min(SAMPLED, n - 1)))
@@ -78,14 +89,30 @@ def main():
                 failures.append(f"{rid} token {k}: fp8 {fp8['token_ids'][k]}, fp32 argmax "
                                 f"{int(top2.indices[0])}, gap {gap:.4f} > {bound:.4f}")
             break
+        # The format's own share: transformers BF16 with its K and V stored as our E4M3 rows,
+        # at the same positions of the same sequence; and transformers' BF16 alone.
+        hf_dev = {}
+        formats["calls"] = 0
+        for fmt in ("e4m3", "bf16"):
+            formats.update(k=fmt, v=fmt)
+            hf = ref_logprobs(hf_bf16, seq, positions)
+            hf_dev[fmt] = sum(abs(hf[i][seq[p + 1]].item() - ref[i][seq[p + 1]].item())
+                              for i, p in enumerate(positions)) / len(positions)
         ratio = dev["fp8"] / max(dev["bfloat16"], 1e-9)
+        fidelity = dev["fp8"] / max(hf_dev["e4m3"], 1e-9)
         print(f"{rid:<6} {len(positions):>9} | {top1['bfloat16']:>10} {top1['fp8']:>9} | "
               f"{dev['bfloat16']:>10.4f} {dev['fp8']:>9.4f} {ratio:>6.2f} | "
+              f"{hf_dev['bf16']:>8.4f} {hf_dev['e4m3']:>8.4f} {fidelity:>5.2f} | "
               f"{agree}/{len(gen)} before a near-tie")
+        if not formats["calls"]:
+            failures.append(f"{rid}: transformers never called the wrapped sdpa")
         if top1["fp8"] < 0.97 * top1["bfloat16"]:
             failures.append(f"{rid}: fp8 top-1 {top1['fp8']} < 97 % of bf16's {top1['bfloat16']}")
         if ratio > 1.5:
             failures.append(f"{rid}: fp8 mean |dev| {ratio:.2f}x bf16's (> 1.5x)")
+        if fidelity > FIDELITY:
+            failures.append(f"{rid}: fp8 mean |dev| {fidelity:.2f}x the format's own in "
+                            f"transformers (> {FIDELITY}x): the engine adds error of its own")
     for f in failures:
         print("FAIL", f)
     print(f"fp8 kv cache vs transformers: {'ok' if not failures else 'FAILED'}")

@@ -40,7 +40,7 @@ pack
 
 make_model "$preset"
 if has accuracy; then
-  timeout 240 python3 scripts/check_fp8_kv_vs_transformers.py "$bundle/bin/nanovllm-launch" \
+  timeout 420 python3 scripts/check_fp8_kv_vs_transformers.py "$bundle/bin/nanovllm-launch" \
     "$work/$preset" "$out" >"$out/accuracy.log" 2>&1
   echo "accuracy: rc=$?"
   grep -v '^\s*$' "$out/accuracy.log" | tail -12

@@ -11,8 +11,8 @@ Two forwards to choose from:
                   engine's roundings (every linear, norm, rope, softmax weight and the residual
                   stream rounded to bf16); no weights held as f32 beyond a 4 GB model.
   --transformers  transformers on the GPU machine (FP32 and BF16 models, sdpa): the BF16
-                  model's K and V pass through FORMAT on their way into attention (sdpa's
-                  entry in transformers' AttentionInterface wrapped).
+                  model's K and V pass through FORMAT on their way into attention (wrap_sdpa;
+                  scripts/check_fp8_kv_vs_transformers.py uses it too).
 Prints, per FORMAT, the mean |logprob deviation| of the prompt's next token at 300 sampled
 positions against the reference, its ratio to the first FORMAT's, and top-1 agreement. A FORMAT
 is K/V or one name for both:
@@ -185,31 +185,50 @@ class Qwen3:
         return lp[np.arange(len(rows)), ids[rows + 1]], lp.argmax(-1)
 
 
+def stored_torch(x, fmt):
+    """stored() for a torch tensor [..., D] (rows on the last axis): bf16 and e4m3 on its
+    device (torch's float8_e4m3fn rounds to nearest even; the row exponent keeps every value
+    within 448), any other format through NumPy with the second-to-last axis as tokens."""
+    import torch
+    if fmt == "bf16":
+        return x
+    if fmt == "e4m3":
+        f = x.float()
+        mant, e = torch.frexp(f.abs().amax(-1, keepdim=True).clamp_min(1e-30))
+        s = torch.exp2(torch.where(mant <= 0.875, e - 9, e - 8).float())  # kernels/fp8.h's rule
+        return ((f / s).to(torch.float8_e4m3fn).float() * s).to(x.dtype)
+    a = x.transpose(-2, -3).float().cpu().numpy()  # [..., T, Hkv, D]
+    back = stored(a.reshape(-1, *a.shape[-2:]), fmt).reshape(a.shape)
+    return torch.from_numpy(back).to(x.device).transpose(-2, -3).to(x.dtype)
+
+
+def wrap_sdpa():
+    """Wraps transformers' sdpa attention so that a BF16 model's K and V ([1, Hkv, T, D]) pass
+    through the formats in the returned dict ("k", "v"; bf16 = untouched) on their way in;
+    FP32 models are left alone, and every model keeps sdpa's masks. "calls" counts the
+    restored tensors, so a caller can tell that the wrapper ran."""
+    import torch
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    formats = {"k": "bf16", "v": "bf16", "calls": 0}
+
+    def attention(module, query, key, value, mask, **kwargs):
+        if query.dtype == torch.bfloat16 and (formats["k"], formats["v"]) != ("bf16", "bf16"):
+            formats["calls"] += 1
+            key, value = stored_torch(key, formats["k"]), stored_torch(value, formats["v"])
+        return sdpa_attention_forward(module, query, key, value, mask, **kwargs)
+    AttentionInterface.register("sdpa", attention)
+    return formats
+
+
 class Transformers:
     """The same measurement with transformers' Qwen3 on the GPU: FP32 for the reference, BF16
-    with K and V stored in the format under test (through NumPy's stored() above)."""
+    with K and V stored in the format under test."""
 
     def __init__(self, model_dir):
         import torch
-        from transformers import AttentionInterface, AutoModelForCausalLM
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-        self.torch, self.formats, self.restored = torch, ("bf16", "bf16"), 0
-
-        def restore(x, fmt):  # x: [1, Hkv, T, D]
-            if fmt == "bf16":
-                return x
-            self.restored += 1
-            rows = x[0].transpose(0, 1).float().cpu().numpy()
-            back = torch.from_numpy(stored(rows, fmt)).to(x.device).transpose(0, 1)[None]
-            return back.to(x.dtype)
-
-        def attention(module, query, key, value, mask, **kwargs):
-            # sdpa for both models (so the masks stay sdpa's); only the BF16 one's K and V
-            # pass through the format under test
-            if query.dtype == torch.bfloat16:
-                key, value = restore(key, self.formats[0]), restore(value, self.formats[1])
-            return sdpa_attention_forward(module, query, key, value, mask, **kwargs)
-        AttentionInterface.register("sdpa", attention)
+        from transformers import AutoModelForCausalLM
+        self.torch, self.formats = torch, wrap_sdpa()
         self.models = {
             low: AutoModelForCausalLM.from_pretrained(
                 model_dir, dtype=torch.bfloat16 if low else torch.float32,
@@ -218,12 +237,12 @@ class Transformers:
 
     def logprobs(self, ids, rows, k_fmt, v_fmt, low_precision):
         torch = self.torch
-        self.formats = (k_fmt, v_fmt)
+        self.formats.update(k=k_fmt, v=v_fmt, calls=0)
         model = self.models[low_precision]
         with torch.no_grad():
             h = model.model(torch.tensor(ids[None], device="cuda")).last_hidden_state[0]
             lp = torch.log_softmax(model.lm_head(h[torch.tensor(rows, device="cuda")]).float(), -1)
-        if (k_fmt, v_fmt) != ("bf16", "bf16") and self.restored == 0:
+        if low_precision and "bf16/bf16" != f"{k_fmt}/{v_fmt}" and not self.formats["calls"]:
             raise SystemExit("transformers never called the wrapped sdpa: nothing was measured")
         next_ids = torch.tensor(ids[rows + 1], device="cuda")
         return (lp.gather(1, next_ids[:, None])[:, 0].cpu().numpy(),
