@@ -32,7 +32,9 @@ from check_long_context_vs_transformers import (  # noqa: E402
 from kv_cache_format_noise import wrap_sdpa  # noqa: E402
 
 SAMPLED = 300
-FIDELITY = 1.15  # our fp8 deviation over transformers BF16's with the same E4M3 cache
+# Our fp8 deviation over transformers BF16's with the same E4M3 rows: 0.91-1.09 on the 0.6B and
+# 8B shapes when this bar was set (bench/results/h200-2026-11-27-issue34_kv_format_noise.txt).
+FIDELITY = 1.15
 LENGTHS = {"p1k": 1024, "p8k": 8192, "p32k": 32000}
 
 
@@ -57,8 +59,7 @@ def main():
     failures = []
     print(f"{'prompt':<6} {'positions':>9} | {'top-1 bf16':>10} {'top-1 fp8':>9} | "
           f"{'|dev| bf16':>10} {'|dev| fp8':>9} {'ratio':>6} | {'hf bf16':>8} {'hf e4m3':>8} "
-          f"{'ours':>5} | "
-          "greedy fp8")
+          f"{'ours':>5} | greedy fp8")
     for rid, ids in prompts.items():
         n = len(ids)
         positions = sorted(rng.sample(range(n - 1), min(SAMPLED, n - 1)))

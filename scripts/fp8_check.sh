@@ -5,7 +5,8 @@
 #      touches the cache against the CPU reference); phase regress: their bf16 cases and
 #      decode_attention_new_token_cuda_test (the kernels' bf16 paths changed with fp8);
 #   2. accuracy: scripts/check_fp8_kv_vs_transformers.py on PRESET (bf16 and fp8 caches
-#      against transformers FP32 on 1k / 8k / 32k prompts);
+#      against transformers FP32 on 1k / 8k / 32k prompts, transformers BF16 alone and with
+#      the same E4M3 rows beside them; about 75 s on the 8B shape);
 #   generation: gpu_generation_test with NANOVLLM_GPU_KV_CACHE_DTYPE=fp8 against a fresh
 #      transformers reference (scripts/make_gpu_reference.py): prefix caching, chunked
 #      prefill, CUDA graphs and preemption on an fp8 cache, and its figures against FP32;

@@ -116,8 +116,8 @@ def stored(x, fmt):
         return e4m3(x / s) * s
     if fmt == "e4m3best":
         best, err = None, None
-        for j in range(8):
-            s = row_pow2(x, 448.0) * np.float32(2.0 ** (-j / 8))
+        for j in range(8):  # larger scales only: max |x| / s stays within 448
+            s = row_pow2(x, 448.0) * np.float32(2.0 ** (j / 8))
             y = e4m3(x / s) * s
             e = ((y - x) ** 2).sum(-1, keepdims=True)
             best, err = (y, e) if best is None else (np.where(e < err, y, best),
@@ -179,7 +179,9 @@ class Qwen3:
             gate = r(h @ w(p + "mlp.gate_proj.weight").T)
             up = r(h @ w(p + "mlp.up_proj.weight").T)
             x = r(x + r(r(gate / (1 + np.exp(-gate)) * up) @ w(p + "mlp.down_proj.weight").T))
-        logits = r(self.norm(x[rows], "model.norm.weight")) @ w("model.embed_tokens.weight").T
+        head = ("model.embed_tokens.weight" if self.cfg.get("tie_word_embeddings")
+                else "lm_head.weight")
+        logits = r(self.norm(x[rows], "model.norm.weight")) @ w(head).T
         logits = logits - logits.max(-1, keepdims=True)
         lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
         return lp[np.arange(len(rows)), ids[rows + 1]], lp.argmax(-1)
