@@ -102,7 +102,10 @@ std::string kv_cache_line(const KvCacheSizing& k, const ModelConfig& model, Devi
     why += "; --cpu-kv-cache-space sets it";
   }
   return fmt::format("KV cache: {} blocks of {} tokens{} ({} per rank, {})", num_blocks,
-                     k.block_size, k.kv_dtype == DType::kFp8E4M3 ? " in fp8" : "",
+                     k.block_size,
+                     k.kv_dtype == DType::kFp8E4M3 ? " in fp8"
+                     : k.kv_dtype == DType::kI8    ? " in int8"
+                                                   : "",
                      format_bytes(static_cast<double>(block_bytes) * num_blocks), why);
 }
 

@@ -4,6 +4,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/embedding.h"
+#include "kernels/kv_cache.h"
 #include "kernels/phase_timer.h"
 
 namespace nanovllm {
@@ -72,7 +73,7 @@ void Qwen3ForCausalLM::bind_kv_cache(const TensorView& kv_cache, const TensorVie
     const TensorView v(base + static_cast<int64_t>(layers_.size() + i) * layer_bytes,
                        kv_cache.dtype, {nb, bs, hkv, d}, kv_cache.device);
     TensorView k_scale, v_scale;
-    if (kv_cache.dtype == DType::kFp8E4M3) {
+    if (kernels::kv_cache_has_row_scales(kv_cache.dtype)) {
       CHECK(kv_scales.dtype == DType::kI8 && kv_scales.ndim == 5);
       auto* scales = static_cast<int8_t*>(kv_scales.data);
       const int64_t layer_rows = nb * bs * hkv;

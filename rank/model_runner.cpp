@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "kernels/kv_cache.h"
 #include "kernels/phase_timer.h"
 #include "kernels/sampler.h"
 #include "kernels/shard_sampler.h"
@@ -86,8 +87,8 @@ size_t ModelRunner::kv_block_bytes(const ModelConfig& c, int tp_size, int block_
                                    DType kv_dtype) {
   const int64_t kv_heads = std::max<int64_t>(1, c.num_key_value_heads / tp_size);
   const auto rows = static_cast<size_t>(2 * c.num_hidden_layers * block_size * kv_heads);
-  // fp8: each row's i8 exponent beside its head_dim values.
-  if (kv_dtype == DType::kFp8E4M3) return rows * static_cast<size_t>(c.head_dim + 1);
+  // fp8 and int8: each row's i8 exponent or scale code beside its head_dim values.
+  if (kernels::kv_cache_has_row_scales(kv_dtype)) return rows * static_cast<size_t>(c.head_dim + 1);
   return rows * static_cast<size_t>(c.head_dim) * dtype_size(kv_dtype);
 }
 
@@ -172,8 +173,8 @@ void ModelRunner::allocate_kv_cache(int num_blocks) {
   if (device_ == Device::kCuda) CUDA_CHECK(cudaDeviceSynchronize());  // zeroed on the legacy stream
   const TensorView cache = kv_cache_.view(
       kv_dtype_, {2, config_.num_hidden_layers, num_blocks, block_size_, hkv, config_.head_dim});
-  TensorView scales;  // fp8: the rows' exponents, after the values
-  if (kv_dtype_ == DType::kFp8E4M3)
+  TensorView scales;  // fp8 and int8: the rows' exponents or scale codes, after the values
+  if (kernels::kv_cache_has_row_scales(kv_dtype_))
     scales = TensorView(static_cast<char*>(cache.data) + cache.nbytes(), DType::kI8,
                         {2, config_.num_hidden_layers, num_blocks, hkv, block_size_}, device_);
   model_->bind_kv_cache(cache, scales);

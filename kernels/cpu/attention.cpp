@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/fp8.h"
+#include "kernels/int8_kv.h"
 
 namespace nanovllm::kernels::cpu {
 
@@ -19,11 +20,17 @@ struct Scratch {
   std::vector<float> row;     // [D]: one cached K or V row, in f32
 };
 
-// Cached row j of `kv_head` in f32, whichever the cache's dtype (bf16, or fp8 through its
-// table times the row's power of two).
+// Cached row j of `kv_head` in f32, whichever the cache's dtype (bf16, fp8 through its table
+// times the row's power of two, or int8 times the row's scale).
 void load_row(const TensorView& cache, const TensorView& scale, int64_t block, int64_t offset,
               int64_t kv_head, float* out) {
   const int64_t d = cache.size(3);
+  if (cache.dtype == DType::kI8) {
+    const int8_t* r = elem<int8_t>(cache, block, offset, kv_head);
+    const float s = int8_kv_scale(*elem<int8_t>(scale, block, kv_head, offset));
+    for (int64_t i = 0; i < d; ++i) out[i] = static_cast<float>(r[i]) * s;
+    return;
+  }
   if (cache.dtype == DType::kFp8E4M3) {
     const std::array<float, 256>& table = fp8_e4m3_table();
     const uint8_t* r = elem<uint8_t>(cache, block, offset, kv_head);
@@ -75,8 +82,9 @@ void attend(uint16_t* out, const uint16_t* q, const PagedKV& kv, const int32_t* 
 void check_common(const TensorView& out, const TensorView& q, const PagedKV& kv) {
   CHECK(out.dtype == DType::kBf16 && q.dtype == DType::kBf16);
   CHECK(kv.k_cache.dtype == kv.v_cache.dtype);
-  CHECK(kv.k_cache.dtype == DType::kBf16 || kv.k_cache.dtype == DType::kFp8E4M3);
-  if (kv.k_cache.dtype == DType::kFp8E4M3)
+  CHECK(kv.k_cache.dtype == DType::kBf16 || kv.k_cache.dtype == DType::kFp8E4M3 ||
+        kv.k_cache.dtype == DType::kI8);
+  if (kv.k_cache.dtype != DType::kBf16)
     CHECK(kv.k_scale.dtype == DType::kI8 && kv.v_scale.dtype == DType::kI8 &&
           kv.k_scale.ndim == 3 && kv.v_scale.ndim == 3 &&
           kv.k_scale.size(1) == kv.k_cache.size(2) &&  // [num_blocks, Hkv, block_size]

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/fp8.h"
+#include "kernels/int8_kv.h"
 
 namespace nanovllm::kernels::cpu {
 
@@ -23,9 +24,9 @@ void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k
   const int64_t row = k.size(1) * k.size(2);  // elements of one token's heads
   CHECK_EQ(row, k_cache.stride[1]);
   CHECK(k_cache.dtype == v_cache.dtype);
-  const bool fp8 = k_cache.dtype == DType::kFp8E4M3;
-  CHECK(fp8 || k_cache.dtype == DType::kBf16);
-  if (fp8) {
+  const bool fp8 = k_cache.dtype == DType::kFp8E4M3, int8 = k_cache.dtype == DType::kI8;
+  CHECK(fp8 || int8 || k_cache.dtype == DType::kBf16);
+  if (fp8 || int8) {
     CHECK(k_scale.dtype == DType::kI8 && v_scale.dtype == DType::kI8 && k_scale.ndim == 3 &&
           v_scale.ndim == 3);
     CHECK(k_scale.is_contiguous() && v_scale.is_contiguous());
@@ -37,15 +38,24 @@ void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k
   const auto store_row = [&](const TensorView& cache, const TensorView& scale,
                              const TensorView& src, int64_t t, int64_t block, int64_t offset) {
     const uint16_t* from = elem<uint16_t>(src, t);
-    if (!fp8) {
+    if (!fp8 && !int8) {
       std::memcpy(elem<uint16_t>(cache, block, offset), from, static_cast<size_t>(row) * 2);
       return;
     }
     uint8_t* to = elem<uint8_t>(cache, block, offset);
-    for (int64_t h = 0; h < heads; ++h) {  // one exponent per head's row
+    for (int64_t h = 0; h < heads; ++h) {  // one exponent (fp8) or scale code (int8) a row
       float max_abs = 0.0f;
       for (int64_t i = 0; i < d; ++i)
         max_abs = std::max(max_abs, std::fabs(bf16_to_float(from[h * d + i])));
+      if (int8) {
+        const int8_t code = int8_kv_scale_code(max_abs);
+        *elem<int8_t>(scale, block, h, offset) = code;
+        const float s = int8_kv_scale(code);
+        for (int64_t i = 0; i < d; ++i)
+          to[h * d + i] =
+              static_cast<uint8_t>(int8_kv_from_float(bf16_to_float(from[h * d + i]), s));
+        continue;
+      }
       const int8_t e = fp8_row_exponent(max_abs);
       *elem<int8_t>(scale, block, h, offset) = e;
       for (int64_t i = 0; i < d; ++i)

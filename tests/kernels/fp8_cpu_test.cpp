@@ -10,10 +10,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels/attention.h"
 #include "kernels/bf16.h"
 #include "kernels/fp8.h"
-#include "kernels/kv_cache.h"
+#include "tests/kernels/kv_row_read_back.h"
 
 namespace nanovllm {
 namespace {
@@ -66,42 +65,17 @@ TEST(Fp8E4M3, RowExponentBringsTheLargestValueIntoRange) {
 // One sequence of one key: decode attention's output is that key's V row, as the cache holds
 // it; the cache's rows are written by store_kvcache. Rows of magnitude 1e-3 to 1e3.
 TEST(Fp8KvCacheCpu, AStoredRowReadsBackWithinFp8RoundingWhateverItsMagnitude) {
-  const int64_t hkv = 2, d = 64, bs = 16, nb = 2;
+  const int64_t hkv = 2, d = 64;
   std::mt19937 rng(7);
   for (float magnitude : {1e-3f, 1.0f, 1e3f}) {
-    std::normal_distribution<float> normal(0.0f, magnitude);
-    std::vector<uint16_t> k(hkv * d), v(hkv * d), q(hkv * d, float_to_bf16(0.01f));
-    for (auto& x : k) x = float_to_bf16(normal(rng));
-    for (auto& x : v) x = float_to_bf16(normal(rng));
-    std::vector<uint8_t> k_cache(nb * bs * hkv * d), v_cache(nb * bs * hkv * d);
-    std::vector<int8_t> k_scale(nb * bs * hkv), v_scale(nb * bs * hkv);
-    // The row goes to slot bs: block 1, row 0, the first key of a sequence whose block table
-    // starts at block 1.
-    std::vector<int32_t> slot{static_cast<int32_t>(bs)}, table{1, 0}, context{1};
-    const TensorView kc(k_cache.data(), DType::kFp8E4M3, {nb, bs, hkv, d});
-    const TensorView vc(v_cache.data(), DType::kFp8E4M3, {nb, bs, hkv, d});
-    const TensorView ks(k_scale.data(), DType::kI8, {nb, hkv, bs});
-    const TensorView vs(v_scale.data(), DType::kI8, {nb, hkv, bs});
-    kernels::cpu::store_kvcache(TensorView(k.data(), DType::kBf16, {1, hkv, d}),
-                                TensorView(v.data(), DType::kBf16, {1, hkv, d}), kc, vc,
-                                TensorView(slot.data(), DType::kI32, {1}), ks, vs);
-    std::vector<uint16_t> out(hkv * d);
-    kernels::DecodeAttentionParams p;
-    p.out = TensorView(out.data(), DType::kBf16, {1, hkv, d});
-    p.q = TensorView(q.data(), DType::kBf16, {1, hkv, d});
-    p.kv = {kc, vc, TensorView(table.data(), DType::kI32, {1, 2}), ks, vs};
-    p.context_lens = TensorView(context.data(), DType::kI32, {1});
-    p.max_context_len = 1;
-    p.scale = 0.125f;
-    kernels::cpu::decode_attention(p);
+    const auto [k, v] = test::normal_kv_rows(rng, magnitude, hkv, d);
+    const test::KvRowReadBack r = test::read_back_kv_row(DType::kFp8E4M3, k, v, hkv, d);
     for (int64_t h = 0; h < hkv; ++h) {
-      float max_abs = 0.0f;
-      for (int64_t i = 0; i < d; ++i)
-        max_abs = std::max(max_abs, std::fabs(bf16_to_float(v[h * d + i])));
+      const float max_abs = test::row_max_abs(v, h, d);
       const int e = fp8_row_exponent(max_abs);
-      EXPECT_EQ(v_scale[static_cast<size_t>((hkv + h) * bs)], e);  // block 1, head h, row 0
+      EXPECT_EQ(r.v_scale[h], e);
       for (int64_t i = 0; i < d; ++i) {
-        const float want = bf16_to_float(v[h * d + i]), got = bf16_to_float(out[h * d + i]);
+        const float want = bf16_to_float(v[h * d + i]), got = bf16_to_float(r.out[h * d + i]);
         // Half an fp8 ulp (2^-4 relative for normals, 2^(e - 10) for the row's subnormals),
         // then the output's bf16 rounding.
         const float tol =

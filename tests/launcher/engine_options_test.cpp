@@ -69,6 +69,8 @@ TEST_F(EngineOptionsTest, NanoVllmAndVllmNamesReachTheLaunchersFields) {
             DType::kFp8E4M3);
   EXPECT_EQ(engine_options_from_json(with({{"kv_cache_dtype", "auto"}})).launch.kv_cache_dtype,
             DType::kBf16);
+  EXPECT_EQ(engine_options_from_json(with({{"kv_cache_dtype", "int8"}})).launch.kv_cache_dtype,
+            DType::kI8);
   // nano-vllm's num_kvcache_blocks = -1 and None: sized as when not given.
   EXPECT_FALSE(
       engine_options_from_json(with({{"num_kvcache_blocks", -1}})).launch.num_gpu_blocks_override);
@@ -90,7 +92,7 @@ TEST_F(EngineOptionsTest, ValuesTheLauncherRefusesAreValueErrorsWithItsReason) {
   refused(with({{"gpu_memory_utilization", 1.5}}), "ValueError", "(0, 1]");
   // The launcher's flag becomes the keyword in the message.
   refused(with({{"max_num_seqs", 0}}), "ValueError", "max_num_seqs: Value 0 not in range");
-  refused(with({{"kv_cache_dtype", "int8"}}), "ValueError", "kv_cache_dtype");
+  refused(with({{"kv_cache_dtype", "int4"}}), "ValueError", "kv_cache_dtype");
   refused({{"model", (dir_ / "missing").string()}}, "ValueError", "no config.json");
 }
 

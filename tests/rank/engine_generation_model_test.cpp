@@ -142,21 +142,44 @@ TEST(EngineGeneration, PreemptionUnderTinyKvCacheGivesSameTokensAsRoomyCache) {
 // through the decode kernel and the chunks through the prefill kernel, over slices of the
 // step's q, block table and cu_seqlens (rank/prefill_attention_split.h). On the CPU both
 // kernels compute one query exactly alike, so chunked mixed steps must reproduce whole
-// prompts token for token: a misplaced slice reads another sequence's keys.
-TEST(EngineGeneration, Fp8CacheMixedChunkedStepsGiveTheSameTokensAsWholePrompts) {
+// prompts token for token: a misplaced slice reads another sequence's keys. int8 (no split)
+// the same way.
+TEST(EngineGeneration, QuantizedCacheMixedChunkedStepsGiveTheSameTokensAsWholePrompts) {
   std::vector<Request> requests;
   for (int r = 0; r < 4; ++r) {
     Request req{{}, greedy(12)};
     for (int i = 0; i < 20 + 9 * r; ++i) req.prompt.push_back(700 + 997 * r + 31 * i);
     requests.push_back(req);
   }
-  const RunResult whole =
-      run_engine(requests, 64, compute_block_hash, {.kv_dtype = DType::kFp8E4M3});
-  const RunResult mixed =
-      run_engine(requests, 64, compute_block_hash,
-                 {.budget = 24, .long_prefill_threshold = 8, .kv_dtype = DType::kFp8E4M3});
-  EXPECT_EQ(mixed.completions, whole.completions);
-  EXPECT_GT(mixed.stats.num_prefill_steps, whole.stats.num_prefill_steps + 4);
+  for (const DType dt : {DType::kFp8E4M3, DType::kI8}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const RunResult whole = run_engine(requests, 64, compute_block_hash, {.kv_dtype = dt});
+    const RunResult mixed = run_engine(requests, 64, compute_block_hash,
+                                       {.budget = 24, .long_prefill_threshold = 8, .kv_dtype = dt});
+    EXPECT_EQ(mixed.completions, whole.completions);
+    EXPECT_GT(mixed.stats.num_prefill_steps, whole.stats.num_prefill_steps + 4);
+  }
+}
+
+// --kv-cache-dtype int8: a cached prefix is read back as stored, so prefix caching on and off
+// give the same tokens, and so does a preempted and recomputed sequence.
+TEST(EngineGeneration, Int8CachePrefixCachingAndPreemptionKeepTheTokens) {
+  const StepShape int8{.kv_dtype = DType::kI8};
+  const auto shared = shared_prefix_requests(5);
+  const RunResult on = run_engine(shared, 64, compute_block_hash, int8);
+  const RunResult off = run_engine(shared, 64, no_prefix_cache(), int8);
+  EXPECT_EQ(on.completions, off.completions);
+  EXPECT_GT(on.stats.num_cached_tokens, 0);
+  std::vector<Request> requests;
+  for (int r = 0; r < 4; ++r) {
+    Request req{{}, greedy(24)};
+    for (int i = 0; i < 14; ++i) req.prompt.push_back(300 + 1000 * r + 13 * i);
+    requests.push_back(req);
+  }
+  const RunResult roomy = run_engine(requests, 64, compute_block_hash, int8);
+  const RunResult tight = run_engine(requests, 6, compute_block_hash, int8);
+  EXPECT_EQ(tight.completions, roomy.completions);
+  EXPECT_GT(tight.stats.num_preemptions, 0);
 }
 
 TEST(EngineGeneration, SeededSamplingDoesNotDependOnBatchComposition) {
