@@ -19,6 +19,7 @@
 #include "bench/nanovllm_bench_stop.h"
 #include "engine/sampling_defaults.h"
 #include "engine/tokenizer.h"
+#include "kernels/kv_cache.h"
 
 namespace nanovllm::bench {
 
@@ -124,9 +125,9 @@ void BenchBody::measure(const ExecutorFactory& load_model) {
   const ModelShape shape = model_shape(s_.model);
   std::optional<LimitSetup> limit;
   if (machine)
-    limit =
-        LimitSetup{shape, s_.tp_size, *machine,
-                   kv_cache_bytes_per_value(s_.kv_cache_dtype == DType::kFp8E4M3, shape.head_dim)};
+    limit = LimitSetup{shape, s_.tp_size, *machine,
+                       kv_cache_bytes_per_value(kernels::kv_cache_has_row_scales(s_.kv_cache_dtype),
+                                                shape.head_dim)};
   // Stop strings need the completions' text.
   std::optional<Tokenizer> tokenizer;
   if (!o_.stop.empty())

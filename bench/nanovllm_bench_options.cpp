@@ -116,8 +116,8 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
       ->capture_default_str();
   app.add_flag("--enforce-eager", o.enforce_eager, "no CUDA graphs");
   app.add_option("--kv-cache-dtype", o.kv_cache_dtype,
-                 "KV cache element: auto, bfloat16, fp8 or fp8_e4m3 (the launcher's flag)")
-      ->check(CLI::IsMember({"auto", "bfloat16", "fp8", "fp8_e4m3"}))
+                 "KV cache element: auto, bfloat16, fp8, fp8_e4m3 or int8 (the launcher's flag)")
+      ->check(CLI::IsMember({"auto", "bfloat16", "fp8", "fp8_e4m3", "int8"}))
       ->capture_default_str();
   app.add_flag("--disable-custom-all-reduce", o.disable_custom_all_reduce,
                "--tp on GPUs: every all-reduce through NCCL, none through peer memory");
@@ -280,6 +280,7 @@ LaunchOptions launch_options(const BenchOptions& o, int tp, int dp) {
   l.enforce_eager = o.enforce_eager;
   if (o.kv_cache_dtype == "fp8" || o.kv_cache_dtype == "fp8_e4m3")
     l.kv_cache_dtype = DType::kFp8E4M3;
+  if (o.kv_cache_dtype == "int8") l.kv_cache_dtype = DType::kI8;
   l.log_level = o.log_level;
   return l;
 }

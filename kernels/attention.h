@@ -8,12 +8,13 @@ namespace nanovllm::kernels {
 // The paged KV cache of one layer. Token t of sequence b lives in
 //   block block_tables[b][t / block_size], row t % block_size.
 struct PagedKV {
-  TensorView k_cache;       // [num_blocks, block_size, Hkv, D] bf16 or fp8 e4m3
-  TensorView v_cache;       // [num_blocks, block_size, Hkv, D] bf16 or fp8 e4m3
+  TensorView k_cache;       // [num_blocks, block_size, Hkv, D] bf16, fp8 e4m3 or int8
+  TensorView v_cache;       // [num_blocks, block_size, Hkv, D] bf16, fp8 e4m3 or int8
   TensorView block_tables;  // [B, max_blocks_per_seq] i32, unused entries -1
-  // fp8 only: [num_blocks, Hkv, block_size] i8, each row's exponent (value = fp8 * 2^e). Head-
-  // major inside a block, so that one kv head's exponents of consecutive tokens are adjacent
-  // bytes (the CUDA decode kernel copies them 4 at a time); block_size a multiple of 4.
+  // 8-bit caches only: [num_blocks, Hkv, block_size] i8, each row's exponent (fp8: value =
+  // fp8 * 2^e) or scale code (int8: value = q * 2^(c / 4), kernels/int8_kv.h). Head-major
+  // inside a block, so that one kv head's codes of consecutive tokens are adjacent bytes (the
+  // CUDA decode kernel copies them 4 at a time); block_size a multiple of 4.
   TensorView k_scale, v_scale;
 };
 
@@ -31,12 +32,12 @@ struct PrefillAttentionParams {
   int max_seqlen_q = 0;
   int max_seqlen_k = 0;
   float scale = 1.0f;  // usually 1/sqrt(D)
-  // fp8 cache, CUDA, optional: room to dequantize the blocks this call reads (the first
+  // 8-bit cache, CUDA, optional: room to dequantize the blocks this call reads (the first
   // ceil(k_len_b / block_size) of each row of the block table) into bf16, so that the Hopper
   // kernel serves it. staging_k, staging_v: [staging_blocks, block_size, Hkv, D] bf16;
   // staging_tables: [B, block table width] i32, written by the call. Used where kv_blocks
   // (the caller's host-side count of those blocks) is > 0 and fits staging_blocks and the
-  // Hopper kernel takes the shape; otherwise the mma.sync kernel reads the fp8 cache itself.
+  // Hopper kernel takes the shape; otherwise the mma.sync kernel reads the 8-bit cache itself.
   TensorView staging_k, staging_v, staging_tables;
   int64_t kv_blocks = 0;
 };
@@ -77,7 +78,8 @@ namespace cuda {
 // The CUDA prefill kernels: kMma (mma.sync, FlashAttention-2 style; any sm_80+ GPU, head dims
 // 64 and 128) and kHopper (sm_90a: TMA tile loads, wgmma, a warp-specialised producer /
 // consumer pipeline; head dim 128, Hq / Hkv a power of two <= 16, block_size a multiple of 16,
-// a bf16 cache: an fp8 cache always takes kMma, which converts its tiles to bf16 exactly).
+// a bf16 cache: an 8-bit cache always takes kMma, which converts its tiles to bf16; fp8's
+// exactly).
 enum class PrefillKernel { kMma, kHopper };
 const char* prefill_kernel_name(PrefillKernel kernel);
 // Whether the Hopper kernel serves this shape on the current device: the device is compute

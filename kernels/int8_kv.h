@@ -19,8 +19,12 @@ namespace nanovllm {
 
 inline constexpr float kInt8KvMax = 127.0f;
 
-// 2^(k / 4) for k = 0..3, the scale's fraction of a binade (rounded to float).
-inline constexpr float kQuarterBinades[4] = {1.0f, 1.18920712f, 1.41421356f, 1.68179283f};
+// 2^(k / 4) for k = 1..3, the scale's fraction of a binade (rounded to float; scalars, so that
+// device code can read them too), and all four for host code.
+inline constexpr float kQuarterBinade1 = 1.18920712f, kQuarterBinade2 = 1.41421356f,
+                       kQuarterBinade3 = 1.68179283f;
+inline constexpr float kQuarterBinades[4] = {1.0f, kQuarterBinade1, kQuarterBinade2,
+                                             kQuarterBinade3};
 
 // 2^(code / 4), exact in float up to the rounding of kQuarterBinades.
 inline float int8_kv_scale(int8_t code) {

@@ -15,8 +15,8 @@ inline bool kv_cache_has_row_scales(DType t) {
 // k, v:         [T, Hkv, D] bf16 (views into qkv)
 // k_cache, v_cache: [num_blocks, block_size, Hkv, D] bf16, fp8 e4m3 (kernels/fp8.h: each
 //               row scaled by its power of two, rounded to nearest, saturating) or int8
-//               (kernels/int8_kv.h; the CPU backend only) (one layer's slice). On CUDA the fused
-//               qk_norm_rope_store (kernels/rotary.h) stores fp8.
+//               (kernels/int8_kv.h) (one layer's slice). On CUDA the fused qk_norm_rope_store
+//               (kernels/rotary.h) stores the 8-bit caches.
 // k_scale, v_scale: fp8 and int8 only, [num_blocks, Hkv, block_size] i8: each row's exponent
 //               or scale code
 // slot_mapping: [T] i32; -1 stores nothing (padding, warm-up).

@@ -47,7 +47,8 @@ inline void qk_norm_rope(const TensorView& q, const TensorView& k, const TensorV
 // place exactly as above (nothing reads k from qkv afterwards, but both backends agree on it);
 // each token with slot_mapping[t] >= 0 also lands in k_cache/v_cache at that slot.
 // v: [T, Hkv, D] bf16 (a view into qkv); k_cache, v_cache: [num_blocks, block_size, Hkv, D]
-// bf16, or fp8 e4m3 with k_scale, v_scale [num_blocks, Hkv, block_size] i8 (kernels/kv_cache.h);
+// bf16, or fp8 e4m3 / int8 with k_scale, v_scale [num_blocks, Hkv, block_size] i8
+// (kernels/kv_cache.h);
 // slot_mapping: [T] i32, -1 stores nothing.
 // CUDA: one kernel (a token's k heads go to the cache straight from registers; the separate
 // store would read them back). CPU: the two reference kernels in turn.

@@ -60,10 +60,6 @@ void validate(LaunchOptions& o, const std::string& device_flag, int visible_gpus
   } else {
     o.device = device_flag == "cuda" ? Device::kCuda : Device::kCpu;
   }
-  if (o.device == Device::kCuda && o.kv_cache_dtype == DType::kI8)
-    throw UsageError(
-        "--kv-cache-dtype int8 runs on --device cpu only for now (its CUDA kernels are not "
-        "written); on GPUs take fp8 for half the bytes of bf16");
   if (o.device == Device::kCuda && o.tensor_parallel_size > visible_gpus)
     throw UsageError("--tp " + std::to_string(o.tensor_parallel_size) + " on --device cuda needs " +
                      std::to_string(o.tensor_parallel_size) + " GPUs; " +
@@ -229,7 +225,7 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
   std::string kv_cache_dtype = "auto";
   app.add_option("--kv-cache-dtype", kv_cache_dtype,
                  "KV cache element: auto (the model's bf16), bfloat16, fp8 or fp8_e4m3 (half the "
-                 "bytes a token), int8 (as many bytes as fp8, closer to bf16; --device cpu only)")
+                 "bytes a token), int8 (as many bytes as fp8, closer to bf16)")
       ->check(CLI::IsMember({"auto", "bfloat16", "fp8", "fp8_e4m3", "int8"}))
       ->capture_default_str();
   app.add_flag("--disable-custom-all-reduce", o.disable_custom_all_reduce,

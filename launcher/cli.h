@@ -44,7 +44,7 @@ struct LaunchOptions {
   std::optional<double> cpu_kv_cache_space_gib;
   bool enforce_eager = false;  // no CUDA graphs
   // vLLM's --kv-cache-dtype: auto / bfloat16 (the model's) or fp8 / fp8_e4m3 (half the bytes a
-  // token); int8 (kernels/int8_kv.h: fp8's bytes, closer to bf16; the CPU backend only).
+  // token); int8 (kernels/int8_kv.h: fp8's bytes, closer to bf16).
   DType kv_cache_dtype = DType::kBf16;
   // vLLM's --disable-custom-all-reduce: every all-reduce through NCCL (no peer memory).
   bool disable_custom_all_reduce = false;

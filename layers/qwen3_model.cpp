@@ -62,7 +62,8 @@ void Qwen3ForCausalLM::bind_kv_cache(const TensorView& kv_cache, const TensorVie
   CHECK_EQ(kv_cache.size(1), static_cast<int64_t>(layers_.size()));
   const int64_t nb = kv_cache.size(2), bs = kv_cache.size(3), hkv = kv_cache.size(4),
                 d = kv_cache.size(5);
-  fp8_cuda_cache_ = kv_cache.dtype == DType::kFp8E4M3 && kv_cache.device == Device::kCuda;
+  fp8_cuda_cache_ =
+      kernels::kv_cache_has_row_scales(kv_cache.dtype) && kv_cache.device == Device::kCuda;
   kv_block_size_ = bs;
   // Bytes, not elements: the cache is bf16 or fp8 (--kv-cache-dtype).
   const int64_t layer_bytes = nb * bs * hkv * d * static_cast<int64_t>(dtype_size(kv_cache.dtype));

@@ -241,7 +241,7 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
     // An fp8 cache: the leading one-query sequences go through the decode kernel
     // (rank/prefill_attention_split.h); the other fields then describe the rest, whose block
     // count decides whether the Hopper kernel's bf16 staging takes them.
-    if (kv_dtype_ == DType::kFp8E4M3) {
+    if (kernels::kv_cache_has_row_scales(kv_dtype_)) {
       const PrefillAttentionSplit split = split_prefill_attention(cmd, block_size_);
       meta.kv_blocks = split.rest_kv_blocks;
       if (split.lead_rows > 0) {

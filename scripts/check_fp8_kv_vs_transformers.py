@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The fp8 KV cache's accuracy (issue 34) against transformers, on the GPU machine.
 
-Usage: python3 scripts/check_fp8_kv_vs_transformers.py LAUNCH MODEL_DIR OUT_DIR
+Usage: python3 scripts/check_fp8_kv_vs_transformers.py LAUNCH MODEL_DIR OUT_DIR [CACHE]
+
+CACHE: fp8 (the default) or int8, the 8-bit cache checked against bf16's (below, "fp8" stands
+for it; for int8 the format's own share is transformers with our int8 rows, int8q4).
 
 MODEL_DIR: a random-weight Qwen3 folder from nanovllm-mkmodel. LAUNCH --device cuda runs the
 same requests twice, with --kv-cache-dtype bfloat16 and fp8: random-token prompts of 1024,
@@ -46,20 +49,23 @@ def ref_logprobs(model, seq, rows):
 
 def main():
     launch, model_dir, out = sys.argv[1:4]
+    cache = sys.argv[4] if len(sys.argv) > 4 else "fp8"
+    hf_format = {"fp8": "e4m3", "int8": "int8q4"}[cache]
     no_gqa_in_sdpa()
     rng = random.Random(3434)
     hi = 151642
     prompts = {rid: [rng.randint(0, hi) for _ in range(n)] for rid, n in LENGTHS.items()}
     flags = ["--max-model-len", "40960"]
-    runs = {dt: run_ours(launch, model_dir, out, f"kv_{dt}", prompts, 16,
-                         flags + ["--kv-cache-dtype", dt]) for dt in ("bfloat16", "fp8")}
+    runs = {key: run_ours(launch, model_dir, out, f"kv_{dt}", prompts, 16,
+                          flags + ["--kv-cache-dtype", dt])
+            for key, dt in (("bfloat16", "bfloat16"), ("fp8", cache))}
     fp32 = load(model_dir, torch.float32, False)
     formats = wrap_sdpa()
     hf_bf16 = load(model_dir, torch.bfloat16, False)
     failures = []
-    print(f"{'prompt':<6} {'positions':>9} | {'top-1 bf16':>10} {'top-1 fp8':>9} | "
-          f"{'|dev| bf16':>10} {'|dev| fp8':>9} {'ratio':>6} | {'hf bf16':>8} {'hf e4m3':>8} "
-          f"{'ours':>5} | greedy fp8")
+    print(f"{'prompt':<6} {'positions':>9} | {'top-1 bf16':>10} {'top-1 ' + cache:>9} | "
+          f"{'|dev| bf16':>10} {'|dev| ' + cache:>9} {'ratio':>6} | {'hf bf16':>8} "
+          f"{'hf ' + hf_format:>8} {'ours':>5} | greedy {cache}")
     for rid, ids in prompts.items():
         n = len(ids)
         positions = sorted(rng.sample(range(n - 1), min(SAMPLED, n - 1)))
@@ -87,36 +93,37 @@ def main():
             gap = (top2.values[0] - top2.values[1]).item()
             bound = max(0.05, 4 * dev["fp8"])
             if gap > bound:
-                failures.append(f"{rid} token {k}: fp8 {fp8['token_ids'][k]}, fp32 argmax "
+                failures.append(f"{rid} token {k}: {cache} {fp8['token_ids'][k]}, fp32 argmax "
                                 f"{int(top2.indices[0])}, gap {gap:.4f} > {bound:.4f}")
             break
         # The format's own share: transformers BF16 with its K and V stored as our E4M3 rows,
         # at the same positions of the same sequence; and transformers' BF16 alone.
         hf_dev = {}
         formats["calls"] = 0
-        for fmt in ("e4m3", "bf16"):
+        for fmt in (hf_format, "bf16"):
             formats.update(k=fmt, v=fmt)
             hf = ref_logprobs(hf_bf16, seq, positions)
             hf_dev[fmt] = sum(abs(hf[i][seq[p + 1]].item() - ref[i][seq[p + 1]].item())
                               for i, p in enumerate(positions)) / len(positions)
         ratio = dev["fp8"] / max(dev["bfloat16"], 1e-9)
-        fidelity = dev["fp8"] / max(hf_dev["e4m3"], 1e-9)
+        fidelity = dev["fp8"] / max(hf_dev[hf_format], 1e-9)
         print(f"{rid:<6} {len(positions):>9} | {top1['bfloat16']:>10} {top1['fp8']:>9} | "
               f"{dev['bfloat16']:>10.4f} {dev['fp8']:>9.4f} {ratio:>6.2f} | "
-              f"{hf_dev['bf16']:>8.4f} {hf_dev['e4m3']:>8.4f} {fidelity:>5.2f} | "
+              f"{hf_dev['bf16']:>8.4f} {hf_dev[hf_format]:>8.4f} {fidelity:>5.2f} | "
               f"{agree}/{len(gen)} before a near-tie")
         if not formats["calls"]:
             failures.append(f"{rid}: transformers never called the wrapped sdpa")
         if top1["fp8"] < 0.97 * top1["bfloat16"]:
-            failures.append(f"{rid}: fp8 top-1 {top1['fp8']} < 97 % of bf16's {top1['bfloat16']}")
+            failures.append(f"{rid}: {cache} top-1 {top1['fp8']} < 97 % of bf16's "
+                            f"{top1['bfloat16']}")
         if ratio > 1.5:
-            failures.append(f"{rid}: fp8 mean |dev| {ratio:.2f}x bf16's (> 1.5x)")
+            failures.append(f"{rid}: {cache} mean |dev| {ratio:.2f}x bf16's (> 1.5x)")
         if fidelity > FIDELITY:
-            failures.append(f"{rid}: fp8 mean |dev| {fidelity:.2f}x the format's own in "
+            failures.append(f"{rid}: {cache} mean |dev| {fidelity:.2f}x the format's own in "
                             f"transformers (> {FIDELITY}x): the engine adds error of its own")
     for f in failures:
         print("FAIL", f)
-    print(f"fp8 kv cache vs transformers: {'ok' if not failures else 'FAILED'}")
+    print(f"{cache} kv cache vs transformers: {'ok' if not failures else 'FAILED'}")
     sys.exit(1 if failures else 0)
 
 

@@ -188,9 +188,9 @@ class Qwen3:
 
 
 def stored_torch(x, fmt):
-    """stored() for a torch tensor [..., D] (rows on the last axis): bf16 and e4m3 on its
-    device (torch's float8_e4m3fn rounds to nearest even; the row exponent keeps every value
-    within 448), any other format through NumPy with the second-to-last axis as tokens."""
+    """stored() for a torch tensor [..., D] (rows on the last axis): bf16, e4m3 and int8q4 on
+    its device (torch's float8_e4m3fn rounds to nearest even; the row exponent keeps every
+    value within 448), any other format through NumPy with the second-to-last axis as tokens."""
     import torch
     if fmt == "bf16":
         return x
@@ -199,6 +199,11 @@ def stored_torch(x, fmt):
         mant, e = torch.frexp(f.abs().amax(-1, keepdim=True).clamp_min(1e-30))
         s = torch.exp2(torch.where(mant <= 0.875, e - 9, e - 8).float())  # kernels/fp8.h's rule
         return ((f / s).to(torch.float8_e4m3fn).float() * s).to(x.dtype)
+    if fmt == "int8q4":  # kernels/int8_kv.h's format (--kv-cache-dtype int8)
+        f = x.float()
+        m = f.abs().amax(-1, keepdim=True).clamp_min(1e-30) / 127.0
+        s = torch.exp2(torch.ceil(torch.log2(m) * 4) / 4)
+        return (torch.round(f / s).clamp(-127, 127) * s).to(x.dtype)
     a = x.transpose(-2, -3).float().cpu().numpy()  # [..., T, Hkv, D]
     back = stored(a.reshape(-1, *a.shape[-2:]), fmt).reshape(a.shape)
     return torch.from_numpy(back).to(x.device).transpose(-2, -3).to(x.dtype)

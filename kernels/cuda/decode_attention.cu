@@ -58,7 +58,7 @@ using decode::Layout;
 using decode::PlanSmem;
 
 // One run of tiles on the compute path the kernel was built for (MMA: tensor cores).
-template <int D, int G, bool FP8, bool MMA>
+template <int D, int G, int FP8, bool MMA>
 __device__ __forceinline__ void attend(const DecodeArgs& a, float4* smem, int b, int hk, int ctx,
                                        int first_tile, int ntiles, int64_t cell, bool& waited) {
   if constexpr (MMA)
@@ -73,7 +73,7 @@ template <int G, bool MMA>
 constexpr int kMinCtas = MMA ? 4 : (G <= 4 ? 4 : 2);
 
 // No scratch: grid (Hkv, B), one CTA per (sequence, kv head), writing the output.
-template <int D, int G, bool FP8, bool MMA>
+template <int D, int G, int FP8, bool MMA>
 __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     decode_whole_kernel(const DecodeArgs a) {
   decode::wait_then_allow_next();
@@ -98,7 +98,7 @@ __device__ void zero_padding_rows(const DecodeArgs& a) {
 
 // With scratch: a fixed grid (gridDim.x CTAs), CTA j walks the pieces of its range in order
 // (kStream: through one ring, on the fp8 tensor-core path at G <= 2 only).
-template <int D, int G, bool kFused, bool FP8, bool MMA, bool kStream>
+template <int D, int G, bool kFused, int FP8, bool MMA, bool kStream>
 __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     decode_split_kernel(const DecodeArgs a) {
   static_assert(!kStream || (FP8 && MMA && G <= 2));
@@ -136,8 +136,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     __syncthreads();  // the plan is read before the ring overwrites it
     // One ring across the pieces (decode_attention_stream.cuh).
     if constexpr (kStream) {
-      decode::attend_range_fp8<D, G, kFused>(a, smem, ps, deal, j, begin, end, b, ctx, seq_first,
-                                             waited);
+      decode::attend_range_fp8<D, G, kFused, FP8>(a, smem, ps, deal, j, begin, end, b, ctx,
+                                                  seq_first, waited);
     } else {
       // Everything that bounds a loop or a barrier below is CTA-uniform.
       for (int64_t u = begin; u < end;) {
@@ -204,7 +204,7 @@ int sm_count() {
 
 // Resident CTAs per SM of one split-kernel instantiation (asked once; every rank's GPU is the
 // same kind).
-template <int D, int G, bool kFused, bool FP8, bool MMA, bool kStream = false>
+template <int D, int G, bool kFused, int FP8, bool MMA, bool kStream = false>
 int ctas_per_sm() {
   static const int n = [] {
     int v = 0;
@@ -265,7 +265,7 @@ DecodeWalk walk_from_env() {
 // bench/results/h200-2026-11-27-issue34_decode_walk.txt),
 // so kAuto streams from as many (sequence, kv head) groups as the grid has CTAs. batch counts
 // padding rows: a captured graph keeps the walk of its batch size.
-template <int G, bool FP8, bool MMA>
+template <int G, int FP8, bool MMA>
 bool stream_walk(DecodeWalk walk, int64_t batch, int64_t hkv, int64_t ctas) {
   if constexpr (!(FP8 && MMA && G <= 2)) {
     return false;
@@ -276,7 +276,7 @@ bool stream_walk(DecodeWalk walk, int64_t batch, int64_t hkv, int64_t ctas) {
   }
 }
 
-template <int D, int G, bool FP8, bool MMA>
+template <int D, int G, int FP8, bool MMA>
 void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t hkv,
             DecodeWalk walk, cudaStream_t stream) {
   if (p.split_out.data == nullptr) {
@@ -382,16 +382,19 @@ int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim) 
   int per_sm = 0;
   dispatch_shape(head_dim, hq / hkv, [&]<int D, int G>() {
     // The most of every kernel the call may take: the scratch serves either cache and path.
-    per_sm =
-        std::max({ctas_per_sm<D, G, true, false, false>(), ctas_per_sm<D, G, false, false, false>(),
-                  ctas_per_sm<D, G, true, true, false>(), ctas_per_sm<D, G, false, true, false>()});
-    if constexpr (decode::mma_decode_supports<D, G>())
+    const auto cache = [&]<int F>() {
       per_sm = std::max(
-          {per_sm, ctas_per_sm<D, G, true, false, true>(), ctas_per_sm<D, G, false, false, true>(),
-           ctas_per_sm<D, G, true, true, true>(), ctas_per_sm<D, G, false, true, true>()});
-    if constexpr (decode::mma_decode_supports<D, G>() && G <= 2)
-      per_sm = std::max({per_sm, ctas_per_sm<D, G, true, true, true, true>(),
-                         ctas_per_sm<D, G, false, true, true, true>()});
+          {per_sm, ctas_per_sm<D, G, true, F, false>(), ctas_per_sm<D, G, false, F, false>()});
+      if constexpr (decode::mma_decode_supports<D, G>())
+        per_sm = std::max(
+            {per_sm, ctas_per_sm<D, G, true, F, true>(), ctas_per_sm<D, G, false, F, true>()});
+      if constexpr (F != 0 && decode::mma_decode_supports<D, G>() && G <= 2)
+        per_sm = std::max({per_sm, ctas_per_sm<D, G, true, F, true, true>(),
+                           ctas_per_sm<D, G, false, F, true, true>()});
+    };
+    cache.template operator()<0>();
+    cache.template operator()<kCacheE4m3>();
+    cache.template operator()<kCacheInt8>();
   });
   return 2 * static_cast<int64_t>(sm_count()) * per_sm;
 }
@@ -406,21 +409,23 @@ void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaS
             "head, not head dim "
                 << dim << " with " << hq << " / " << hkv);
   if (batch == 0) return;
-  const bool fp8 = paged_kv_is_fp8(p.kv);
+  const int cache = paged_kv_cache_format(p.kv);
   dispatch_shape(dim, hq / hkv, [&]<int D, int G>() {
+    const auto run = [&]<bool kMma>() {
+      if (cache == kCacheInt8)
+        launch<D, G, kCacheInt8, kMma>(p, a, batch, hkv, walk, stream);
+      else if (cache == kCacheE4m3)
+        launch<D, G, kCacheE4m3, kMma>(p, a, batch, hkv, walk, stream);
+      else
+        launch<D, G, 0, kMma>(p, a, batch, hkv, walk, stream);
+    };
     if constexpr (decode::mma_decode_supports<D, G>()) {
       if (kernel == DecodeKernel::kMma) {
-        if (fp8)
-          launch<D, G, true, true>(p, a, batch, hkv, walk, stream);
-        else
-          launch<D, G, false, true>(p, a, batch, hkv, walk, stream);
+        run.template operator()<true>();
         return;
       }
     }
-    if (fp8)
-      launch<D, G, true, false>(p, a, batch, hkv, walk, stream);
-    else
-      launch<D, G, false, false>(p, a, batch, hkv, walk, stream);
+    run.template operator()<false>();
   });
 }
 

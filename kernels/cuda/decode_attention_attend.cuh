@@ -15,11 +15,11 @@
 
 namespace nanovllm::kernels::cuda::decode {
 
-// A lane's 8 values of a cached row in shared memory, as f32 (fp8: unscaled).
-template <bool FP8>
+// A lane's 8 values of a cached row in shared memory, as f32 (8-bit caches: unscaled).
+template <int FP8>
 __device__ __forceinline__ void load_row8(const unsigned char* p, float* out) {
   if constexpr (FP8) {
-    fp8x8_to_f32(*reinterpret_cast<const uint2*>(p), out);
+    kv8x8_to_f32<FP8>(*reinterpret_cast<const uint2*>(p), out);
   } else {
     const Bf16x8 r = *reinterpret_cast<const Bf16x8*>(p);
 #pragma unroll
@@ -39,7 +39,7 @@ __device__ __forceinline__ void load_row8(const unsigned char* p, float* out) {
 //
 // FP8: a K row's exponent scales its score after the dot product, a V row's folds into its
 // softmax weight; the sum of the weights (l) stays unscaled.
-template <int D, int G, bool FP8>
+template <int D, int G, int FP8>
 __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, int ctx,
                              int first_tile, int ntiles, int64_t cell, bool& waited) {
   using L = Layout<D, FP8>;
@@ -79,7 +79,7 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
     for (int u = 0; u < kSteps; ++u) {
       float kf[8];
       load_row8<FP8>(ks + u * L::kGroups * L::kRowBytes, kf);
-      const float k_pow = FP8 ? pow2i(ek[u * L::kGroups]) : 1.f;
+      const float k_pow = FP8 ? kv_row_scale<FP8>(ek[u * L::kGroups]) : 1.f;
       const bool valid = tok0 + u * L::kGroups + group < ctx;
 #pragma unroll
       for (int g = 0; g < G; ++g) {
@@ -116,7 +116,7 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
     for (int u = 0; u < kSteps; ++u) {
       float vf[8];
       load_row8<FP8>(vs + u * L::kGroups * L::kRowBytes, vf);
-      const float v_pow = FP8 ? pow2i(ev[u * L::kGroups]) : 1.f;
+      const float v_pow = FP8 ? kv_row_scale<FP8>(ev[u * L::kGroups]) : 1.f;
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const float p = sc[u][g] * v_pow;

@@ -45,7 +45,7 @@ namespace nanovllm::kernels::cuda::decode {
 
 // Lane (g, t)'s query fragments from the G query rows of a kv head (q0: the first, rows
 // head_stride apart: in q, or a copy in shared memory), and an empty softmax state.
-template <int D, int G, bool FP8>
+template <int D, int G, int FP8>
 __device__ __forceinline__ void mma_start_piece(const DecodeArgs& a, const bf16* q0,
                                                 int64_t head_stride, int g, int t,
                                                 MmaWarpState& w) {
@@ -103,13 +103,13 @@ __device__ __forceinline__ void mma_start_piece(const DecodeArgs& a, const bf16*
 
 // The warp's rows of one tile (tokens tok0 ..; K and V rows in k_tile / v_tile, swizzled, and
 // fp8's exponents, K's then V's, in exps) into its state.
-template <int D, int G, bool FP8>
+template <int D, int G, int FP8>
 __device__ __forceinline__ void mma_attend_tile(const unsigned char* k_tile,
                                                 const unsigned char* v_tile, const int8_t* exps,
                                                 int tok0, int ctx, int warp, int g, int t,
                                                 MmaWarpState& w) {
   if constexpr (kKAsA<G, FP8>) {
-    kt_attend_tile<D, G>(k_tile, v_tile, exps, tok0, ctx, warp, g, t, w);
+    kt_attend_tile<D, G, FP8>(k_tile, v_tile, exps, tok0, ctx, warp, g, t, w);
     return;
   }
   using L = Layout<D, FP8>;
@@ -138,7 +138,7 @@ __device__ __forceinline__ void mma_attend_tile(const unsigned char* k_tile,
         const uint32_t wd = word(kc, h);
         const uint32_t af[4] = {w.qa[4 * i + h][0], 0u, w.qa[4 * i + h][1], 0u};
         uint32_t k_lo, k_hi;
-        e4m3x4_to_f16x2(wd, k_lo, k_hi);
+        kv8x4_to_f16x2<FP8>(wd, k_lo, k_hi);
         mma_f16_16816(h % 2 ? s_odd : s, af, k_lo, k_hi);
       }
     }
@@ -151,9 +151,9 @@ __device__ __forceinline__ void mma_attend_tile(const unsigned char* k_tile,
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const bool valid = tok0 + ta + k < ctx;
-    const float k_pow = FP8 ? pow2i(exps[ta + k]) : 1.f;
+    const float k_pow = FP8 ? kv_row_scale<FP8>(exps[ta + k]) : 1.f;
     sc[k] = valid ? s[k] * w.score_scale * k_pow : -INFINITY;
-    sv[k] = FP8 ? sc[k] + static_cast<float>(exps[L::kTokens + ta + k]) : sc[k];
+    sv[k] = FP8 ? sc[k] + kv_row_log2_scale<FP8>(exps[L::kTokens + ta + k]) : sc[k];
   }
   float mt = fmaxf(sc[0], sc[1]), mvt = fmaxf(sv[0], sv[1]);
 #pragma unroll
@@ -186,7 +186,7 @@ __device__ __forceinline__ void mma_attend_tile(const unsigned char* k_tile,
 
 // After a piece's last tile: l summed over the quad (every lane of row g holds head g's sum),
 // and (fp8) acc moved from the base mv to l's base m (per head: lanes 8t, 8t + 4 again).
-template <int G, bool FP8>
+template <int G, int FP8>
 __device__ __forceinline__ void mma_finish(int g, int t, MmaWarpState& w) {
   if constexpr (kKAsA<G, FP8>) {
     kt_finish(g, w);
@@ -199,7 +199,7 @@ __device__ __forceinline__ void mma_finish(int g, int t, MmaWarpState& w) {
   }
 }
 
-template <int D, int G, bool FP8>
+template <int D, int G, int FP8>
 __device__ void attend_tiles_mma(const DecodeArgs& a, float4* smem, int b, int hk, int ctx,
                                  int first_tile, int ntiles, int64_t cell, bool& waited) {
   using L = Layout<D, FP8>;

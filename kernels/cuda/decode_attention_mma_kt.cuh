@@ -35,7 +35,7 @@
 
 namespace nanovllm::kernels::cuda::decode {
 
-template <int G, bool FP8>
+template <int G, int FP8>
 constexpr bool kKAsA = FP8 && (G <= 2);
 
 // The running maxima's start: finite and below any score, so that no tile needs the -inf
@@ -105,8 +105,8 @@ __device__ __forceinline__ void kt_scale_acc(float (&acc)[8][4], int k, float c)
 }
 
 // The warp's rows of one tile (tokens tok0 ..; K and V rows swizzled, K's exponents then V's in
-// exps) into its state.
-template <int D, int G>
+// exps) into its state. FP8: kCacheE4m3 or kCacheInt8.
+template <int D, int G, int FP8>
 __device__ __forceinline__ void kt_attend_tile(const unsigned char* k_tile,
                                                const unsigned char* v_tile, const int8_t* exps,
                                                int tok0, int ctx, int warp, int g, int t,
@@ -121,8 +121,8 @@ __device__ __forceinline__ void kt_attend_tile(const unsigned char* k_tile,
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
     uint32_t af[4];
-    e4m3x4_to_f16x2(word(k0, s), af[0], af[2]);
-    e4m3x4_to_f16x2(word(k1, s), af[1], af[3]);
+    kv8x4_to_f16x2<FP8>(word(k0, s), af[0], af[2]);
+    kv8x4_to_f16x2<FP8>(word(k1, s), af[1], af[3]);
     mma_f16_16816(s % 2 ? c_odd : c, af, w.qa[s][0], w.qa[s][1]);
   }
 #pragma unroll
@@ -131,8 +131,8 @@ __device__ __forceinline__ void kt_attend_tile(const unsigned char* k_tile,
   const float half1[2] = {__shfl_xor_sync(0xffffffffu, c[2], 2),
                           __shfl_xor_sync(0xffffffffu, c[3], 2)};
   const bool valid = tok0 + row < ctx;
-  const float k_pow = pow2i(exps[row]);
-  const float v_exp = static_cast<float>(exps[L::kTokens + row]);
+  const float k_pow = kv_row_scale<FP8>(exps[row]);
+  const float v_exp = kv_row_log2_scale<FP8>(exps[L::kTokens + row]);
   float sc[2], sv[2];
   bool grow = false;
 #pragma unroll
@@ -165,8 +165,8 @@ __device__ __forceinline__ void kt_attend_tile(const unsigned char* k_tile,
   }
   // [token g][heads 2t, 2t + 1] transposed: head g's weights of rows 2t and 2t + 1 (zero for
   // heads >= G), P^T's B fragment.
-  mma_accumulate_v<D, true>(v_tile, 8 * warp + 2 * t, g,
-                            transpose_8x8_b16(pack_f16x2(p8[0], p8[1])), w);
+  mma_accumulate_v<D, FP8>(v_tile, 8 * warp + 2 * t, g, transpose_8x8_b16(pack_f16x2(p8[0], p8[1])),
+                           w);
 }
 
 // After a piece's last tile: each head's sum over the warp's tokens, acc moved from the base mv

@@ -42,7 +42,7 @@ __device__ __forceinline__ int v_chunk(int g) {
 // The k-th (0..15) of the 16 head dims lane g holds of a V row: bf16, its chunks v_chunk(g)
 // and 8 + v_chunk(g) (8 dims each); fp8, its chunk v_chunk(g) (16 dims). Row g of m-tile i is
 // dim v_dim(g, 2i), row g + 8 is v_dim(g, 2i + 1).
-template <bool FP8>
+template <int FP8>
 __device__ __forceinline__ int v_dim(int g, int k) {
   return FP8 ? 16 * v_chunk(g) + k : 8 * (8 * (k / 8) + v_chunk(g)) + k % 8;
 }
@@ -82,7 +82,7 @@ struct MmaWarpState {
 // O^T += V^T P^T over the warp's 8 rows of a tile: pa is P^T's B fragment (lane (g, t): head
 // g's weights of tile rows ta = 8 warp + 2t and ta + 1, f16 for fp8, bf16 for bf16), V's rows
 // ta and ta + 1 give V^T's A fragments (dims v_dim(g, .)) by byte permutes.
-template <int D, bool FP8>
+template <int D, int FP8>
 __device__ __forceinline__ void mma_accumulate_v(const unsigned char* v_tile, int ta, int g,
                                                  uint32_t pa, MmaWarpState& w) {
   using L = Layout<D, FP8>;
@@ -109,7 +109,7 @@ __device__ __forceinline__ void mma_accumulate_v(const unsigned char* v_tile, in
       // One permute pairs both dims' bytes of the two rows: (x_2k, y_2k, x_2k+1, y_2k+1).
       const uint32_t xy = __byte_perm(word(va, i / 2), word(vb, i / 2), i % 2 ? 0x7362 : 0x5140);
       uint32_t v_lo, v_hi;
-      e4m3x4_to_f16x2(xy, v_lo, v_hi);
+      kv8x4_to_f16x2<FP8>(xy, v_lo, v_hi);
       mma_16808<true>(w.acc[i], v_lo, v_hi, pa);
     }
   }

@@ -36,7 +36,7 @@ __device__ __forceinline__ void ring_drain() {
 // [kStages][2, kTokens]. CTA-uniform use: prologue(), then acquire(t, t % kStages) for
 // t = 0 .. ntiles - 1 (each followed by the compute of that slot), then drain() before smem is
 // reused.
-template <int D, bool FP8, bool SWIZZLE>
+template <int D, int FP8, bool SWIZZLE>
 struct TileRing {
   using L = Layout<D, FP8>;
   static constexpr int kStages = L::kStages;

@@ -113,7 +113,8 @@ __device__ void merge_warps_and_write(const DecodeArgs& a, unsigned char* k_slot
 // piece's first acquire also copies the next piece's query into shared memory, in the same
 // commit group as the tile kStages - 1 ahead: a piece of at least kStages - 1 tiles has it
 // landed by the next piece's first acquire; after a shorter one the ring is drained first.
-template <int D, int G, bool kFused>
+// FP8: kCacheE4m3 or kCacheInt8 (the 8-bit caches share the ring; only the conversion differs).
+template <int D, int G, bool kFused, int FP8>
 __device__ void attend_range_fp8(const DecodeArgs& a, float4* smem, PlanSmem* ps, const Deal& deal,
                                  int64_t j, int64_t begin, int64_t end, int b, int ctx,
                                  int64_t seq_first, bool& waited) {
@@ -135,7 +136,7 @@ __device__ void attend_range_fp8(const DecodeArgs& a, float4* smem, PlanSmem* ps
   MmaWarpState w;
   // The first piece's query from q, while the prologue's tiles are in flight (as main's
   // per-piece loop loads it); the others' come through the ring.
-  mma_start_piece<D, G, true>(a, a.q + p.b * a.q_tok + p.hk * G * a.q_head, a.q_head, g, t, w);
+  mma_start_piece<D, G, FP8>(a, a.q + p.b * a.q_tok + p.hk * G * a.q_head, a.q_head, g, t, w);
   int parity = 0, q_landed_at = 0;  // this piece's query buffer; the acquire that lands it
   for (int i = 0, slot = 0; i < n; ++i, slot = Ring::next_slot(slot), parity ^= 1) {
     const int first = i;  // the piece's first unit, from begin
@@ -154,19 +155,19 @@ __device__ void attend_range_fp8(const DecodeArgs& a, float4* smem, PlanSmem* ps
     });
     if (i > 0) {
       if (i < q_landed_at) ring.drain();  // a short piece before: the copy may be in flight
-      mma_start_piece<D, G, true>(a, spare.q[parity], D, g, t, w);
+      mma_start_piece<D, G, FP8>(a, spare.q[parity], D, g, t, w);
     }
     q_landed_at = i + Ring::kStages - 1;
     for (int tok0 = p.tile * L::kTokens;; tok0 += L::kTokens) {
-      mma_attend_tile<D, G, true>(ring.k_ring + slot * L::kTileBytes,
-                                  ring.v_ring + slot * L::kTileBytes,
-                                  ring.e_ring + slot * L::kExpBytes, tok0, p.ctx, warp, g, t, w);
+      mma_attend_tile<D, G, FP8>(ring.k_ring + slot * L::kTileBytes,
+                                 ring.v_ring + slot * L::kTileBytes,
+                                 ring.e_ring + slot * L::kExpBytes, tok0, p.ctx, warp, g, t, w);
       if (i == last) break;
       ++i;
       slot = Ring::next_slot(slot);
       ring.acquire(i, slot, [] {});
     }
-    mma_finish<G, true>(g, t, w);
+    mma_finish<G, FP8>(g, t, w);
     const int first_tile = p.tile;
     const int64_t group_begin = begin + first - first_tile;
     p.tile += last - first;  // the piece's last unit

@@ -21,7 +21,7 @@ constexpr int kStages = 3;  // bf16 tiles resident in the shared-memory ring
 // dims of a row (8 bytes instead of 16), so the tile's tokens and the plan are the same; the
 // tiles are half the bytes, so the ring holds 5 of them, to keep as many bytes in flight as
 // bf16's 3. Each slot also holds the tile's kTokens K exponents, then its V ones.
-template <int D, bool FP8 = false>
+template <int D, int FP8 = false>
 struct Layout {
   static constexpr int kLanes = D / 8;              // lanes sharing one token row
   static constexpr int kRows = 32 / kLanes;         // token rows per warp per step
@@ -109,7 +109,7 @@ __device__ __forceinline__ int swizzled_chunk(int row, int chunk) {
 // block and one block-table read and one slot serve every copy of the thread (tok0 < ctx: a
 // run's tiles start inside its context). Why: the per-copy page lookups, 64-bit slot products
 // and the division path were about 40 % of the fp8 tensor-core loop's instructions (SASS).
-template <int D, bool FP8, bool SWIZZLE = false>
+template <int D, int FP8, bool SWIZZLE = false>
 __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* bt, int hk, int tok0,
                                           int ctx, bool one_page, unsigned char* k_dst,
                                           unsigned char* v_dst, int8_t* e_dst) {

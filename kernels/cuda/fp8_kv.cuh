@@ -1,6 +1,7 @@
-// The fp8 KV cache on the device (the format is kernels/fp8.h's): encoding a row with its
-// power-of-two exponent, decoding 8 cached bytes to f32, and where a row's exponent lives.
-// The encoder and the exponent rule give the host's bytes exactly (rotary_cuda_test pins it).
+// The 8-bit KV caches on the device (the formats are kernels/fp8.h's and kernels/int8_kv.h's):
+// encoding a row with its exponent or scale code, decoding cached bytes, the row's scale, and
+// where a row's exponent lives. The encoders and the scale rules give the host's bytes exactly
+// (rotary_cuda_test pins it).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -9,6 +10,8 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mma_ops.cuh"
+#include "kernels/int8_kv.h"
 
 namespace nanovllm::kernels::cuda {
 
@@ -47,6 +50,85 @@ __device__ __forceinline__ void fp8x8_to_f32(uint2 raw, float* out) {
       out[4 * i + 2 * h + 1] = f.y;
     }
   }
+}
+
+// The kernels' FP8 template argument names the cache's element: 0 bf16, kCacheE4m3 (fp8) or
+// kCacheInt8. Everything but the conversion of a row's bytes and its scale treats the two 8-bit
+// caches alike: the same bytes, layout and one i8 beside each row.
+inline constexpr int kCacheE4m3 = 1, kCacheInt8 = 2;
+
+// 8 cached bytes to f32, unscaled, in either 8-bit format.
+template <int F>
+__device__ __forceinline__ void kv8x8_to_f32(uint2 raw, float* out) {
+  if constexpr (F == kCacheInt8) {
+    const uint32_t w[2] = {raw.x, raw.y};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      out[i] = static_cast<float>(static_cast<int8_t>((w[i / 4] >> (8 * (i % 4))) & 0xffu));
+  } else {
+    fp8x8_to_f32(raw, out);
+  }
+}
+
+// Four cached bytes (a word, the low byte first) as two f16x2 (exact): lo holds bytes 0 and 1,
+// hi bytes 2 and 3. int8: each byte's sign flipped (q + 128), permuted under 0x64 into the f16
+// 1024 + q + 128 (exact), then 1152 taken off.
+template <int F>
+__device__ __forceinline__ void kv8x4_to_f16x2(uint32_t word, uint32_t& lo, uint32_t& hi) {
+  if constexpr (F == kCacheInt8) {
+    const uint32_t u = word ^ 0x80808080u;
+    uint32_t l = __byte_perm(u, 0x64646464u, 0x4140), h = __byte_perm(u, 0x64646464u, 0x4342);
+    const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
+    const __half2 lv = __hsub2(*reinterpret_cast<const __half2*>(&l), bias);
+    const __half2 hv = __hsub2(*reinterpret_cast<const __half2*>(&h), bias);
+    lo = *reinterpret_cast<const uint32_t*>(&lv);
+    hi = *reinterpret_cast<const uint32_t*>(&hv);
+  } else {
+    e4m3x4_to_f16x2(word, lo, hi);
+  }
+}
+
+// A row's scale from its i8: fp8 2^e; int8 2^(c / 4), from kernels/int8_kv.h's constants so
+// the host gets the same float.
+template <int F>
+__device__ __forceinline__ float kv_row_scale(int code) {
+  if constexpr (F == kCacheInt8) {
+    const int k = code & 3;
+    const float frac = k == 0   ? 1.f
+                       : k == 1 ? kQuarterBinade1
+                       : k == 2 ? kQuarterBinade2
+                                : kQuarterBinade3;
+    return frac * pow2i(code >> 2);
+  } else {
+    return pow2i(code);
+  }
+}
+
+// Its log2 (a V row's scale joins its softmax weight's exponent).
+template <int F>
+__device__ __forceinline__ float kv_row_log2_scale(int code) {
+  return F == kCacheInt8 ? 0.25f * static_cast<float>(code) : static_cast<float>(code);
+}
+
+// kernels/int8_kv.h's int8_kv_scale_code, from frexpf the same way.
+__device__ __forceinline__ int int8_kv_scale_code_dev(float max_abs) {
+  if (!(max_abs > 0.f)) return 0;
+  if (isinf(max_abs)) return 127;
+  int e = 0;
+  const float m = 2.f * frexpf(max_abs / kInt8KvMax, &e);
+  --e;
+  const int k = m <= 1.f               ? 0
+                : m <= kQuarterBinade1 ? 1
+                : m <= kQuarterBinade2 ? 2
+                : m <= kQuarterBinade3 ? 3
+                                       : 4;
+  return min(max(4 * e + k, -128), 127);
+}
+
+// kernels/int8_kv.h's int8_kv_from_float: x / s to nearest even, saturated; a NaN stores 0.
+__device__ __forceinline__ int8_t int8_kv_encode(float x, float s) {
+  if (isnan(x)) return 0;
+  return static_cast<int8_t>(__float2int_rn(fminf(fmaxf(x / s, -kInt8KvMax), kInt8KvMax)));
 }
 
 // Index of the exponent of (slot, kv head hk) in one layer's [num_blocks, Hkv, block_size]

@@ -1,8 +1,8 @@
-// Staging of an fp8 cache for the Hopper prefill: the blocks one prefill call reads, dequantized
-// into bf16 staging blocks, so the kernel's TMA and wgmma (bf16 operands only) serve an fp8
-// cache unchanged. Dequantizing is exact (fp8 times a power of two fits bf16) and cheap beside
-// the attention: it reads 1 + 1/D bytes and writes 2 per value once per layer, while the
-// prefill's work grows with q_len x k_len.
+// Staging of an 8-bit cache (fp8, or int8) for the Hopper prefill: the blocks one prefill call
+// reads, dequantized into bf16 staging blocks, so the kernel's TMA and wgmma (bf16 operands
+// only) serve an 8-bit cache unchanged. Dequantizing is exact (fp8 times a power of two fits bf16)
+// and cheap beside the attention: it reads 1 + 1/D bytes and writes 2 per value once per layer,
+// while the prefill's work grows with q_len x k_len.
 //
 // Grid (chunks of kTokens tokens over the longest sequence, B): CTA (c, b) stages tokens
 // c kTokens .. + kTokens - 1 of sequence b that exist (< its k_len) into staging block
@@ -37,14 +37,17 @@ struct StageArgs {
   int block_size, hkv;
 };
 
-// 16 fp8 values (one 16-byte load) times 2^e as bf16, into dst (16 values, 16-byte aligned).
+// 16 cached values (one 16-byte load) times their row's scale as bf16, into dst (16 values,
+// 16-byte aligned). F: kCacheE4m3 (exact: fp8 times a power of two fits bf16) or kCacheInt8
+// (rounded to bf16's 8 bits, a quarter of int8's half step at the row's largest value).
+template <int F>
 __device__ __forceinline__ void dequantize16(const uint4& raw, int e, bf16* dst) {
-  const float s = pow2i(e);
+  const float s = kv_row_scale<F>(e);
   const uint2 halves[2] = {make_uint2(raw.x, raw.y), make_uint2(raw.z, raw.w)};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float f[8];
-    fp8x8_to_f32(halves[h], f);
+    kv8x8_to_f32<F>(halves[h], f);
     Bf16x8 out;
 #pragma unroll
     for (int j = 0; j < 8; ++j) out.v[j] = to_bf16(f[j] * s);
@@ -52,7 +55,7 @@ __device__ __forceinline__ void dequantize16(const uint4& raw, int e, bf16* dst)
   }
 }
 
-template <int D>
+template <int D, int F>
 __global__ void __launch_bounds__(kThreads) stage_fp8_kernel(const StageArgs a) {
   const int b = blockIdx.y;
   const int k_len = a.cu_k[b + 1] - a.cu_k[b];
@@ -85,8 +88,8 @@ __global__ void __launch_bounds__(kThreads) stage_fp8_kernel(const StageArgs a) 
     const uint4 k = *reinterpret_cast<const uint4*>(a.k_cache + from);
     const uint4 v = *reinterpret_cast<const uint4*>(a.v_cache + from);
     const int ke = a.k_scale[e], ve = a.v_scale[e];
-    dequantize16(k, ke, a.staging_k + to);
-    dequantize16(v, ve, a.staging_v + to);
+    dequantize16<F>(k, ke, a.staging_k + to);
+    dequantize16<F>(v, ve, a.staging_v + to);
   }
 }
 
@@ -126,9 +129,13 @@ PagedKV stage_fp8_blocks(const PrefillAttentionParams& p, cudaStream_t stream) {
   const int64_t width = (p.max_seqlen_k + kTokens - 1) / kTokens;
   if (batch > 0 && width > 0) {
     CHECK_LE(batch, 65535);
+    const dim3 grid(static_cast<unsigned>(width), static_cast<unsigned>(batch));
+    const bool int8 = kv.k_cache.dtype == DType::kI8;
     DISPATCH_HEAD_DIM(d, D, {
-      stage_fp8_kernel<D><<<dim3(static_cast<unsigned>(width), static_cast<unsigned>(batch)),
-                            kThreads, 0, stream>>>(a);
+      if (int8)
+        stage_fp8_kernel<D, kCacheInt8><<<grid, kThreads, 0, stream>>>(a);
+      else
+        stage_fp8_kernel<D, kCacheE4m3><<<grid, kThreads, 0, stream>>>(a);
     });
     CUDA_CHECK_LAUNCH();
   }

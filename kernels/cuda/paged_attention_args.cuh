@@ -7,6 +7,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_kv.cuh"
 
 namespace nanovllm::kernels::cuda {
 
@@ -30,9 +31,18 @@ struct PagedAttentionArgs {
   float scale_log2;  // log2_domain_scale(scale)
 };
 
-// Whether the cache is fp8 (kernels/fp8.h's rows with exponents) rather than bf16.
+// The cache's element as the kernels' FP8 template argument: 0 (bf16), kCacheE4m3 (kernels/
+// fp8.h's rows with exponents) or kCacheInt8 (kernels/int8_kv.h's rows with scale codes).
+inline int paged_kv_cache_format(const PagedKV& kv) {
+  return kv.k_cache.dtype == DType::kFp8E4M3 ? kCacheE4m3
+         : kv.k_cache.dtype == DType::kI8    ? kCacheInt8
+                                             : 0;
+}
+
+// Whether the cache is one of the 8-bit ones (a byte a value and an i8 beside each row), which
+// every kernel reads alike but for the conversion.
 inline bool paged_kv_is_fp8(const PagedKV& kv) {
-  return kv.k_cache.dtype == DType::kFp8E4M3;
+  return paged_kv_cache_format(kv) != 0;
 }
 
 // The checks every caller of paged_attention_args needs (out and q named in messages as the
@@ -43,7 +53,7 @@ inline void check_paged_operands(const TensorView& out, const TensorView& q, con
                                  const char* out_name, const char* q_name) {
   check_cuda_tensor(out, DType::kBf16, out_name);
   check_cuda_tensor(q, DType::kBf16, q_name);
-  const DType cache_dtype = paged_kv_is_fp8(kv) ? DType::kFp8E4M3 : DType::kBf16;
+  const DType cache_dtype = paged_kv_is_fp8(kv) ? kv.k_cache.dtype : DType::kBf16;
   check_cuda_tensor(kv.k_cache, cache_dtype, "k_cache");
   check_cuda_tensor(kv.v_cache, cache_dtype, "v_cache");
   if (paged_kv_is_fp8(kv)) {

@@ -38,7 +38,7 @@ constexpr int smem_bytes() {
   return (kBlockM + 4 * kBlockN) * (D + 8) * 2;  // Q + 2 x (K, V)
 }
 
-template <int D, bool FP8>
+template <int D, int FP8>
 __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) {
   constexpr int kPitch = D + 8;   // smem row pitch in elements
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
@@ -117,13 +117,13 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
       const int idx = tid + i * kThreads, r = idx / kChunks, c = idx % kChunks;
       float f[8];
       Bf16x8 o;
-      fp8x8_to_f32(st_k[i], f);
-      const float ks = pow2i(st_ek[i]);
+      kv8x8_to_f32<FP8>(st_k[i], f);
+      const float ks = kv_row_scale<FP8>(st_ek[i]);
 #pragma unroll
       for (int e = 0; e < 8; ++e) o.v[e] = to_bf16(f[e] * ks);
       store8(sK + (buf * kBlockN + r) * kPitch + c * 8, o);
-      fp8x8_to_f32(st_v[i], f);
-      const float vs = pow2i(st_ev[i]);
+      kv8x8_to_f32<FP8>(st_v[i], f);
+      const float vs = kv_row_scale<FP8>(st_ev[i]);
 #pragma unroll
       for (int e = 0; e < 8; ++e) o.v[e] = to_bf16(f[e] * vs);
       store8(sV + (buf * kBlockN + r) * kPitch + c * 8, o);
@@ -283,12 +283,22 @@ void prefill_attention_mma(const PrefillAttentionParams& p, cudaStream_t stream)
   const dim3 grid(ceil_div(p.max_seqlen_q, kBlockM), static_cast<unsigned>(hq),
                   static_cast<unsigned>(batch));
   DISPATCH_HEAD_DIM(dim, D, {
-    DISPATCH_BOOL(paged_kv_is_fp8(p.kv), FP8, {
+    const auto run = [&]<int FP8>() {
       constexpr int bytes = smem_bytes<D>();
       CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<D, FP8>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
       prefill_kernel<D, FP8><<<grid, kThreads, bytes, stream>>>(a);
-    });
+    };
+    switch (paged_kv_cache_format(p.kv)) {
+      case kCacheE4m3:
+        run.template operator()<kCacheE4m3>();
+        break;
+      case kCacheInt8:
+        run.template operator()<kCacheInt8>();
+        break;
+      default:
+        run.template operator()<0>();
+    }
   });
   CUDA_CHECK_LAUNCH();
 }

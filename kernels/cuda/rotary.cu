@@ -1,6 +1,7 @@
 // Qwen3's per-head q/k RMSNorm fused with neox-style rotary embedding, in place, and
-// optionally (STORE) with the paged KV-cache store of the rotated k and of v, as bf16 or as
-// fp8 (FP8: the row's max |x| from the warp, its exponent, then each lane's bytes).
+// optionally (STORE) with the paged KV-cache store of the rotated k and of v, as bf16, fp8 or
+// int8 (FP8: kCacheE4m3 or kCacheInt8; the row's max |x| from the warp, its exponent or scale
+// code, then each lane's bytes).
 // One warp per (token, head): lane l owns the pairs (i, i + D/2) for i = l + 32 j.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dispatch.cuh"
@@ -35,13 +36,25 @@ struct RopeArgs {
 };
 
 // Stores one cache row of D values held as vals[j] = element lane + 32 j (bf16-rounded, as in
-// place): bf16 as they are, or fp8 scaled by the row's exponent (written by lane 0).
-template <int D, bool FP8>
+// place): bf16 as they are, or fp8 / int8 under the row's exponent / scale code (written by
+// lane 0).
+template <int D, int FP8>
 __device__ __forceinline__ void store_row(const RopeArgs& a, void* cache, int8_t* scale,
                                           int64_t slot, int head, const float (&vals)[D / 32],
                                           int lane) {
   const int64_t row = (slot * a.hkv + head) * D;
-  if constexpr (FP8) {
+  if constexpr (FP8 == kCacheInt8) {
+    float mx = 0.f;
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) mx = fmaxf(mx, fabsf(vals[j]));
+    const int code = int8_kv_scale_code_dev(warp_max(mx));
+    const float s = kv_row_scale<kCacheInt8>(code);
+    int8_t* dst = static_cast<int8_t*>(cache) + row;
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) dst[lane + 32 * j] = int8_kv_encode(vals[j], s);
+    if (lane == 0)
+      scale[fp8_exponent_index(slot, head, a.hkv, a.block_size)] = static_cast<int8_t>(code);
+  } else if constexpr (FP8) {
     float mx = 0.f;
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) mx = fmaxf(mx, fabsf(vals[j]));
@@ -60,7 +73,7 @@ __device__ __forceinline__ void store_row(const RopeArgs& a, void* cache, int8_t
 }
 
 // Work items per token: its q heads, its k heads, and (STORE) its v heads, in that order.
-template <int D, bool STORE, bool FP8>
+template <int D, bool STORE, int FP8>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const RopeArgs a) {
   wait_for_previous_grid();  // launched early (launch_dependent): qkv is the previous kernel's
   allow_next_grid();
@@ -181,7 +194,7 @@ bool rope_args(const TensorView& q, const TensorView& k, const TensorView& q_nor
   return tokens > 0;
 }
 
-template <bool STORE, bool FP8 = false>
+template <bool STORE, int FP8 = 0>
 void launch(const RopeArgs& a, int64_t dim, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(a.tokens) * (a.hq + a.hkv * (STORE ? 2 : 1));
   const int blocks = ceil_div(items, kWarpsPerBlock);
@@ -211,8 +224,9 @@ void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorVi
   RopeArgs a;
   const bool any = rope_args(q, k, q_norm_weight, k_norm_weight, positions, eps, rope, &a);
   check_cuda_tensor(v, DType::kBf16, "qk_norm_rope_store v");
-  const bool fp8 = k_cache.dtype == DType::kFp8E4M3;
-  const DType cache_dtype = fp8 ? DType::kFp8E4M3 : DType::kBf16;
+  const bool int8 = k_cache.dtype == DType::kI8;
+  const bool fp8 = k_cache.dtype == DType::kFp8E4M3 || int8;  // an 8-bit cache with row scales
+  const DType cache_dtype = fp8 ? k_cache.dtype : DType::kBf16;
   check_cuda_tensor(k_cache, cache_dtype, "qk_norm_rope_store k_cache");
   check_cuda_tensor(v_cache, cache_dtype, "qk_norm_rope_store v_cache");
   check_cuda_tensor(slot_mapping, DType::kI32, "qk_norm_rope_store slot_mapping");
@@ -251,7 +265,10 @@ void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorVi
   if (fp8) {
     a.k_scale = k_scale.ptr<int8_t>();
     a.v_scale = v_scale.ptr<int8_t>();
-    launch<true, true>(a, dim, stream);
+    if (int8)
+      launch<true, kCacheInt8>(a, dim, stream);
+    else
+      launch<true, kCacheE4m3>(a, dim, stream);
   } else {
     launch<true>(a, dim, stream);
   }

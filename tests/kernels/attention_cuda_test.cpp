@@ -21,8 +21,8 @@ namespace nanovllm::test {
 namespace {
 
 void check_prefill(const std::vector<Seq>& seqs, int64_t d, int64_t hq, int64_t hkv, int64_t bs,
-                   uint32_t seed, bool fp8 = false) {
-  PrefillCase c(seqs, d, hq, hkv, bs, seed, fp8);
+                   uint32_t seed, bool fp8 = false, DType cache8 = DType::kFp8E4M3) {
+  PrefillCase c(seqs, d, hq, hkv, bs, seed, fp8, cache8);
   const std::vector<uint16_t> ref = c.cpu_reference();
   DevicePrefill dev(c);
   const std::vector<uint16_t> out = dev.run([](const kernels::PrefillAttentionParams& p) {
@@ -217,6 +217,31 @@ TEST(PrefillAttentionCuda, Fp8LeadingDecodeRowsThenPrefillOverOffsetViews) {
     EXPECT_LT(e.rel_l2, 1e-2) << "staged " << staged;
     EXPECT_LT(e.max_abs, 2e-2) << "staged " << staged;
   }
+}
+
+// --kv-cache-dtype int8 (kernels/int8_kv.h's rows with quarter-binade scale codes): the same
+// kernels as fp8's but for the conversion of a row's bytes and its scale, against the CPU
+// reference reading the same int8 rows; fewer shapes than fp8's, as only that part differs.
+TEST(PrefillAttentionCuda, Int8CacheWithCachedPrefixesGqa1245) {
+  SKIP_WITHOUT_CUDA();
+  check_prefill({{256, 256}, {1, 1}, {100, 300}, {37, 37}, {1, 513}}, 128, 16, 8, 256, 71, true,
+                DType::kI8);
+  check_prefill({{1, 50}, {64, 64}, {130, 200}, {65, 65}}, 64, 8, 2, 16, 72, true, DType::kI8);
+  check_prefill({{300, 300}, {17, 600}, {1, 1}}, 128, 40, 8, 256, 73, true, DType::kI8);
+}
+
+TEST(DecodeAttentionCuda, Int8CacheTileEdgesMixedLengthsAndGroupsInEverySplitMode) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<int> lens{1, 31, 33, 256, 257, 1000, 4096, 2, 65, 700};
+  for (Split split : kAllSplits) {
+    for (int ctx : {1, 5, 33, 16384})
+      check_decode({ctx}, {128, 16, 8, 256, true, 2, DType::kI8}, split, 76);
+    for (int64_t g : {1, 2, 4, 5, 8})
+      check_decode(lens, {128, 2 * g, 2, 256, true, 2, DType::kI8}, split, 77);
+    check_decode({0, 5, 0, 300, 4096, 0}, {128, 4, 2, 48, true, 2, DType::kI8}, split, 79);
+  }
+  check_decode(random_lens(256, 1, 2048, 80), {128, 4, 2, 256, true, 2, DType::kI8}, Split::kFused,
+               81);
 }
 
 TEST(DecodeAttentionCuda, Fp8CacheTileEdgesMixedLengthsAndGroupsInEverySplitMode) {

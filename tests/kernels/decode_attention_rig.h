@@ -39,8 +39,9 @@ inline const char* split_name(Split s) {
 
 struct DecodeShape {
   int64_t d = 128, hq = 16, hkv = 8, bs = 256;  // Qwen3-0.6B's attention by default
-  bool fp8 = false;                             // an fp8 cache (PagedCase)
+  bool fp8 = false;                             // an 8-bit cache (PagedCase)
   float q_range = 2;                            // q uniform in [-q_range, q_range]
+  DType dtype8 = DType::kFp8E4M3;               // which 8-bit cache: kFp8E4M3 or kI8
 };
 
 // A decode batch living on the device (cache, q, lengths, block tables, scratch), kept across
@@ -59,7 +60,8 @@ class DecodeRig {
         batch_(static_cast<int64_t>(capacity.size())),
         q_pitch_((shape.hq + 2 * shape.hkv) * shape.d),  // q is a view into qkv rows
         rng_(seed),
-        cache_(decode_seqs(capacity), shape.d, shape.hq, shape.hkv, shape.bs, rng_, shape.fp8),
+        cache_(decode_seqs(capacity), shape.d, shape.hq, shape.hkv, shape.bs, rng_, shape.fp8,
+               shape.dtype8),
         dev_(cache_),
         q_(random_bf16(batch_ * q_pitch_, rng_, -shape.q_range, shape.q_range)),
         dq_(q_),
@@ -192,7 +194,7 @@ inline void check_decode(const std::vector<int>& lens, DecodeShape shape, Split 
                          ", " + split_name(split) + ", B=" + std::to_string(lens.size()) + " d" +
                          std::to_string(shape.d) + " " + std::to_string(shape.hq) + "q/" +
                          std::to_string(shape.hkv) + "kv bs" + std::to_string(shape.bs) +
-                         (shape.fp8 ? " fp8" : "");
+                         (shape.fp8 ? (shape.dtype8 == DType::kI8 ? " int8" : " fp8") : "");
       if (lens.size() == 1) what += " ctx " + std::to_string(lens[0]);
       if (cells > 0) what += " cells " + std::to_string(cells);
       rig.expect_matches_cpu(what);

@@ -15,6 +15,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/fp8.h"
+#include "kernels/int8_kv.h"
 #include "tests/kernels/cuda_test_util.h"
 
 namespace nanovllm::test {
@@ -35,15 +36,17 @@ struct PagedCase {
   int64_t d, hq, hkv, bs, num_blocks, max_blocks;
   std::vector<uint16_t> k, v;   // [num_blocks, bs, hkv, d]
   std::vector<int32_t> tables;  // [B, max_blocks], -1 padded
-  // fp8 only: every row of k and v scaled by 2^-s (s in 0..3, drawn per row, so that rows
-  // get different exponents), then encoded: k8, v8 [num_blocks, bs, hkv, d], ks, vs
-  // [num_blocks, hkv, bs].
+  // 8-bit caches only (fp8: an 8-bit cache, of element dtype8: kFp8E4M3 or kI8): every row of
+  // k and v scaled by 2^-s (s in 0..3, drawn per row, so that rows get different exponents or
+  // scale codes), then encoded: k8, v8 [num_blocks, bs, hkv, d], ks, vs [num_blocks, hkv, bs].
   bool fp8 = false;
+  DType dtype8 = DType::kFp8E4M3;
   std::vector<uint8_t> k8, v8;
   std::vector<int8_t> ks, vs;
   PagedCase(const std::vector<Seq>& seqs, int64_t head_dim, int64_t q_heads, int64_t kv_heads,
-            int64_t block_size, std::mt19937& rng, bool fp8_cache = false)
-      : d(head_dim), hq(q_heads), hkv(kv_heads), bs(block_size), fp8(fp8_cache) {
+            int64_t block_size, std::mt19937& rng, bool fp8_cache = false,
+            DType cache8 = DType::kFp8E4M3)
+      : d(head_dim), hq(q_heads), hkv(kv_heads), bs(block_size), fp8(fp8_cache), dtype8(cache8) {
     max_blocks = 1;
     int64_t total = 0;
     for (const Seq& s : seqs) {
@@ -73,6 +76,15 @@ struct PagedCase {
           float max_abs = 0.f;
           for (int64_t i = 0; i < d; ++i)
             max_abs = std::max(max_abs, std::fabs(std::ldexp(bf16_to_float(x[row + i]), -s)));
+          if (dtype8 == DType::kI8) {
+            const int8_t c = int8_kv_scale_code(max_abs);
+            exponents[(b * hkv + h) * bs + o] = c;
+            const float scale = int8_kv_scale(c);
+            for (int64_t i = 0; i < d; ++i)
+              bytes[row + i] = static_cast<uint8_t>(
+                  int8_kv_from_float(std::ldexp(bf16_to_float(x[row + i]), -s), scale));
+            continue;
+          }
           const int8_t e = fp8_row_exponent(max_abs);
           exponents[(b * hkv + h) * bs + o] = e;
           for (int64_t i = 0; i < d; ++i)
@@ -105,8 +117,8 @@ struct DevicePaged {
       : k(c.k), v(c.v), tables(c.tables), k8(c.k8), v8(c.v8), ks(c.ks), vs(c.vs) {}
   kernels::PagedKV view(const PagedCase& c, int64_t batch) const {
     if (c.fp8)
-      return {k8.view(DType::kFp8E4M3, {c.num_blocks, c.bs, c.hkv, c.d}),
-              v8.view(DType::kFp8E4M3, {c.num_blocks, c.bs, c.hkv, c.d}),
+      return {k8.view(c.dtype8, {c.num_blocks, c.bs, c.hkv, c.d}),
+              v8.view(c.dtype8, {c.num_blocks, c.bs, c.hkv, c.d}),
               tables.view(DType::kI32, {batch, c.max_blocks}),
               ks.view(DType::kI8, {c.num_blocks, c.hkv, c.bs}),
               vs.view(DType::kI8, {c.num_blocks, c.hkv, c.bs})};
@@ -118,8 +130,8 @@ struct DevicePaged {
 
 inline kernels::PagedKV host_paged(PagedCase& c, int64_t batch) {
   if (c.fp8)
-    return {host_view(c.k8.data(), DType::kFp8E4M3, {c.num_blocks, c.bs, c.hkv, c.d}),
-            host_view(c.v8.data(), DType::kFp8E4M3, {c.num_blocks, c.bs, c.hkv, c.d}),
+    return {host_view(c.k8.data(), c.dtype8, {c.num_blocks, c.bs, c.hkv, c.d}),
+            host_view(c.v8.data(), c.dtype8, {c.num_blocks, c.bs, c.hkv, c.d}),
             host_view(c.tables.data(), DType::kI32, {batch, c.max_blocks}),
             host_view(c.ks.data(), DType::kI8, {c.num_blocks, c.hkv, c.bs}),
             host_view(c.vs.data(), DType::kI8, {c.num_blocks, c.hkv, c.bs})};
@@ -138,9 +150,10 @@ struct PrefillCase {
   int max_q = 0, max_k = 0;
   std::vector<uint16_t> q;  // [tq, q_pitch]
   PrefillCase(const std::vector<Seq>& seqs, int64_t head_dim, int64_t q_heads, int64_t kv_heads,
-              int64_t block_size, uint32_t seed, bool fp8_cache = false)
+              int64_t block_size, uint32_t seed, bool fp8_cache = false,
+              DType cache8 = DType::kFp8E4M3)
       : rng(seed),
-        cache(seqs, head_dim, q_heads, kv_heads, block_size, rng, fp8_cache),
+        cache(seqs, head_dim, q_heads, kv_heads, block_size, rng, fp8_cache, cache8),
         d(head_dim),
         hq(q_heads),
         batch(static_cast<int64_t>(seqs.size())),

@@ -194,12 +194,11 @@ TEST(QkNormRopeStoreCuda, MatchesCpuWithYarnTableAndScalingUpTo128kPositions) {
     run_case(c, rng);
 }
 
-// --kv-cache-dtype fp8: the kernel's cache bytes and row exponents are exactly what the CPU
-// store_kvcache writes for the k the kernel left in qkv (rotated in place) and for v, whose
-// rows are scaled by 2^-12 .. 2^12 so that exponents range widely; slots nobody addresses
-// keep their poison.
-TEST(QkNormRopeStoreCuda, Fp8StoreWritesTheCpuEncodingOfTheRotatedRows) {
-  SKIP_WITHOUT_CUDA();
+// --kv-cache-dtype fp8 / int8 (dt): the kernel's cache bytes and row exponents (scale codes)
+// are exactly what the CPU store_kvcache writes for the k the kernel left in qkv (rotated in
+// place) and for v, whose rows are scaled by 2^-12 .. 2^12 so that exponents range widely;
+// slots nobody addresses keep their poison.
+void check_8bit_store(DType dt) {
   std::mt19937 rng(15);
   for (const Case c : {Case{128, 16, 8, 37, true, 0, 40000}, Case{64, 8, 2, 50, false, 8, 4000},
                        Case{128, 40, 8, 129, true, 24, 131071}}) {
@@ -236,18 +235,17 @@ TEST(QkNormRopeStoreCuda, Fp8StoreWritesTheCpuEncodingOfTheRotatedRows) {
         l.heads(base, Device::kCuda, c.hq + c.hkv, c.hkv),
         c.norm ? dqw.view(DType::kBf16, {c.d}) : none_dev,
         c.norm ? dkw.view(DType::kBf16, {c.d}) : none_dev, dpos.view(DType::kI32, {c.tokens}),
-        1e-6f, rope.cuda(), dkc.view(DType::kFp8E4M3, {blocks, bs, c.hkv, c.d}),
-        dvc.view(DType::kFp8E4M3, {blocks, bs, c.hkv, c.d}), dslot.view(DType::kI32, {c.tokens}),
-        nullptr, dks.view(DType::kI8, {blocks, c.hkv, bs}),
-        dvs.view(DType::kI8, {blocks, c.hkv, bs}));
+        1e-6f, rope.cuda(), dkc.view(dt, {blocks, bs, c.hkv, c.d}),
+        dvc.view(dt, {blocks, bs, c.hkv, c.d}), dslot.view(DType::kI32, {c.tokens}), nullptr,
+        dks.view(DType::kI8, {blocks, c.hkv, bs}), dvs.view(DType::kI8, {blocks, c.hkv, bs}));
     auto got = dqkv.host();
 
     auto kc_ref = poison8, vc_ref = poison8;
     auto ks_ref = poison_e, vs_ref = poison_e;
     kernels::cpu::store_kvcache(l.heads(got.data(), Device::kCpu, c.hq, c.hkv),
                                 l.heads(got.data(), Device::kCpu, c.hq + c.hkv, c.hkv),
-                                host_view(kc_ref.data(), DType::kFp8E4M3, {blocks, bs, c.hkv, c.d}),
-                                host_view(vc_ref.data(), DType::kFp8E4M3, {blocks, bs, c.hkv, c.d}),
+                                host_view(kc_ref.data(), dt, {blocks, bs, c.hkv, c.d}),
+                                host_view(vc_ref.data(), dt, {blocks, bs, c.hkv, c.d}),
                                 host_view(slot.data(), DType::kI32, {c.tokens}),
                                 host_view(ks_ref.data(), DType::kI8, {blocks, c.hkv, bs}),
                                 host_view(vs_ref.data(), DType::kI8, {blocks, c.hkv, bs}));
@@ -260,6 +258,16 @@ TEST(QkNormRopeStoreCuda, Fp8StoreWritesTheCpuEncodingOfTheRotatedRows) {
       if (e != 77) lo = std::min<int>(lo, e), hi = std::max<int>(hi, e);
     EXPECT_GT(hi - lo, 16) << "the v rows' exponents should spread";
   }
+}
+
+TEST(QkNormRopeStoreCuda, Fp8StoreWritesTheCpuEncodingOfTheRotatedRows) {
+  SKIP_WITHOUT_CUDA();
+  check_8bit_store(DType::kFp8E4M3);
+}
+
+TEST(QkNormRopeStoreCuda, Int8StoreWritesTheCpuEncodingOfTheRotatedRows) {
+  SKIP_WITHOUT_CUDA();
+  check_8bit_store(DType::kI8);
 }
 
 TEST(QkNormRopeStoreCuda, AllSlotsMinusOneStoresNothingButStillRotates) {

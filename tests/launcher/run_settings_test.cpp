@@ -184,15 +184,12 @@ TEST_F(LaunchBudget, Fp8KvCacheHoldsAboutTwiceTheBlocks) {
 }
 
 // --kv-cache-dtype int8 (kernels/int8_kv.h): fp8's bytes (a scale code beside each row), so as
-// many blocks; the CPU backend only: --device cuda is refused with the reason, before any GPU
-// is counted.
-TEST_F(LaunchBudget, Int8KvCacheHoldsFp8sBlocksAndRefusesCuda) {
+// many blocks.
+TEST_F(LaunchBudget, Int8KvCacheHoldsAsManyBlocksAsFp8) {
   const RunSettings fp8 = settings({"--cpu-kv-cache-space", "0.5", "--kv-cache-dtype", "fp8"});
   const RunSettings int8 = settings({"--cpu-kv-cache-space", "0.5", "--kv-cache-dtype", "int8"});
   EXPECT_EQ(int8.kv_cache_dtype, DType::kI8);
   EXPECT_EQ(int8.job.engine.num_kvcache_blocks, fp8.job.engine.num_kvcache_blocks);
-  bad({model_, prompts_, "--kv-cache-dtype", "int8", "--device", "cuda"},
-      "--kv-cache-dtype int8 runs on --device cpu only", /*gpus=*/1);
 }
 
 // Replicas share the file's sequences out: each gets room for its part (rounded up), never

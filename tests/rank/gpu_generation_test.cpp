@@ -3,9 +3,9 @@
 //   NANOVLLM_GPU_MODEL_DIR  a folder from `nanovllm-mkmodel --preset qwen3-0.6b --seed 1` (or 1.7b)
 //   NANOVLLM_GPU_REFERENCE  its reference from scripts/make_gpu_reference.py
 // (scripts/run_gpu_checks.sh sets both), and optionally
-//   NANOVLLM_GPU_KV_CACHE_DTYPE  fp8: every runner keeps an fp8 KV cache (--kv-cache-dtype
-//                                fp8; scripts/fp8_check.sh). The consistency tests (prefix
-//                                caching, chunking, graphs, preemption) run, chunking and
+//   NANOVLLM_GPU_KV_CACHE_DTYPE  fp8 or int8: every runner keeps that 8-bit KV cache
+//                                (--kv-cache-dtype; scripts/fp8_check.sh). The consistency tests
+//                                (prefix caching, chunking, graphs, preemption) run, chunking and
 //                                preemption with fp8's own bar (fp8_noise_bar); the three held to
 //                                bf16's noise against transformers skip: fp8's error is
 //                                measured against our bf16 cache's by
@@ -68,9 +68,16 @@ std::optional<Env> env() {
       GTEST_SKIP() << "needs a CUDA device, NANOVLLM_GPU_MODEL_DIR and NANOVLLM_GPU_REFERENCE"; \
   } while (0)
 
-bool fp8_cache() {
+// NANOVLLM_GPU_KV_CACHE_DTYPE's 8-bit cache: fp8, int8, or none (bf16).
+DType cache_dtype() {
   const char* dtype = std::getenv("NANOVLLM_GPU_KV_CACHE_DTYPE");
-  return dtype != nullptr && std::string(dtype) == "fp8";
+  const std::string d = dtype != nullptr ? dtype : "";
+  return d == "fp8" ? DType::kFp8E4M3 : d == "int8" ? DType::kI8 : DType::kBf16;
+}
+// Either 8-bit cache: the tests below name it fp8 (int8's rounding is finer, the same rules
+// hold).
+bool fp8_cache() {
+  return cache_dtype() != DType::kBf16;
 }
 // The tests held to transformers bf16's noise: an fp8 cache adds its own rounding (3 mantissa
 // bits), so they skip under it.
@@ -93,7 +100,7 @@ std::unique_ptr<ModelRunner> make_runner(const ModelConfig& config, Communicator
   o.max_model_len = kMaxModelLen;
   o.device = Device::kCuda;
   o.block_size = kBlockSize;
-  if (fp8_cache()) o.kv_cache_dtype = DType::kFp8E4M3;
+  o.kv_cache_dtype = cache_dtype();
   return std::make_unique<ModelRunner>(env()->model_dir, config, comm, o);
 }
 
