@@ -17,7 +17,9 @@
 #      (fixed), nano-vllm's workload, the decode step at batch 8 and 256 (context 1024), and
 #      the blocks each cache gets; phase long: the decode step at batch 8 and context 32768
 #      and the long workload (prefill of 4k-32k prompts).
-# Usage: bash scripts/fp8_check.sh PRESET   (FP8_CHECK_PHASES picks phases)
+# Usage: bash scripts/fp8_check.sh PRESET   (FP8_CHECK_PHASES picks phases; FP8_CHECK_CACHE=int8
+# checks --kv-cache-dtype int8 the same way: its kernel test cases, accuracy, generation,
+# fields, long and speed runs, with "fp8" in the logs' names standing for it)
 # Logs and JSONs go to a scratch folder, packed after every phase into $OUT/fp8_check_logs.tgz
 # (or /tmp): the device tool returns only a few files of $OUT, and one archive loses none.
 set -uo pipefail
@@ -28,11 +30,15 @@ final=$out
 out=$(mktemp -d /tmp/fp8_check.XXXXXX)
 pack() { tar -czf "$final/fp8_check_logs.tgz" -C "$out" .; }
 phases=" ${FP8_CHECK_PHASES:-kernels accuracy fields speed regress long generation} "
+cache=${FP8_CHECK_CACHE:-fp8}  # the 8-bit cache checked: fp8 or int8
+filter='*Fp8*'
+[ "$cache" = int8 ] && filter='*Int8*'
+
 has() { [[ "$phases" == *" $1 "* ]]; }
 
 if has kernels; then
   for t in attention_cuda_test rotary_cuda_test; do
-    timeout 60 "build-mini/$t" --gtest_filter='*Fp8*' >"$out/$t.fp8.log" 2>&1
+    timeout 60 "build-mini/$t" --gtest_filter="$filter" >"$out/$t.fp8.log" 2>&1
     echo "$t fp8: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.fp8.log" | tr '\n' ' ')"
     grep -E 'Failure|error:|Expected|Which is|rel_l2|max_abs' "$out/$t.fp8.log" | head -20
   done
@@ -42,7 +48,7 @@ pack
 make_model "$preset"
 if has accuracy; then
   timeout 420 python3 scripts/check_fp8_kv_vs_transformers.py "$bundle/bin/nanovllm-launch" \
-    "$work/$preset" "$out" >"$out/accuracy.log" 2>&1
+    "$work/$preset" "$out" "$cache" >"$out/accuracy.log" 2>&1
   echo "accuracy: rc=$?"
   grep -v '^\s*$' "$out/accuracy.log" | tail -12
 fi
@@ -57,7 +63,7 @@ fi
 pack
 
 if has long; then
-  for dt in bfloat16 fp8; do
+  for dt in bfloat16 "$cache"; do
     timeout 90 "$bundle/bin/nanovllm-bench" "$work/$preset" --kv-cache-dtype "$dt" --runs 1 \
       --workloads decode-step,long --decode-batch 8 --decode-context 32768 --max-model-len 40960 \
       --json "$out/bench_long_$dt.json" >"$out/bench_long_$dt.log" 2>&1
@@ -71,8 +77,8 @@ if has generation; then
   ref="$out/reference_$preset.json"
   timeout 150 python3 scripts/make_gpu_reference.py "$work/$preset" "$ref" >"$out/reference.log" 2>&1
   echo "reference: rc=$?"
-  NANOVLLM_GPU_KV_CACHE_DTYPE=fp8 NANOVLLM_GPU_MODEL_DIR="$work/$preset" NANOVLLM_GPU_REFERENCE="$ref" \
-    timeout 150 build-mini/gpu_generation_test >"$out/generation_fp8.log" 2>&1
+  NANOVLLM_GPU_KV_CACHE_DTYPE=$cache NANOVLLM_GPU_MODEL_DIR="$work/$preset" \
+    NANOVLLM_GPU_REFERENCE="$ref" timeout 150 build-mini/gpu_generation_test >"$out/generation_fp8.log" 2>&1
   echo "gpu_generation_test fp8: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/generation_fp8.log" | tr '\n' ' ')"
   grep -E '^\[ +(OK|FAILED) +\]|^\[qwen|tolerances|mean' "$out/generation_fp8.log" | head -30
   grep -A8 'Failure' "$out/generation_fp8.log" | cut -c1-300 | head -60
@@ -83,7 +89,7 @@ if has fields; then
   make_model tiny
   for dev in cuda cpu; do
     timeout 150 "$bundle/bin/nanovllm-launch" "$work/tiny" examples/request_fields.jsonl \
-      --device "$dev" --kv-cache-dtype fp8 -o "$out/fields_fp8_$dev.jsonl" \
+      --device "$dev" --kv-cache-dtype "$cache" -o "$out/fields_fp8_$dev.jsonl" \
       >"$out/fields_fp8_$dev.log" 2>&1
     echo "fields fp8 $dev: rc=$?"
   done
@@ -93,7 +99,7 @@ fi
 pack
 
 if has speed; then
-  for dt in bfloat16 fp8; do
+  for dt in bfloat16 "$cache"; do
     timeout 150 "$bundle/bin/nanovllm-bench" "$work/$preset" --kv-cache-dtype "$dt" --runs 1 \
       --workloads fixed,nanovllm,decode-step --num-seqs 256 --input-len 512 --output-len 512 \
       --decode-batch 8,256 --decode-context 1024 --json "$out/bench_$dt.json" >"$out/bench_$dt.log" 2>&1
