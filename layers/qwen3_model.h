@@ -49,9 +49,9 @@ class Qwen3ForCausalLM {
   Qwen3ForCausalLM(const ModelConfig& config, const Checkpoint& ckpt, const ShardInfo& shard,
                    Communicator& comm);
 
-  // kv_cache: [2, layers, num_blocks, block_size, kv_heads_local, head_dim] bf16 or fp8;
-  // kv_scales (fp8 only): [2, layers, num_blocks, kv_heads_local, block_size] i8, each row's
-  // exponent (kernels/fp8.h).
+  // kv_cache: [2, layers, num_blocks, block_size, kv_heads_local, head_dim] bf16, fp8 or int8;
+  // kv_scales (fp8 and int8 only): [2, layers, num_blocks, kv_heads_local, block_size] i8, each
+  // row's exponent (kernels/fp8.h) or scale code (kernels/int8_kv.h).
   void bind_kv_cache(const TensorView& kv_cache, const TensorView& kv_scales = {});
   int64_t num_kv_heads_local() const { return layers_.front()->self_attn().num_kv_heads(); }
 

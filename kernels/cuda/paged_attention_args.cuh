@@ -23,7 +23,7 @@ struct PagedAttentionArgs {
   int64_t q_tok, q_head;
   const void* k_cache;    // [num_blocks, block_size, Hkv, D] contiguous, bf16 or fp8
   const void* v_cache;    // same
-  const int8_t* k_scale;  // fp8 only: [num_blocks, Hkv, block_size] row exponents
+  const int8_t* k_scale;  // 8-bit only: [num_blocks, Hkv, block_size] exponents / codes
   const int8_t* v_scale;
   const int32_t* block_tables;  // [B, bt_stride]
   int64_t bt_stride;

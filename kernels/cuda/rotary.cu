@@ -30,7 +30,7 @@ struct RopeArgs {
   void* k_cache;                // [slots, Hkv, D] bf16 or fp8, contiguous (slot = block *
   void* v_cache;                //   block_size + offset)
   const int32_t* slot_mapping;  // [T], -1 = no store
-  int8_t* k_scale;              // fp8: [num_blocks, Hkv, block_size] row exponents
+  int8_t* k_scale;              // 8-bit: [num_blocks, Hkv, block_size] exponents / codes
   int8_t* v_scale;
   int block_size;
 };
