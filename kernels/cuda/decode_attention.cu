@@ -409,15 +409,11 @@ void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaS
             "head, not head dim "
                 << dim << " with " << hq << " / " << hkv);
   if (batch == 0) return;
-  const int cache = paged_kv_cache_format(p.kv);
+  const int cache = kv_cache_format(p.kv.k_cache.dtype);
   dispatch_shape(dim, hq / hkv, [&]<int D, int G>() {
     const auto run = [&]<bool kMma>() {
-      if (cache == kCacheInt8)
-        launch<D, G, kCacheInt8, kMma>(p, a, batch, hkv, walk, stream);
-      else if (cache == kCacheE4m3)
-        launch<D, G, kCacheE4m3, kMma>(p, a, batch, hkv, walk, stream);
-      else
-        launch<D, G, 0, kMma>(p, a, batch, hkv, walk, stream);
+      dispatch_kv_cache(cache,
+                        [&]<int F>() { launch<D, G, F, kMma>(p, a, batch, hkv, walk, stream); });
     };
     if constexpr (decode::mma_decode_supports<D, G>()) {
       if (kernel == DecodeKernel::kMma) {

@@ -57,6 +57,23 @@ __device__ __forceinline__ void fp8x8_to_f32(uint2 raw, float* out) {
 // caches alike: the same bytes, layout and one i8 beside each row.
 inline constexpr int kCacheE4m3 = 1, kCacheInt8 = 2;
 
+// That argument for a cache of element t (host side).
+inline int kv_cache_format(DType t) {
+  return t == DType::kFp8E4M3 ? kCacheE4m3 : t == DType::kI8 ? kCacheInt8 : 0;
+}
+
+// Calls f.template operator()<F>() with F = format (0, kCacheE4m3 or kCacheInt8): each
+// launcher's one switch from the cache's element to its kernels.
+template <class Fn>
+void dispatch_kv_cache(int format, Fn&& f) {
+  if (format == kCacheInt8)
+    f.template operator()<kCacheInt8>();
+  else if (format == kCacheE4m3)
+    f.template operator()<kCacheE4m3>();
+  else
+    f.template operator()<0>();
+}
+
 // 8 cached bytes to f32, unscaled, in either 8-bit format.
 template <int F>
 __device__ __forceinline__ void kv8x8_to_f32(uint2 raw, float* out) {

@@ -97,6 +97,8 @@ __global__ void __launch_bounds__(kThreads) stage_fp8_kernel(const StageArgs a) 
 
 PagedKV stage_fp8_blocks(const PrefillAttentionParams& p, cudaStream_t stream) {
   const PagedKV& kv = p.kv;
+  const int format = kv_cache_format(kv.k_cache.dtype);
+  CHECK_MSG(format != 0, "staging reads an 8-bit cache, not " << dtype_name(kv.k_cache.dtype));
   const int64_t batch = p.cu_seqlens_k.numel() - 1, bs = kv.k_cache.size(1),
                 hkv = kv.k_cache.size(2), d = kv.k_cache.size(3);
   for (const TensorView* t : {&p.staging_k, &p.staging_v}) {
@@ -130,12 +132,10 @@ PagedKV stage_fp8_blocks(const PrefillAttentionParams& p, cudaStream_t stream) {
   if (batch > 0 && width > 0) {
     CHECK_LE(batch, 65535);
     const dim3 grid(static_cast<unsigned>(width), static_cast<unsigned>(batch));
-    const bool int8 = kv.k_cache.dtype == DType::kI8;
     DISPATCH_HEAD_DIM(d, D, {
-      if (int8)
-        stage_fp8_kernel<D, kCacheInt8><<<grid, kThreads, 0, stream>>>(a);
-      else
-        stage_fp8_kernel<D, kCacheE4m3><<<grid, kThreads, 0, stream>>>(a);
+      dispatch_kv_cache(format, [&]<int F>() {
+        if constexpr (F != 0) stage_fp8_kernel<D, F><<<grid, kThreads, 0, stream>>>(a);
+      });
     });
     CUDA_CHECK_LAUNCH();
   }

@@ -8,6 +8,7 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fp8_kv.cuh"
+#include "kernels/kv_cache.h"
 
 namespace nanovllm::kernels::cuda {
 
@@ -31,18 +32,10 @@ struct PagedAttentionArgs {
   float scale_log2;  // log2_domain_scale(scale)
 };
 
-// The cache's element as the kernels' FP8 template argument: 0 (bf16), kCacheE4m3 (kernels/
-// fp8.h's rows with exponents) or kCacheInt8 (kernels/int8_kv.h's rows with scale codes).
-inline int paged_kv_cache_format(const PagedKV& kv) {
-  return kv.k_cache.dtype == DType::kFp8E4M3 ? kCacheE4m3
-         : kv.k_cache.dtype == DType::kI8    ? kCacheInt8
-                                             : 0;
-}
-
 // Whether the cache is one of the 8-bit ones (a byte a value and an i8 beside each row), which
-// every kernel reads alike but for the conversion.
-inline bool paged_kv_is_fp8(const PagedKV& kv) {
-  return paged_kv_cache_format(kv) != 0;
+// every kernel reads alike but for the conversion (kv_cache_format names which).
+inline bool paged_kv_is_8bit(const PagedKV& kv) {
+  return kv_cache_has_row_scales(kv.k_cache.dtype);
 }
 
 // The checks every caller of paged_attention_args needs (out and q named in messages as the
@@ -53,10 +46,10 @@ inline void check_paged_operands(const TensorView& out, const TensorView& q, con
                                  const char* out_name, const char* q_name) {
   check_cuda_tensor(out, DType::kBf16, out_name);
   check_cuda_tensor(q, DType::kBf16, q_name);
-  const DType cache_dtype = paged_kv_is_fp8(kv) ? kv.k_cache.dtype : DType::kBf16;
+  const DType cache_dtype = paged_kv_is_8bit(kv) ? kv.k_cache.dtype : DType::kBf16;
   check_cuda_tensor(kv.k_cache, cache_dtype, "k_cache");
   check_cuda_tensor(kv.v_cache, cache_dtype, "v_cache");
-  if (paged_kv_is_fp8(kv)) {
+  if (paged_kv_is_8bit(kv)) {
     for (const TensorView* s : {&kv.k_scale, &kv.v_scale}) {
       check_cuda_tensor(*s, DType::kI8, "k_scale / v_scale");
       CHECK(s->is_contiguous() && reinterpret_cast<uintptr_t>(s->data) % 4 == 0);
@@ -89,8 +82,8 @@ inline PagedAttentionArgs paged_attention_args(const TensorView& out, const Tens
   a.q_head = q.stride[1];
   a.k_cache = kv.k_cache.data;
   a.v_cache = kv.v_cache.data;
-  a.k_scale = paged_kv_is_fp8(kv) ? kv.k_scale.ptr<int8_t>() : nullptr;
-  a.v_scale = paged_kv_is_fp8(kv) ? kv.v_scale.ptr<int8_t>() : nullptr;
+  a.k_scale = paged_kv_is_8bit(kv) ? kv.k_scale.ptr<int8_t>() : nullptr;
+  a.v_scale = paged_kv_is_8bit(kv) ? kv.v_scale.ptr<int8_t>() : nullptr;
   a.block_tables = kv.block_tables.ptr<int32_t>();
   a.bt_stride = kv.block_tables.stride[0];
   a.block_size = static_cast<int>(kv.k_cache.size(1));

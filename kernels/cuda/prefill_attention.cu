@@ -289,16 +289,7 @@ void prefill_attention_mma(const PrefillAttentionParams& p, cudaStream_t stream)
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
       prefill_kernel<D, FP8><<<grid, kThreads, bytes, stream>>>(a);
     };
-    switch (paged_kv_cache_format(p.kv)) {
-      case kCacheE4m3:
-        run.template operator()<kCacheE4m3>();
-        break;
-      case kCacheInt8:
-        run.template operator()<kCacheInt8>();
-        break;
-      default:
-        run.template operator()<0>();
-    }
+    dispatch_kv_cache(kv_cache_format(p.kv.k_cache.dtype), run);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -224,9 +224,8 @@ void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorVi
   RopeArgs a;
   const bool any = rope_args(q, k, q_norm_weight, k_norm_weight, positions, eps, rope, &a);
   check_cuda_tensor(v, DType::kBf16, "qk_norm_rope_store v");
-  const bool int8 = k_cache.dtype == DType::kI8;
-  const bool fp8 = k_cache.dtype == DType::kFp8E4M3 || int8;  // an 8-bit cache with row scales
-  const DType cache_dtype = fp8 ? k_cache.dtype : DType::kBf16;
+  const int format = kv_cache_format(k_cache.dtype);  // 0: bf16; else 8-bit, with row scales
+  const DType cache_dtype = format != 0 ? k_cache.dtype : DType::kBf16;
   check_cuda_tensor(k_cache, cache_dtype, "qk_norm_rope_store k_cache");
   check_cuda_tensor(v_cache, cache_dtype, "qk_norm_rope_store v_cache");
   check_cuda_tensor(slot_mapping, DType::kI32, "qk_norm_rope_store slot_mapping");
@@ -244,7 +243,7 @@ void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorVi
     CHECK_EQ(c->size(3), dim);
   }
   CHECK_EQ(k_cache.numel(), v_cache.numel());
-  if (fp8) {
+  if (format != 0) {
     for (const TensorView* s : {&k_scale, &v_scale}) {
       check_cuda_tensor(*s, DType::kI8, "qk_norm_rope_store k_scale / v_scale");
       CHECK(s->is_contiguous());
@@ -262,16 +261,11 @@ void qk_norm_rope_store(const TensorView& q, const TensorView& k, const TensorVi
   a.v_cache = v_cache.data;
   a.slot_mapping = slot_mapping.ptr<int32_t>();
   a.block_size = static_cast<int>(k_cache.size(1));
-  if (fp8) {
+  if (format != 0) {
     a.k_scale = k_scale.ptr<int8_t>();
     a.v_scale = v_scale.ptr<int8_t>();
-    if (int8)
-      launch<true, kCacheInt8>(a, dim, stream);
-    else
-      launch<true, kCacheE4m3>(a, dim, stream);
-  } else {
-    launch<true>(a, dim, stream);
   }
+  dispatch_kv_cache(format, [&]<int F>() { launch<true, F>(a, dim, stream); });
 }
 
 }  // namespace nanovllm::kernels::cuda
