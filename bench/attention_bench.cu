@@ -35,11 +35,12 @@ namespace {
 constexpr int64_t kHq = 16, kHkv = 8, kDim = 128, kBlock = 256;
 constexpr int64_t kTokenBytes = kHkv * kDim * 2 * 2;  // K + V of one token, bf16
 
-// The decode rows' shape and cache (--gqa, --kv-heads, --fp8) and the kernels they time
+// The decode rows' shape and cache (--gqa, --kv-heads, --fp8, --int8) and the kernels they time
 // (--decode-kernels).
 int64_t g_decode_hkv = kHkv;  // kv heads (--kv-heads: one tensor-parallel rank's, e.g. 2 of 8)
 int64_t g_decode_hq = kHq;    // query heads: --gqa G times g_decode_hkv
-bool g_fp8 = false;           // an fp8 cache: 1-byte rows, exponents 0
+bool g_fp8 = false;           // an 8-bit cache: 1-byte rows, exponents (scale codes) 0
+bool g_int8 = false;          // that cache in int8 (--int8) rather than E4M3 (--fp8)
 std::vector<kernels::cuda::DecodeKernel> g_decode_kernels = {kernels::cuda::DecodeKernel::kLanes,
                                                              kernels::cuda::DecodeKernel::kMma};
 
@@ -109,7 +110,7 @@ struct PagedSet {
   }
   kernels::PagedKV view(int64_t copy) const {
     const int64_t blocks = copies * per_copy;
-    const DType dt = fp8 ? DType::kFp8E4M3 : DType::kBf16;
+    const DType dt = !fp8 ? DType::kBf16 : g_int8 ? DType::kI8 : DType::kFp8E4M3;
     kernels::PagedKV kv{TensorView(k.ptr, dt, {blocks, kBlock, hkv, kDim}, Device::kCuda),
                         TensorView(v.ptr, dt, {blocks, kBlock, hkv, kDim}, Device::kCuda),
                         TensorView(tables.as<int32_t>() + copy * batch * width, DType::kI32,
@@ -165,7 +166,10 @@ void bench_decode(const std::vector<int>& lens, const std::string& shape, double
   const int calls = static_cast<int>(std::max<int64_t>(20, copies));
   char heads[64];
   std::snprintf(heads, sizeof heads, " %lldq/%lldkv d128 %s%s", static_cast<long long>(hq),
-                static_cast<long long>(hkv), g_fp8 ? "fp8" : "bf16",
+                static_cast<long long>(hkv),
+                g_int8  ? "int8"
+                : g_fp8 ? "fp8"
+                        : "bf16",
                 g_walk == kernels::cuda::DecodeWalk::kPieces   ? " pieces"
                 : g_walk == kernels::cuda::DecodeWalk::kStream ? " stream"
                                                                : "");
@@ -292,6 +296,8 @@ int main(int argc, char** argv) {
       g_decode_hkv = v;
     } else if (arg == "--fp8") {
       g_fp8 = true;
+    } else if (arg == "--int8") {  // random bytes are int8 levels too
+      g_fp8 = g_int8 = true;
     } else if (arg == "--decode-row" && i + 1 < argc) {
       const std::string v = argv[++i];
       const size_t comma = v.find(',');
@@ -317,7 +323,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: attention_bench [--split fused|merge|none] [--decode-only | --prefill] "
-                   "[--long-context] [--gqa G] [--kv-heads N] [--fp8] "
+                   "[--long-context] [--gqa G] [--kv-heads N] [--fp8 | --int8] "
                    "[--decode-kernels lanes|mma|lanes,mma] [--decode-row B,CTX] "
                    "[--decode-walk auto|pieces|stream]\n");
       return 2;

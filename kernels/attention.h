@@ -8,8 +8,8 @@ namespace nanovllm::kernels {
 // The paged KV cache of one layer. Token t of sequence b lives in
 //   block block_tables[b][t / block_size], row t % block_size.
 struct PagedKV {
-  TensorView k_cache;       // [num_blocks, block_size, Hkv, D] bf16, fp8 e4m3 or int8
-  TensorView v_cache;       // [num_blocks, block_size, Hkv, D] bf16, fp8 e4m3 or int8
+  TensorView k_cache;       // [num_blocks, block_size, Hkv, D] bf16, fp8 e4m3 or int8 (stored
+  TensorView v_cache;       //   q + 128: kernels/int8_kv.h)
   TensorView block_tables;  // [B, max_blocks_per_seq] i32, unused entries -1
   // 8-bit caches only: [num_blocks, Hkv, block_size] i8, each row's exponent (fp8: value =
   // fp8 * 2^e) or scale code (int8: value = q * 2^(c / 4), kernels/int8_kv.h). Head-major

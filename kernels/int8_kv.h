@@ -1,7 +1,8 @@
 // The KV cache's int8 format (--kv-cache-dtype int8): each cached row (one token's one KV
-// head, D values) is stored as q = round(x / s), clamped to [-127, 127], with s = 2^(c / 4) and
-// c the row's scale code (one i8 beside it, where the fp8 format keeps its exponent): the least
-// c with 127 s >= max |x|, so the row's largest value lands on 127 within a quarter binade.
+// head, D values) holds q = round(x / s), clamped to [-127, 127], with s = 2^(c / 4) and c the
+// row's scale code (one i8 beside it, where the fp8 format keeps its exponent): the least c
+// with 127 s >= max |x|, so the row's largest value lands on 127 within a quarter binade. Each
+// q is stored in offset binary, the byte q + 128 (int8_kv_byte): why, below.
 // Why not E4M3: its 3 mantissa bits move the logprobs of these models 1.6-2.2x as far as bf16
 // does, a row of int8 1.1-1.4x (bench/results/h200-2026-11-27-issue34_kv_format_noise.txt);
 // int8 spreads its levels evenly over the row, E4M3 spends 4 bits on a range one row never
@@ -58,6 +59,19 @@ inline int8_t int8_kv_from_float(float x, float s) {
   if (std::isnan(x)) return 0;
   const float q = std::clamp(x / s, -kInt8KvMax, kInt8KvMax);
   return static_cast<int8_t>(std::nearbyint(q));
+}
+
+// The byte a level q is stored as: q + 128 (the sign bit flipped). Why: the decode kernels
+// turn four cached bytes into f16 by two byte permutes under 0x64, which give 1024 + byte
+// exactly; with the bias stored, K's 1152 comes off once per score (1152 times the query's
+// sum) instead of once per value, and int8 decodes as fast as E4M3's two conversions
+// (bench/results/h200-2026-11-27-issue34_int8_conversion_cost.txt).
+inline constexpr int kInt8KvBias = 128;
+inline uint8_t int8_kv_byte(int8_t q) {
+  return static_cast<uint8_t>(q + kInt8KvBias);
+}
+inline int int8_kv_level(uint8_t byte) {
+  return static_cast<int>(byte) - kInt8KvBias;
 }
 
 }  // namespace nanovllm

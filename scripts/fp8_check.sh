@@ -19,7 +19,8 @@
 #      and the long workload (prefill of 4k-32k prompts).
 # Usage: bash scripts/fp8_check.sh PRESET   (FP8_CHECK_PHASES picks phases; FP8_CHECK_CACHE=int8
 # checks --kv-cache-dtype int8 the same way: its kernel test cases, accuracy, generation,
-# fields, long and speed runs, with "fp8" in the logs' names standing for it)
+# fields, long and speed runs, with "fp8" in the logs' names standing for it;
+# FP8_CHECK_SPEED_DTYPES="bfloat16 fp8 int8" times all three caches in one speed phase)
 # Logs and JSONs go to a scratch folder, packed after every phase into $OUT/fp8_check_logs.tgz
 # (or /tmp): the device tool returns only a few files of $OUT, and one archive loses none.
 set -uo pipefail
@@ -99,7 +100,7 @@ fi
 pack
 
 if has speed; then
-  for dt in bfloat16 "$cache"; do
+  for dt in ${FP8_CHECK_SPEED_DTYPES:-bfloat16 $cache}; do
     timeout 150 "$bundle/bin/nanovllm-bench" "$work/$preset" --kv-cache-dtype "$dt" --runs 1 \
       --workloads fixed,nanovllm,decode-step --num-seqs 256 --input-len 512 --output-len 512 \
       --decode-batch 8,256 --decode-context 1024 --json "$out/bench_$dt.json" >"$out/bench_$dt.log" 2>&1

@@ -26,9 +26,9 @@ void load_row(const TensorView& cache, const TensorView& scale, int64_t block, i
               int64_t kv_head, float* out) {
   const int64_t d = cache.size(3);
   if (cache.dtype == DType::kI8) {
-    const int8_t* r = elem<int8_t>(cache, block, offset, kv_head);
+    const uint8_t* r = elem<uint8_t>(cache, block, offset, kv_head);
     const float s = int8_kv_scale(*elem<int8_t>(scale, block, kv_head, offset));
-    for (int64_t i = 0; i < d; ++i) out[i] = static_cast<float>(r[i]) * s;
+    for (int64_t i = 0; i < d; ++i) out[i] = static_cast<float>(int8_kv_level(r[i])) * s;
     return;
   }
   if (cache.dtype == DType::kFp8E4M3) {

@@ -52,8 +52,7 @@ void store_kvcache(const TensorView& k, const TensorView& v, const TensorView& k
         *elem<int8_t>(scale, block, h, offset) = code;
         const float s = int8_kv_scale(code);
         for (int64_t i = 0; i < d; ++i)
-          to[h * d + i] =
-              static_cast<uint8_t>(int8_kv_from_float(bf16_to_float(from[h * d + i]), s));
+          to[h * d + i] = int8_kv_byte(int8_kv_from_float(bf16_to_float(from[h * d + i]), s));
         continue;
       }
       const int8_t e = fp8_row_exponent(max_abs);

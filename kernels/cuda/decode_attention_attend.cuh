@@ -79,7 +79,7 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
     for (int u = 0; u < kSteps; ++u) {
       float kf[8];
       load_row8<FP8>(ks + u * L::kGroups * L::kRowBytes, kf);
-      const float k_pow = FP8 ? kv_row_scale<FP8>(ek[u * L::kGroups]) : 1.f;
+      const float k_pow = FP8 ? kv_row_decode_scale<FP8>(ek[u * L::kGroups]) : 1.f;
       const bool valid = tok0 + u * L::kGroups + group < ctx;
 #pragma unroll
       for (int g = 0; g < G; ++g) {
@@ -116,7 +116,7 @@ __device__ void attend_tiles(const DecodeArgs& a, float4* smem, int b, int hk, i
     for (int u = 0; u < kSteps; ++u) {
       float vf[8];
       load_row8<FP8>(vs + u * L::kGroups * L::kRowBytes, vf);
-      const float v_pow = FP8 ? kv_row_scale<FP8>(ev[u * L::kGroups]) : 1.f;
+      const float v_pow = FP8 ? kv_row_decode_scale<FP8>(ev[u * L::kGroups]) : 1.f;
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const float p = sc[u][g] * v_pow;

@@ -23,7 +23,9 @@
 // scores scaled to the log2 domain after the MMA. fp8 cache: K and V converted to f16 exactly
 // (cvt e4m3x2), Q scaled per head by a power of two into f16's range, so the MMAs run in f16;
 // a K row's exponent scales its score, a V row's goes into the numerator's weight, which keeps
-// its own running max (mv) so that every weight stays <= 2^kSlack in f16.
+// its own running max (mv) so that every weight stays <= 2^kSlack in f16. int8 cache: the same
+// in f16, K's bytes permuted into 1024 + q + 128 (kv8x4_to_f16x2_biased) and that bias taken
+// off each score once; V's converted exactly (kv8x4_to_f16x2 says why).
 // fp8 with G <= 2 query heads per kv head puts K on the score MMA's A side instead
 // (decode_attention_mma_kt.cuh): these functions hand it over.
 // The running maxima move lazily (only when a tile's max passes them by more than kSlack, as
@@ -50,7 +52,7 @@ __device__ __forceinline__ void mma_start_piece(const DecodeArgs& a, const bf16*
                                                 int64_t head_stride, int g, int t,
                                                 MmaWarpState& w) {
   if constexpr (kKAsA<G, FP8>) {
-    kt_start_piece<D, G>(a, q0, head_stride, g, t, w);
+    kt_start_piece<D, G, FP8>(a, q0, head_stride, g, t, w);
     return;
   }
   w.score_scale = a.scale_log2;
@@ -92,6 +94,12 @@ __device__ __forceinline__ void mma_start_piece(const DecodeArgs& a, const bf16*
       const float* d = qf + 16 * (s / 4) + 4 * (s % 4);
       w.qa[s][0] = pack_f16x2(d[0] * up, d[1] * up);
       w.qa[s][1] = pack_f16x2(d[2] * up, d[3] * up);
+    }
+    if constexpr (FP8 == kCacheInt8) {  // head g's bias over its 128 dims (the quad's)
+      const uint32_t(&qa16)[16] = *reinterpret_cast<const uint32_t(*)[16]>(&w.qa[0][0]);
+      w.k_bias = f16x2_sum_times_bias(qa16);
+      w.k_bias += __shfl_xor_sync(0xffffffffu, w.k_bias, 1);
+      w.k_bias += __shfl_xor_sync(0xffffffffu, w.k_bias, 2);
     }
   }
   w.m = -INFINITY;
@@ -138,12 +146,16 @@ __device__ __forceinline__ void mma_attend_tile(const unsigned char* k_tile,
         const uint32_t wd = word(kc, h);
         const uint32_t af[4] = {w.qa[4 * i + h][0], 0u, w.qa[4 * i + h][1], 0u};
         uint32_t k_lo, k_hi;
-        kv8x4_to_f16x2<FP8>(wd, k_lo, k_hi);
+        kv8x4_to_f16x2_biased<FP8>(wd, k_lo, k_hi);
         mma_f16_16816(h % 2 ? s_odd : s, af, k_lo, k_hi);
       }
     }
 #pragma unroll
     for (int k = 0; k < 4; ++k) s[k] += s_odd[k];
+    if constexpr (FP8 == kCacheInt8) {  // kKv16Bias off head g's scores
+      s[0] -= w.k_bias;
+      s[1] -= w.k_bias;
+    }
   }
 
   // Scores of tile rows ta, ta + 1 for head g (masked: -inf), and (fp8) plus V's exponent.
@@ -151,7 +163,7 @@ __device__ __forceinline__ void mma_attend_tile(const unsigned char* k_tile,
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const bool valid = tok0 + ta + k < ctx;
-    const float k_pow = FP8 ? kv_row_scale<FP8>(exps[ta + k]) : 1.f;
+    const float k_pow = FP8 ? kv_row_decode_scale<FP8>(exps[ta + k]) : 1.f;
     sc[k] = valid ? s[k] * w.score_scale * k_pow : -INFINITY;
     sv[k] = FP8 ? sc[k] + kv_row_log2_scale<FP8>(exps[L::kTokens + ta + k]) : sc[k];
   }

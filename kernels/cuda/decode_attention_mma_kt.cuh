@@ -53,7 +53,7 @@ __device__ __forceinline__ uint32_t transpose_8x8_b16(uint32_t x) {
 // Lane (g, t)'s query fragments (B column g: head g & 3's dims of half g >> 2, the 16 dims of
 // chunk 4 (g >> 2) + t, 4 a k-step), scaled per head by a power of two into f16's range as
 // Q-as-A's are, and an empty softmax state for heads 2t and 2t + 1.
-template <int D, int G>
+template <int D, int G, int FP8>
 __device__ __forceinline__ void kt_start_piece(const DecodeArgs& a, const bf16* q0,
                                                int64_t head_stride, int g, int t, MmaWarpState& w) {
   static_assert(D == 128 && G <= 4);
@@ -85,6 +85,15 @@ __device__ __forceinline__ void kt_start_piece(const DecodeArgs& a, const bf16* 
   // Heads 2t and 2t + 1's scales from lanes (2t, 0) and (2t + 1, 0).
   w.kt_scale[0] = __shfl_sync(0xffffffffu, scale, 8 * t);
   w.kt_scale[1] = __shfl_sync(0xffffffffu, scale, 8 * t + 4);
+  if constexpr (FP8 == kCacheInt8) {  // the head's bias over its 128 dims, as mx above
+    const uint32_t(&qa4)[8] = *reinterpret_cast<const uint32_t(*)[8]>(&w.qa[0][0]);
+    float bias = f16x2_sum_times_bias(qa4);
+    bias += __shfl_xor_sync(0xffffffffu, bias, 1);
+    bias += __shfl_xor_sync(0xffffffffu, bias, 2);
+    bias += __shfl_xor_sync(0xffffffffu, bias, 16);
+    w.kt_k_bias[0] = __shfl_sync(0xffffffffu, bias, 8 * t);
+    w.kt_k_bias[1] = __shfl_sync(0xffffffffu, bias, 8 * t + 4);
+  }
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     w.kt_m[k] = kNoMax;
@@ -121,17 +130,21 @@ __device__ __forceinline__ void kt_attend_tile(const unsigned char* k_tile,
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
     uint32_t af[4];
-    kv8x4_to_f16x2<FP8>(word(k0, s), af[0], af[2]);
-    kv8x4_to_f16x2<FP8>(word(k1, s), af[1], af[3]);
+    kv8x4_to_f16x2_biased<FP8>(word(k0, s), af[0], af[2]);
+    kv8x4_to_f16x2_biased<FP8>(word(k1, s), af[1], af[3]);
     mma_f16_16816(s % 2 ? c_odd : c, af, w.qa[s][0], w.qa[s][1]);
   }
 #pragma unroll
   for (int k = 0; k < 4; ++k) c[k] += c_odd[k];
+  if constexpr (FP8 == kCacheInt8) {  // kKv16Bias off each head's score (c0 c1 after the sum)
+    c[0] -= w.kt_k_bias[0];
+    c[1] -= w.kt_k_bias[1];
+  }
   // Heads 2t and 2t + 1: first halves in c0 c1, second halves in lane (g, t + 2)'s c2 c3.
   const float half1[2] = {__shfl_xor_sync(0xffffffffu, c[2], 2),
                           __shfl_xor_sync(0xffffffffu, c[3], 2)};
   const bool valid = tok0 + row < ctx;
-  const float k_pow = kv_row_scale<FP8>(exps[row]);
+  const float k_pow = kv_row_decode_scale<FP8>(exps[row]);
   const float v_exp = kv_row_log2_scale<FP8>(exps[L::kTokens + row]);
   float sc[2], sv[2];
   bool grow = false;

@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/decode_attention_tile.cuh"
+#include "kernels/cuda/fp8_kv.cuh"
 #include "kernels/cuda/mma_ops.cuh"
 
 namespace nanovllm::kernels::cuda::decode {
@@ -77,6 +78,9 @@ struct MmaWarpState {
   // one token's for heads 2t and 2t + 1, so it keeps both heads' scale and softmax state here
   // until mma_finish turns them into row g's m and l above; qa[0..3] hold the query fragments.
   float kt_scale[2], kt_m[2], kt_l[2], kt_mv[2];
+  // int8: what the scores carry (kKv16Bias): 1152 times head g's sum of qa (Q as A), or
+  // heads 2t and 2t + 1's (K as A).
+  float k_bias, kt_k_bias[2];
 };
 
 // O^T += V^T P^T over the warp's 8 rows of a tile: pa is P^T's B fragment (lane (g, t): head

@@ -81,28 +81,60 @@ __device__ __forceinline__ void kv8x8_to_f32(uint2 raw, float* out) {
     const uint32_t w[2] = {raw.x, raw.y};
 #pragma unroll
     for (int i = 0; i < 8; ++i)
-      out[i] = static_cast<float>(static_cast<int8_t>((w[i / 4] >> (8 * (i % 4))) & 0xffu));
+      out[i] =
+          static_cast<float>(static_cast<int>((w[i / 4] >> (8 * (i % 4))) & 0xffu) - kInt8KvBias);
   } else {
     fp8x8_to_f32(raw, out);
   }
 }
 
-// Four cached bytes (a word, the low byte first) as two f16x2 (exact): lo holds bytes 0 and 1,
-// hi bytes 2 and 3. int8: each byte's sign flipped (q + 128), permuted under 0x64 into the f16
-// 1024 + q + 128 (exact), then 1152 taken off.
+// What the f16 values of kv8x4_to_f16x2_biased carry on top of the cached value: int8's
+// bytes (q + 128) permuted under 0x64 are the f16 1024 + q + 128, exact; E4M3's carry nothing.
 template <int F>
-__device__ __forceinline__ void kv8x4_to_f16x2(uint32_t word, uint32_t& lo, uint32_t& hi) {
+inline constexpr float kKv16Bias = F == kCacheInt8 ? 1152.f : 0.f;
+
+// Four cached bytes (a word, the low byte first) as two f16x2 (exact), each value plus
+// kKv16Bias<F>: lo holds bytes 0 and 1, hi bytes 2 and 3. The K side of the decode MMAs takes
+// int8 this way, two permutes for four bytes as E4M3 takes two conversions, and each score
+// takes the bias off once: 1152 times the sum of its query's f16 values (the MMAs' products
+// are exact, their sums in f32).
+template <int F>
+__device__ __forceinline__ void kv8x4_to_f16x2_biased(uint32_t word, uint32_t& lo, uint32_t& hi) {
   if constexpr (F == kCacheInt8) {
-    const uint32_t u = word ^ 0x80808080u;
-    uint32_t l = __byte_perm(u, 0x64646464u, 0x4140), h = __byte_perm(u, 0x64646464u, 0x4342);
-    const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
-    const __half2 lv = __hsub2(*reinterpret_cast<const __half2*>(&l), bias);
-    const __half2 hv = __hsub2(*reinterpret_cast<const __half2*>(&h), bias);
-    lo = *reinterpret_cast<const uint32_t*>(&lv);
-    hi = *reinterpret_cast<const uint32_t*>(&hv);
+    lo = __byte_perm(word, 0x64646464u, 0x4140);
+    hi = __byte_perm(word, 0x64646464u, 0x4342);
   } else {
     e4m3x4_to_f16x2(word, lo, hi);
   }
+}
+
+// The same four bytes without the bias: the V side. Its sums would carry 1152 times the
+// weights' sum, far above the weighted values when the weights spread over many tokens, and
+// the f32 accumulators lose the difference: taken off once at the end (as K's is), the output
+// of one 16k-token piece at G 2 drifted 4.8 % (rel L2) from the CPU's, against 1 % allowed.
+template <int F>
+__device__ __forceinline__ void kv8x4_to_f16x2(uint32_t word, uint32_t& lo, uint32_t& hi) {
+  kv8x4_to_f16x2_biased<F>(word, lo, hi);
+  if constexpr (F == kCacheInt8) {
+    const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // kKv16Bias: 1152
+    const __half2 lv = __hsub2(*reinterpret_cast<const __half2*>(&lo), bias);
+    const __half2 hv = __hsub2(*reinterpret_cast<const __half2*>(&hi), bias);
+    lo = *reinterpret_cast<const uint32_t*>(&lv);
+    hi = *reinterpret_cast<const uint32_t*>(&hv);
+  }
+}
+
+// 1152 times the sum of the f16 pairs in words[0 .. n) (a lane's query fragments), in f32:
+// the part of int8 scores that kKv16Bias put there.
+template <int N>
+__device__ __forceinline__ float f16x2_sum_times_bias(const uint32_t (&words)[N]) {
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[i]));
+    sum += f.x + f.y;
+  }
+  return kKv16Bias<kCacheInt8> * sum;
 }
 
 // A row's scale from its i8: fp8 2^e; int8 2^(c / 4), from kernels/int8_kv.h's constants so
@@ -118,6 +150,21 @@ __device__ __forceinline__ float kv_row_scale(int code) {
     return frac * pow2i(code >> 2);
   } else {
     return pow2i(code);
+  }
+}
+
+// A row's scale for the decode kernels' scores and weights: kv_row_scale, but int8's on the
+// special-function unit (ex2.approx, ~2 ulp, which no score needs): three instructions for the
+// selects above, in loops that issue about as fast as the SM allows. The store and the staging,
+// which must give the host's values bit for bit, keep kv_row_scale.
+template <int F>
+__device__ __forceinline__ float kv_row_decode_scale(int code) {
+  if constexpr (F == kCacheInt8) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(0.25f * static_cast<float>(code)));
+    return y;
+  } else {
+    return kv_row_scale<F>(code);
   }
 }
 
@@ -142,10 +189,12 @@ __device__ __forceinline__ int int8_kv_scale_code_dev(float max_abs) {
   return min(max(4 * e + k, -128), 127);
 }
 
-// kernels/int8_kv.h's int8_kv_from_float: x / s to nearest even, saturated; a NaN stores 0.
-__device__ __forceinline__ int8_t int8_kv_encode(float x, float s) {
-  if (isnan(x)) return 0;
-  return static_cast<int8_t>(__float2int_rn(fminf(fmaxf(x / s, -kInt8KvMax), kInt8KvMax)));
+// kernels/int8_kv.h's int8_kv_byte of int8_kv_from_float: x / s to nearest even, saturated
+// (a NaN stores level 0), plus 128.
+__device__ __forceinline__ uint8_t int8_kv_encode(float x, float s) {
+  if (isnan(x)) return kInt8KvBias;
+  return static_cast<uint8_t>(__float2int_rn(fminf(fmaxf(x / s, -kInt8KvMax), kInt8KvMax)) +
+                              kInt8KvBias);
 }
 
 // Index of the exponent of (slot, kv head hk) in one layer's [num_blocks, Hkv, block_size]

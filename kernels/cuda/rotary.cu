@@ -49,7 +49,7 @@ __device__ __forceinline__ void store_row(const RopeArgs& a, void* cache, int8_t
     for (int j = 0; j < D / 32; ++j) mx = fmaxf(mx, fabsf(vals[j]));
     const int code = int8_kv_scale_code_dev(warp_max(mx));
     const float s = kv_row_scale<kCacheInt8>(code);
-    int8_t* dst = static_cast<int8_t*>(cache) + row;
+    uint8_t* dst = static_cast<uint8_t*>(cache) + row;
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) dst[lane + 32 * j] = int8_kv_encode(vals[j], s);
     if (lane == 0)

@@ -25,7 +25,7 @@ namespace {
 // scale code (int8): the value in f32, rounded once.
 uint16_t dequantized(DType dt, uint8_t byte, int8_t code) {
   if (dt == DType::kI8)
-    return float_to_bf16(static_cast<float>(static_cast<int8_t>(byte)) * int8_kv_scale(code));
+    return float_to_bf16(static_cast<float>(int8_kv_level(byte)) * int8_kv_scale(code));
   return float_to_bf16(std::ldexp(fp8_e4m3_to_float(byte), code));
 }
 

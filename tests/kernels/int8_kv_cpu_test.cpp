@@ -1,8 +1,8 @@
 // The int8 KV cache format (kernels/int8_kv.h) and the CPU backend's int8 cache: the scale code
 // is the least quarter binade that holds the row, values round to nearest even and saturate
-// (an infinity too; a NaN stores 0), and a stored row reads back through decode attention with
-// one key (the output is that V row) within half a step of the row's grid, whatever the row's
-// magnitude, closer than fp8 keeps the same row.
+// (an infinity too; a NaN stores 0), levels are stored plus 128, and a stored row reads back
+// through decode attention with one key (the output is that V row) within half a step of the row's
+// grid, whatever the row's magnitude, closer than fp8 keeps the same row.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,6 +48,28 @@ TEST(Int8KvFormat, RoundsToNearestEvenAndSaturatesInsteadOfWrapping) {
   EXPECT_EQ(int8_kv_from_float(-1000.0f, 1.0f), -127);
   EXPECT_EQ(int8_kv_from_float(std::numeric_limits<float>::infinity(), 1.0f), 127);
   EXPECT_EQ(int8_kv_from_float(std::numeric_limits<float>::quiet_NaN(), 1.0f), 0);
+}
+
+TEST(Int8KvFormat, LevelsAreStoredInOffsetBinary) {
+  EXPECT_EQ(int8_kv_byte(-127), 1);
+  EXPECT_EQ(int8_kv_byte(0), 128);
+  EXPECT_EQ(int8_kv_byte(127), 255);
+  for (int q = -127; q <= 127; ++q)
+    EXPECT_EQ(int8_kv_level(int8_kv_byte(static_cast<int8_t>(q))), q);
+}
+
+// The CPU store writes each value's level plus 128, under the row's scale code.
+TEST(Int8KvCacheCpu, StoreWritesEachLevelPlus128) {
+  const int64_t hkv = 2, d = 64;
+  std::mt19937 rng(11);
+  const auto [k, v] = test::normal_kv_rows(rng, 3.0f, hkv, d);
+  const test::KvRowReadBack r = test::read_back_kv_row(DType::kI8, k, v, hkv, d);
+  for (int64_t h = 0; h < hkv; ++h) {
+    const float s = int8_kv_scale(r.v_scale[h]);
+    for (int64_t i = 0; i < d; ++i)
+      EXPECT_EQ(r.v_bytes[h * d + i], int8_kv_from_float(bf16_to_float(v[h * d + i]), s) + 128)
+          << "head " << h << " i " << i;
+  }
 }
 
 // One sequence of one key: decode attention's output is that key's V row, as the cache holds

@@ -36,8 +36,9 @@ inline float row_max_abs(const std::vector<uint16_t>& x, int64_t h, int64_t d) {
 }
 
 struct KvRowReadBack {
-  std::vector<uint16_t> out;    // [Hkv, D] bf16: the V rows as read
-  std::vector<int8_t> v_scale;  // the V rows' exponents or scale codes, [Hkv] (block 1, row 0)
+  std::vector<uint16_t> out;     // [Hkv, D] bf16: the V rows as read
+  std::vector<int8_t> v_scale;   // the V rows' exponents or scale codes, [Hkv] (block 1, row 0)
+  std::vector<uint8_t> v_bytes;  // the V rows' cached bytes, [Hkv, D]
 };
 
 // k, v: [Hkv, D] bf16; dtype: kFp8E4M3 or kI8.
@@ -67,6 +68,7 @@ inline KvRowReadBack read_back_kv_row(DType dtype, const std::vector<uint16_t>& 
   p.scale = 0.125f;
   kernels::cpu::decode_attention(p);
   for (int64_t h = 0; h < hkv; ++h) r.v_scale.push_back(v_scale[(hkv + h) * bs]);
+  r.v_bytes.assign(v_cache.begin() + bs * hkv * d, v_cache.begin() + (bs + 1) * hkv * d);
   return r;
 }
 

@@ -81,7 +81,7 @@ struct PagedCase {
             exponents[(b * hkv + h) * bs + o] = c;
             const float scale = int8_kv_scale(c);
             for (int64_t i = 0; i < d; ++i)
-              bytes[row + i] = static_cast<uint8_t>(
+              bytes[row + i] = int8_kv_byte(
                   int8_kv_from_float(std::ldexp(bf16_to_float(x[row + i]), -s), scale));
             continue;
           }
