@@ -64,8 +64,10 @@ inline int8_t int8_kv_from_float(float x, float s) {
 // The byte a level q is stored as: q + 128 (the sign bit flipped). Why: the decode kernels
 // turn four cached bytes into f16 by two byte permutes under 0x64, which give 1024 + byte
 // exactly; with the bias stored, K's 1152 comes off once per score (1152 times the query's
-// sum) instead of once per value, and int8 decodes as fast as E4M3's two conversions
-// (bench/results/h200-2026-11-27-issue34_int8_conversion_cost.txt).
+// sum) instead of once per value, with no xor before the permutes either (V's comes off per
+// value: kernels/cuda/fp8_kv.cuh says why). The decode kernel then runs 0.5-3 % behind E4M3's
+// at 2 query heads per kv head, where the signed bytes cost up to 8 %
+// (bench/results/h200-2026-11-27-issue34_int8_offset_binary.txt).
 inline constexpr int kInt8KvBias = 128;
 inline uint8_t int8_kv_byte(int8_t q) {
   return static_cast<uint8_t>(q + kInt8KvBias);
