@@ -13,7 +13,8 @@
 namespace nanovllm {
 
 // kFp8E4M3: OCP FP8 E4M3 (no infinities, max 448), the KV cache's --kv-cache-dtype fp8, whose
-// rows carry a power-of-two scale exponent each (kI8).
+// rows carry a power-of-two scale exponent each (kI8). kI8 also names --kv-cache-dtype int8's
+// cache, whose bytes hold levels in offset binary (q + 128: kernels/int8_kv.h).
 enum class DType : uint8_t { kBf16, kF16, kF32, kI32, kI64, kU16, kFp8E4M3, kI8 };
 enum class Device : uint8_t { kCpu, kCuda };
 
