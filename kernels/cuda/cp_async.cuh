@@ -35,12 +35,4 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// 2^x on the special-function unit (ex2.approx.ftz: ~2 ulp; 2^-inf = +0, which the online
-// softmax relies on for masked scores).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 }  // namespace nanovllm::kernels::cuda

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/decode_attention_plan.cuh"
 
 namespace nanovllm::kernels::cuda::decode {

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/decode_attention_mma.cuh"
 #include "kernels/cuda/decode_attention_plan.cuh"
 #include "kernels/cuda/decode_attention_stream_ring.cuh"

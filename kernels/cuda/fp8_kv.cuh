@@ -91,7 +91,7 @@ __device__ __forceinline__ void kv8x8_to_f32(uint2 raw, float* out) {
 // What the f16 values of kv8x4_to_f16x2_biased carry on top of the cached value: int8's
 // bytes (q + 128) permuted under 0x64 are the f16 1024 + q + 128, exact; E4M3's carry nothing.
 template <int F>
-inline constexpr float kKv16Bias = F == kCacheInt8 ? 1152.f : 0.f;
+inline constexpr float kKv16Bias = F == kCacheInt8 ? 1024.f + kInt8KvBias : 0.f;
 
 // Four cached bytes (a word, the low byte first) as two f16x2 (exact), each value plus
 // kKv16Bias<F>: lo holds bytes 0 and 1, hi bytes 2 and 3. The K side of the decode MMAs takes
@@ -153,25 +153,22 @@ __device__ __forceinline__ float kv_row_scale(int code) {
   }
 }
 
-// A row's scale for the decode kernels' scores and weights: kv_row_scale, but int8's on the
-// special-function unit (ex2.approx, ~2 ulp, which no score needs): three instructions for the
-// selects above, in loops that issue about as fast as the SM allows. The store and the staging,
-// which must give the host's values bit for bit, keep kv_row_scale.
-template <int F>
-__device__ __forceinline__ float kv_row_decode_scale(int code) {
-  if constexpr (F == kCacheInt8) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(0.25f * static_cast<float>(code)));
-    return y;
-  } else {
-    return kv_row_scale<F>(code);
-  }
-}
-
 // Its log2 (a V row's scale joins its softmax weight's exponent).
 template <int F>
 __device__ __forceinline__ float kv_row_log2_scale(int code) {
   return F == kCacheInt8 ? 0.25f * static_cast<float>(code) : static_cast<float>(code);
+}
+
+// A row's scale for the decode kernels' scores and weights: kv_row_scale, but int8's on the
+// special-function unit (ex2.approx, ~2 ulp, which no score needs): three instructions for the
+// selects of kv_row_scale, in loops that issue about as fast as the SM allows. The store and the
+// staging, which must give the host's values bit for bit, keep kv_row_scale.
+template <int F>
+__device__ __forceinline__ float kv_row_decode_scale(int code) {
+  if constexpr (F == kCacheInt8)
+    return fast_exp2(kv_row_log2_scale<F>(code));
+  else
+    return kv_row_scale<F>(code);
 }
 
 // kernels/int8_kv.h's int8_kv_scale_code, from frexpf the same way.
