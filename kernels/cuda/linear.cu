@@ -25,12 +25,18 @@ __global__ void broadcast_bias_kernel(T* y, int64_t ld, const bf16* __restrict__
   }
 }
 
+// The largest weights (N * K) whose skinny GEMM is launched early (programmatic dependent
+// launch: its weights stream in while the previous kernel ends). Measured on the 8B shape's
+// decode step at batch 1-8 (4 H200s, bench/results/h200x4-2026-11-27-issue31_early_launch.txt):
+// early launches up to 50M weights took 2-3 % off batch 1 and 4 at tp 1, 2 and 4 (all of tp 2's
+// and tp 4's shards, tp 1's qkv_proj, o_proj and down_proj); tp 1's gate_up_proj (101M) lost 5 %.
+constexpr int64_t kSkinnyEarlyMaxWeights = int64_t{64} << 20;
+
 // The skinny GEMM's config for this shape, or none where cuBLAS is the faster path. The rule
 // is bench/gemm_bench's verdict on an H200 (both paths timed inside CUDA graphs, weights from
 // HBM): the skinny GEMM wins at M <= 8, at M = 16 only on the short-N, mid-K shapes (0.6B's
 // o_proj and down_proj, 8B's o_proj), and cuBLAS wins from M = 32 on. The config is the list's
-// best guess; programmatic dependent launch (the weights stream in while the previous kernel
-// ends) paid on the small weights (N * K <= 8M), not always on the 8B shapes.
+// best guess; kSkinnyEarlyMaxWeights says which shapes launch early.
 std::optional<SkinnyGemmConfig> skinny_choice(int64_t m, int64_t n, int64_t k, bool silu_mul,
                                               const ExecContext& ctx) {
   if (ctx.cublas_only || !skinny_gemm_supports(m, n, k)) return {};
@@ -38,7 +44,7 @@ std::optional<SkinnyGemmConfig> skinny_choice(int64_t m, int64_t n, int64_t k, b
   if (!wins) return {};
   std::vector<SkinnyGemmConfig> configs = skinny_gemm_configs(m, n, k, silu_mul);
   if (configs.empty()) return {};
-  configs.front().pdl = n * k <= (int64_t{8} << 20);
+  configs.front().pdl = n * k <= kSkinnyEarlyMaxWeights;
   return configs.front();
 }
 

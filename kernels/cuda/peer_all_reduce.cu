@@ -8,8 +8,16 @@
 
 #include "kernels/check.h"
 #include "kernels/cuda/peer_all_reduce.cuh"
+#include "kernels/env_choice.h"
 
 namespace nanovllm::kernels::cuda {
+
+bool peer::peer_launch_early() {
+  static const bool early =
+      env_choice("NANOVLLM_PEER_ALL_REDUCE_LAUNCH", {"early", "plain", "auto"}) != "plain";
+  return early;
+}
+
 namespace {
 
 using peer::block_barrier;
@@ -178,17 +186,20 @@ void launch(bf16* data, int64_t elems, const PeerAllReduceBuffers& b, PeerAllRed
   const int64_t units = elems / Unit<VEC>::kElems;
   U* io = reinterpret_cast<U*>(data);
   const Grid g = grid_for(units, N, algo, shape);
+  using peer::launch_peer_kernel;
   if (algo == PeerAllReduceAlgo::kOneShot)
-    one_shot_kernel<N, VEC, THREADS><<<g.blocks, THREADS, 0, stream>>>(io, units, g.per_block, b);
+    launch_peer_kernel(one_shot_kernel<N, VEC, THREADS>, g.blocks, THREADS, stream, io, units,
+                       g.per_block, b);
   else if (algo == PeerAllReduceAlgo::kTwoShot)
-    two_shot_kernel<N, VEC, THREADS>
-        <<<g.blocks, THREADS, 0, stream>>>(io, units, g.work, g.per_block, b);
+    launch_peer_kernel(two_shot_kernel<N, VEC, THREADS>, g.blocks, THREADS, stream, io, units,
+                       g.work, g.per_block, b);
   else if constexpr (VEC) {  // check_sum refuses a push off the vector path
     if (algo == PeerAllReduceAlgo::kPush)
-      push_kernel<N, THREADS><<<g.blocks, THREADS, 0, stream>>>(io, units, g.per_block, b);
+      launch_peer_kernel(push_kernel<N, THREADS>, g.blocks, THREADS, stream, io, units, g.per_block,
+                         b);
     else
-      push_two_shot_kernel<N, THREADS>
-          <<<g.blocks, THREADS, 0, stream>>>(io, units, g.work, g.per_block, b);
+      launch_peer_kernel(push_two_shot_kernel<N, THREADS>, g.blocks, THREADS, stream, io, units,
+                         g.work, g.per_block, b);
   }
   CUDA_CHECK(cudaGetLastError());
 }

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/peer_all_reduce.h"
@@ -231,7 +232,15 @@ __device__ __forceinline__ uint4 take_gathered_unit(const PeerAllReduceBuffers& 
 
 // The call number of this block: one more than its last (the same on every rank, since every
 // rank makes the same calls). Written back by thread 0 at the end.
+//
+// Every kernel starts here, and this is where a kernel launched early (launch_peer_kernel
+// below) waits for the previous one: nothing of this rank's is read before (the counters
+// included, which the previous all-reduce wrote). It then lets the next kernel launch: a
+// projection after the all-reduce streams its weights in while this one waits on its peers'
+// flags, and reads our output only after its own wait (common.cuh).
 __device__ __forceinline__ uint32_t next_call(const PeerAllReduceBuffers& b) {
+  wait_for_previous_grid();
+  allow_next_grid();
   __shared__ uint32_t call;
   if (threadIdx.x == 0) call = b.counters[blockIdx.x] + 1;
   __syncthreads();
@@ -246,6 +255,22 @@ __device__ __forceinline__ void end_call(const PeerAllReduceBuffers& b, uint32_t
   if (blockIdx.x == 0)
     for (unsigned j = gridDim.x + threadIdx.x; j < kPeerAllReduceMaxBlocks; j += blockDim.x)
       b.counters[j] = call;
+}
+
+// Whether the all-reduce kernels are launched early (programmatic dependent launch): the
+// default; NANOVLLM_PEER_ALL_REDUCE_LAUNCH=plain launches them after the previous kernel ends,
+// as before (comparisons). Read once per process.
+bool peer_launch_early();
+
+// kernel<<<blocks, threads, 0, stream>>>(args...), early (launch_dependent) where
+// peer_launch_early() says so.
+template <typename... Params, typename... Args>
+void launch_peer_kernel(void (*kernel)(Params...), int blocks, int threads, cudaStream_t stream,
+                        Args&&... args) {
+  if (peer_launch_early())
+    launch_dependent(kernel, dim3(blocks), dim3(threads), stream, std::forward<Args>(args)...);
+  else
+    kernel<<<blocks, threads, 0, stream>>>(std::forward<Args>(args)...);
 }
 
 inline int64_t ceil_div64(int64_t a, int64_t b) {

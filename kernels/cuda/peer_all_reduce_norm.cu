@@ -87,8 +87,8 @@ void launch_add_rms_norm(const TensorView& x, const TensorView& residual, const 
   const auto* wp = static_cast<const bf16*>(weight.data);
   const int hidden = static_cast<int>(x.size(1));
   const int blocks = static_cast<int>(std::min<int64_t>(kPeerAllReduceMaxBlocks, rows));
-  add_rms_norm_kernel<N, PUSH><<<blocks, kNormThreads, 0, stream>>>(
-      xp, x.stride[0], rp, residual.stride[0], wp, rows, hidden, eps, b);
+  peer::launch_peer_kernel(add_rms_norm_kernel<N, PUSH>, blocks, kNormThreads, stream, xp,
+                           x.stride[0], rp, residual.stride[0], wp, rows, hidden, eps, b);
   CUDA_CHECK(cudaGetLastError());
 }
 
