@@ -65,10 +65,15 @@ void DeviceBuffer::copy_from_host(const void* src, size_t nbytes, size_t offset)
   CHECK_LE(offset + nbytes, nbytes_);
   if (nbytes == 0) return;
   char* dst = static_cast<char*>(data_) + offset;
-  if (device_ == Device::kCpu)
+  if (device_ == Device::kCpu) {
     std::memcpy(dst, src, nbytes);
-  else
-    CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice));
+    return;
+  }
+  CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before its copy has landed (CUDA's API
+  // synchronization behavior), and our non-blocking streams do not wait for the legacy stream
+  // it runs on: done before returning, as zero() is.
+  CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 void DeviceBuffer::copy_to_host(void* dst, size_t nbytes, size_t offset) const {

@@ -23,7 +23,7 @@ class DeviceBuffer {
   // Contiguous view of the first numel(dims) * dtype_size bytes; CHECKs that they fit.
   TensorView view(DType dtype, std::initializer_list<int64_t> dims) const;
 
-  // Host <-> buffer copies of nbytes starting at byte offset (synchronous).
+  // Host <-> buffer copies of nbytes starting at byte offset, complete on return.
   void copy_from_host(const void* src, size_t nbytes, size_t offset = 0);
   void copy_to_host(void* dst, size_t nbytes, size_t offset = 0) const;
   void zero();  // complete on return (CUDA: synchronises the device)

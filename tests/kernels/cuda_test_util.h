@@ -29,12 +29,22 @@ inline bool cuda_available() {
     if (!::nanovllm::test::cuda_available()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 
-// Owning device allocation, poisoned at birth.
+// Waits for this device's legacy default stream, where cudaMemcpy and cudaMemset run. A
+// cudaMemset of device memory, and a cudaMemcpy from pageable memory, may return before they
+// land (CUDA's API synchronization behavior), and the kernels under test run on non-blocking
+// streams, which do not wait for the legacy stream: without this a kernel can read an upload
+// before it lands, or a poisoning memset can land on its output afterwards.
+inline void finish_legacy_stream() {
+  CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+}
+
+// Owning device allocation, poisoned at birth (complete on return).
 class DeviceMem {
  public:
   explicit DeviceMem(size_t bytes) : bytes_(bytes) {
     CUDA_CHECK(cudaMalloc(&ptr_, bytes ? bytes : 1));
     CUDA_CHECK(cudaMemset(ptr_, 0xFF, bytes ? bytes : 1));
+    finish_legacy_stream();
   }
   ~DeviceMem() { cudaFree(ptr_); }
   DeviceMem(const DeviceMem&) = delete;
@@ -46,6 +56,7 @@ class DeviceMem {
   void upload(const std::vector<T>& h) {
     CHECK_LE(h.size() * sizeof(T), bytes_);
     CUDA_CHECK(cudaMemcpy(ptr_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    finish_legacy_stream();
   }
   template <typename T>
   std::vector<T> download(size_t n) const {

@@ -85,6 +85,7 @@ class DecodeRig {
     dlens_.mem.upload(lens_);
     dev_.tables.mem.upload(cache_.tables);
     CUDA_CHECK(cudaMemset(dout_.mem.get(), 0xFF, dout_.mem.bytes()));
+    test::finish_legacy_stream();
   }
 
   void run(cudaStream_t stream) const {

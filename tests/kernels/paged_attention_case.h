@@ -209,6 +209,7 @@ struct DevicePrefill {
   template <typename Launch>
   std::vector<uint16_t> run(Launch&& launch) {
     CUDA_CHECK(cudaMemset(out.mem.get(), 0xFF, out.mem.bytes()));
+    finish_legacy_stream();
     launch(params);
     return out.host();
   }

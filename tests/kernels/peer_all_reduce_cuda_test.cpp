@@ -93,11 +93,16 @@ std::string difference(const std::vector<uint16_t>& got, const std::vector<uint1
          (units > 8 ? " ..." : "") + bits;
 }
 
+// Rank d's input into its io buffer, landed on return: the all-reduce runs on a non-blocking
+// stream, which a pageable cudaMemcpy's copy does not wait for (cuda_test_util.h's
+// finish_legacy_stream). Without the wait, the likely cause of the 2-rank 4 MiB push failures
+// of 2026-11-27: the kernel may read the tail of io before the copy's last chunk lands.
 void upload(const PeerGroup& g, const std::vector<std::vector<uint16_t>>& in) {
   for (int d = 0; d < g.size(); ++d) {
     CUDA_CHECK(cudaSetDevice(d));
     CUDA_CHECK(cudaMemcpy(g.io(d), in[d].data(), in[d].size() * 2, cudaMemcpyHostToDevice));
   }
+  g.sync();
 }
 
 std::vector<uint16_t> download(const PeerGroup& g, int d, size_t n) {
@@ -325,6 +330,7 @@ TEST(PeerAllReduceCuda, GraphReplaysAreEachAFullAllReduce) {
       CUDA_CHECK(cudaGraphInstantiate(&execs[d], graph, 0));
       CUDA_CHECK(cudaGraphDestroy(graph));
     }
+    g.sync();  // the inputs copied into src have landed (upload says why)
     const auto want = reference_sum(in, algo);
     for (int replay = 0; replay < 5; ++replay) {
       for (int d = 0; d < ranks; ++d) {
@@ -366,6 +372,7 @@ AddNormResult add_rms_norm(const PeerGroup& g, const std::vector<std::vector<uin
     CUDA_CHECK(cudaMemcpy(res[d], residual.data(), residual.size() * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(w[d], weight.data(), hidden * 2, cudaMemcpyHostToDevice));
   }
+  g.sync();  // landed before the kernels on the non-blocking streams (upload says why)
   const auto views = [&](int d) {
     TensorView r(res[d], DType::kBf16, {rows, hidden}, Device::kCuda);
     r.stride[0] = pitch;

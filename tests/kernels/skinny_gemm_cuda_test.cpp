@@ -109,7 +109,10 @@ struct DeviceCase {
       kernels::cuda::skinny_gemm(y(), x(), w, bias, cfg, stream);
     CUDA_CHECK(cudaGetLastError());
   }
-  void poison_y() const { CUDA_CHECK(cudaMemset(dy.mem.get(), 0xFF, dy.mem.bytes())); }
+  void poison_y() const {
+    CUDA_CHECK(cudaMemset(dy.mem.get(), 0xFF, dy.mem.bytes()));
+    test::finish_legacy_stream();
+  }
 
   const Case& c;
   DevVec<uint16_t> dx, dw, db;
