@@ -69,10 +69,11 @@ inline int8_t int8_kv_from_float(float x, float s) {
 // at 2 query heads per kv head, where the signed bytes cost up to 8 %
 // (bench/results/h200-2026-11-27-issue34_int8_offset_binary.txt).
 inline constexpr int kInt8KvBias = 128;
-inline uint8_t int8_kv_byte(int8_t q) {
+// constexpr: the CUDA store and the decode kernels call them too (--expt-relaxed-constexpr).
+constexpr uint8_t int8_kv_byte(int8_t q) {
   return static_cast<uint8_t>(q + kInt8KvBias);
 }
-inline int int8_kv_level(uint8_t byte) {
+constexpr int int8_kv_level(uint8_t byte) {
   return static_cast<int>(byte) - kInt8KvBias;
 }
 

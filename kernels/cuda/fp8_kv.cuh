@@ -81,8 +81,8 @@ __device__ __forceinline__ void kv8x8_to_f32(uint2 raw, float* out) {
     const uint32_t w[2] = {raw.x, raw.y};
 #pragma unroll
     for (int i = 0; i < 8; ++i)
-      out[i] =
-          static_cast<float>(static_cast<int>((w[i / 4] >> (8 * (i % 4))) & 0xffu) - kInt8KvBias);
+      out[i] = static_cast<float>(
+          int8_kv_level(static_cast<uint8_t>((w[i / 4] >> (8 * (i % 4))) & 0xffu)));
   } else {
     fp8x8_to_f32(raw, out);
   }
@@ -189,9 +189,9 @@ __device__ __forceinline__ int int8_kv_scale_code_dev(float max_abs) {
 // kernels/int8_kv.h's int8_kv_byte of int8_kv_from_float: x / s to nearest even, saturated
 // (a NaN stores level 0), plus 128.
 __device__ __forceinline__ uint8_t int8_kv_encode(float x, float s) {
-  if (isnan(x)) return kInt8KvBias;
-  return static_cast<uint8_t>(__float2int_rn(fminf(fmaxf(x / s, -kInt8KvMax), kInt8KvMax)) +
-                              kInt8KvBias);
+  if (isnan(x)) return int8_kv_byte(0);
+  return int8_kv_byte(
+      static_cast<int8_t>(__float2int_rn(fminf(fmaxf(x / s, -kInt8KvMax), kInt8KvMax))));
 }
 
 // Index of the exponent of (slot, kv head hk) in one layer's [num_blocks, Hkv, block_size]
