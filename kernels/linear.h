@@ -18,8 +18,9 @@ namespace cuda {
 // (the rule in linear.cu, measured with bench/decode_gemm_bench), else cuBLAS.
 void linear(const TensorView& y, const TensorView& x, const TensorView& w, const TensorView& bias,
             const ExecContext& ctx);
-// y = silu_and_mul(gate_up) @ w^T (+ bias): on the skinny path one kernel (the activation
-// computed as the weights stream in), else silu_and_mul into act and then linear.
+// y = silu_and_mul(gate_up) @ w^T (+ bias): on the skinny path at up to 8 tokens one kernel
+// (the activation computed as the weights stream in), else silu_and_mul into act and then
+// linear.
 // gate_up: [M, 2K] bf16; act: [M, K] bf16 scratch (untouched on the fused path).
 void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& act,
                      const TensorView& w, const TensorView& bias, const ExecContext& ctx);

@@ -14,6 +14,8 @@ __device__ __forceinline__ float silu_mul(float g, float u) {
 template <bool VEC>
 __global__ void silu_and_mul_kernel(bf16* __restrict__ out, int64_t out_stride,
                                     const bf16* __restrict__ x, int64_t x_stride, int inter) {
+  wait_for_previous_grid();  // when launched early: x is the previous kernel's output
+  allow_next_grid();
   const int t = blockIdx.y;
   const bf16* gate = x + t * x_stride;
   const bf16* up = gate + inter;
@@ -35,7 +37,8 @@ __global__ void silu_and_mul_kernel(bf16* __restrict__ out, int64_t out_stride,
 
 }  // namespace
 
-void silu_and_mul(const TensorView& out, const TensorView& x, cudaStream_t stream) {
+void silu_and_mul(const TensorView& out, const TensorView& x, cudaStream_t stream,
+                  bool launch_early) {
   check_cuda_tensor(out, DType::kBf16, "silu_and_mul out");
   check_cuda_tensor(x, DType::kBf16, "silu_and_mul x");
   const int64_t tokens = x.size(0), inter = out.size(1);
@@ -48,14 +51,15 @@ void silu_and_mul(const TensorView& out, const TensorView& x, cudaStream_t strea
   const int threads = 256;
   const int per_block = vec ? threads * 8 : threads;
   const dim3 grid(ceil_div(inter, per_block), static_cast<unsigned>(tokens));
-  if (vec) {
-    silu_and_mul_kernel<true><<<grid, threads, 0, stream>>>(
-        out.ptr<bf16>(), out.stride[0], x.ptr<bf16>(), x.stride[0], static_cast<int>(inter));
+  const auto kernel = vec ? silu_and_mul_kernel<true> : silu_and_mul_kernel<false>;
+  if (launch_early) {
+    launch_dependent(kernel, grid, dim3(threads), stream, out.ptr<bf16>(), out.stride[0],
+                     x.ptr<bf16>(), x.stride[0], static_cast<int>(inter));
   } else {
-    silu_and_mul_kernel<false><<<grid, threads, 0, stream>>>(
-        out.ptr<bf16>(), out.stride[0], x.ptr<bf16>(), x.stride[0], static_cast<int>(inter));
+    kernel<<<grid, threads, 0, stream>>>(out.ptr<bf16>(), out.stride[0], x.ptr<bf16>(), x.stride[0],
+                                         static_cast<int>(inter));
+    CUDA_CHECK_LAUNCH();
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace nanovllm::kernels::cuda

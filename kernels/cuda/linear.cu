@@ -108,6 +108,14 @@ void linear(const TensorView& y, const TensorView& x, const TensorView& w, const
   cublas_linear(y, x, w, bias, ctx);
 }
 
+// The most tokens for which the MLP's activation is fused into the down projection's skinny
+// GEMM: every block recomputes the activation of its K range for every token, which at 9-16
+// tokens costs more than the separate silu_and_mul launch it saves. Measured in the 0.6B
+// decode step on an H200 (three rounds, bench/results/h200-2026-11-27-issue33_silu_split.txt):
+// batch 16 1.72-1.77 ms fused against 1.66-1.67 separate, batch 12 1.61-1.66 against
+// 1.57-1.59; batch 4-8 the same either way.
+constexpr int64_t kSkinnySiluMulMaxM = 8;
+
 void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& act,
                      const TensorView& w, const TensorView& bias, const ExecContext& ctx) {
   check_cuda_tensor(gate_up, DType::kBf16, "linear_silu_mul gate_up");
@@ -117,11 +125,19 @@ void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const Tenso
   check_linear(y, act, w, k);
   CHECK_EQ(act.size(0), m);
   if (m == 0 || n == 0) return;
-  if (const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, true, ctx)) {
-    skinny_gemm_silu_mul(y, gate_up, w, bias, *cfg, ctx.stream);
+  if (m <= kSkinnySiluMulMaxM)
+    if (const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, true, ctx)) {
+      skinny_gemm_silu_mul(y, gate_up, w, bias, *cfg, ctx.stream);
+      return;
+    }
+  // The skinny GEMM or cuBLAS, by the same rule as any linear; the activation launches early
+  // only before the skinny GEMM (kernels/activation.h says why).
+  const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, false, ctx);
+  silu_and_mul(act, gate_up, ctx.stream, cfg.has_value());
+  if (cfg) {
+    skinny_gemm(y, act, w, bias, *cfg, ctx.stream);
     return;
   }
-  silu_and_mul(act, gate_up, ctx.stream);
   CHECK_MSG(ctx.cublas != nullptr, "linear needs a cuBLAS handle in the ExecContext");
   cublas_linear(y, act, w, bias, ctx);
 }
