@@ -14,7 +14,18 @@ BroadcastStepExecutor::BroadcastStepExecutor(std::unique_ptr<StepExecutor> local
                                                << kStepCommandSchemaVersion);
 }
 
+bool BroadcastStepExecutor::set_phase_timer(PhaseTimer* timer) {
+  if (!local_->set_phase_timer(timer)) return false;
+  eager_ = timer != nullptr;
+  return true;
+}
+
 StepResult BroadcastStepExecutor::execute(const StepCommand& cmd) {
+  if (eager_ && !cmd.eager) {
+    StepCommand marked = cmd;  // profiling only: the copy's cost does not matter
+    marked.eager = true;
+    return execute(marked);
+  }
   const std::vector<uint8_t> bytes = encode_step_command(cmd);
   // The slots were sized for the largest step the limits allow (step_ring_sizing.h).
   CHECK_MSG(bytes.size() <= ring_.slot_bytes(),

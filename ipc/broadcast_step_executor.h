@@ -21,7 +21,9 @@ class BroadcastStepExecutor final : public StepExecutor {
   // Instrumentation is rank 0's own (the workers run untimed).
   bool set_step_timing(bool on) override { return local_->set_step_timing(on); }
   std::optional<StepTiming> last_step_timing() const override { return local_->last_step_timing(); }
-  bool set_phase_timer(PhaseTimer* timer) override { return local_->set_phase_timer(timer); }
+  // While a timer is set the commands travel marked eager, so every rank runs the same
+  // (ungraphed) forward pass as rank 0's timed one (StepCommand::eager says why).
+  bool set_phase_timer(PhaseTimer* timer) override;
   std::optional<StartupTiming> startup_timing() const override { return local_->startup_timing(); }
 
   uint64_t commands_sent() const { return commands_sent_; }
@@ -30,6 +32,7 @@ class BroadcastStepExecutor final : public StepExecutor {
   std::unique_ptr<StepExecutor> local_;
   RingWriter& ring_;
   uint64_t commands_sent_ = 0;
+  bool eager_ = false;  // a phase timer is set
 };
 
 }  // namespace nanovllm

@@ -12,7 +12,7 @@ enum class StepKind : uint8_t { kPrefill, kDecode, kExit };
 
 // Bumped whenever StepCommand's fields or their meaning change; the ring's header carries it,
 // so a worker of another build refuses the ring instead of misreading commands.
-inline constexpr uint32_t kStepCommandSchemaVersion = 5;
+inline constexpr uint32_t kStepCommandSchemaVersion = 6;
 
 // A sampling slot's parameters (the sampler keeps them on the device until the slot is
 // refilled; kernels/sampler.h states their rules). temperature 0 = greedy; top_k <= 0 or
@@ -99,6 +99,11 @@ struct StepCommand {
   // engine sets it when every sampled row's rule decomposes (ipc/shard_sampling_rule.h) and
   // no row asks for logprobs.
   bool sample_from_shards = false;
+  // Every rank runs this step eagerly, without its decode CUDA graph: rank 0 profiles it (a
+  // phase timer, ipc/broadcast_step_executor.h). A worker replaying its graph meanwhile would
+  // run the graph's padded batch (16 rows for 12) while rank 0 runs the live rows, and their
+  // collectives would differ in size: the ranks hung at decode batch 12 (2026-11-27).
+  bool eager = false;
 
   // Rank 0's alone, never sent to the workers (ipc/step_command_serialization.h):
   bool sample_logprobs = false;  // some sampled row's slot has num_logprobs >= 0

@@ -33,7 +33,7 @@ void serialize(Archive& ar, StepCommand& c, const unsigned int /*version*/) {
   ar& c.context_lens;
   ar& c.block_tables& c.block_table_width;
   ar& c.logits_indices& c.prompt_logprobs_indices;
-  ar& c.sample_slots& c.new_slot_params& c.sample_from_shards;
+  ar& c.sample_slots& c.new_slot_params& c.sample_from_shards& c.eager;
 }
 
 // Serialized bytes of `command` (binary archive, no archive header: the ring's payload schema,

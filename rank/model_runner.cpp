@@ -220,8 +220,10 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
             "a step samples from shards on a runner without them (--tp 1 or turned off)");
   CHECK_MSG(!cmd.sample_from_shards || !cmd.sample_logprobs,
             "a step samples from shards and asks for logprobs (they need the whole row)");
-  // A phase timer needs the eager path: its event records cannot live in a graph.
-  if (graphs_ && !ctx_.phase_timer && cmd.kind == StepKind::kDecode && graphs_->can_run(b)) {
+  // A phase timer needs the eager path: its event records cannot live in a graph; the other
+  // ranks take it too (cmd.eager), so that every rank runs the same rows.
+  if (graphs_ && !ctx_.phase_timer && !cmd.eager && cmd.kind == StepKind::kDecode &&
+      graphs_->can_run(b)) {
     const DecodeGraphOutputs out = graphs_->replay(cmd, ctx_.stream);
     if (comm_->rank() != 0) return {};
     return {out.logits, out.out_tokens};

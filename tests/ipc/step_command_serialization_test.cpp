@@ -47,6 +47,7 @@ StepCommand random_command(uint32_t seed) {
         static_cast<int32_t>(rng() % 100), static_cast<float>(rng() % 100) / 99.0f,
         static_cast<float>(rng() % 10) / 20.0f, rng()});
   c.sample_from_shards = rng() % 2 == 0;
+  c.eager = rng() % 2 == 0;
   return c;
 }
 
@@ -80,6 +81,7 @@ void expect_same(const StepCommand& a, const StepCommand& b) {
   for (size_t i = 0; i < a.new_slot_params.size(); ++i)
     expect_same_travelling(a.new_slot_params[i], b.new_slot_params[i]);
   EXPECT_EQ(a.sample_from_shards, b.sample_from_shards);
+  EXPECT_EQ(a.eager, b.eager);
 }
 
 TEST(StepCommandSerialization, RandomCommandsRoundTripFieldByField) {
