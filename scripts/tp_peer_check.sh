@@ -13,8 +13,9 @@
 #             all-reduces go through NCCL), 32 tokens each, every way, against --tp 1;
 #   sampled   the examples with Qwen3's sampling (t 0.6, top-k 20, top-p 0.95, seeded) at every
 #             tp above 1, sampled from shards and gathered: the token ids must be identical;
-#   bench     nanovllm-bench --tp 1,2[,4] on nano-vllm's workload and the decode step (the
-#             nccl way skips tp 1, the same run as peer's);
+#   bench     nanovllm-bench --tp 1,2[,4] on nano-vllm's workload and the decode step at batch
+#             256 and 12 (12 runs the padded graph of 16: its profiled pass once hung the ranks;
+#             the summary reads 256) (the nccl way skips tp 1, the same run as peer's);
 #   knockout  the decode step again with --knock-out-all-reduce at every tp above 1: beside the
 #             bench phase's peer figures, the all-reduces' share of the step inside its graph;
 #   latency   batch 1 (512 prompt / 512 output tokens: TPOT) and a 32k-token prompt (TTFT:
@@ -135,7 +136,7 @@ if has bench; then
   for way in $ways; do
     sizes=$tps; [ $way != peer ] && sizes=$multi
     run_bench "bench_$way" 500 --tp "$sizes" --sampling model-defaults \
-      --workloads nanovllm,decode-step $(way_flag $way)
+      --workloads nanovllm,decode-step --decode-batch 256,12 $(way_flag $way)
     python3 scripts/tp_check_summary.py bench "$way" "$out/bench_$way.json"
   done
 fi
