@@ -41,8 +41,8 @@ struct LocalRing {
   LocalRing() : region(ring_region_bytes(kConfig) + 64) {
     base = region.data() + (64 - reinterpret_cast<uintptr_t>(region.data()) % 64) % 64;
     ring_init(base, ring_region_bytes(kConfig), kConfig);
-    writer = std::make_unique<RingWriter>(base, ring_region_bytes(kConfig),
-                                          kStepCommandSchemaVersion);
+    writer =
+        std::make_unique<RingWriter>(base, ring_region_bytes(kConfig), kStepCommandSchemaVersion);
     reader = std::make_unique<RingReader>(base, ring_region_bytes(kConfig),
                                           kStepCommandSchemaVersion, 0);
   }
