@@ -51,15 +51,9 @@ void silu_and_mul(const TensorView& out, const TensorView& x, cudaStream_t strea
   const int threads = 256;
   const int per_block = vec ? threads * 8 : threads;
   const dim3 grid(ceil_div(inter, per_block), static_cast<unsigned>(tokens));
-  const auto kernel = vec ? silu_and_mul_kernel<true> : silu_and_mul_kernel<false>;
-  if (launch_early) {
-    launch_dependent(kernel, grid, dim3(threads), stream, out.ptr<bf16>(), out.stride[0],
-                     x.ptr<bf16>(), x.stride[0], static_cast<int>(inter));
-  } else {
-    kernel<<<grid, threads, 0, stream>>>(out.ptr<bf16>(), out.stride[0], x.ptr<bf16>(), x.stride[0],
-                                         static_cast<int>(inter));
-    CUDA_CHECK_LAUNCH();
-  }
+  launch_early_or_plain(launch_early, vec ? silu_and_mul_kernel<true> : silu_and_mul_kernel<false>,
+                        grid, dim3(threads), stream, out.ptr<bf16>(), out.stride[0], x.ptr<bf16>(),
+                        x.stride[0], static_cast<int>(inter));
 }
 
 }  // namespace nanovllm::kernels::cuda

@@ -110,6 +110,19 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStre
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
+// launch_dependent where `early`, else a plain launch (for kernels that wait first, whose early
+// launch pays only before some kernels: the caller knows which).
+template <typename... Params, typename... Args>
+void launch_early_or_plain(bool early, void (*kernel)(Params...), dim3 grid, dim3 block,
+                           cudaStream_t stream, Args&&... args) {
+  if (early) {
+    launch_dependent(kernel, grid, block, stream, std::forward<Args>(args)...);
+    return;
+  }
+  kernel<<<grid, block, 0, stream>>>(std::forward<Args>(args)...);
+  CUDA_CHECK_LAUNCH();
+}
+
 // 2^x on the special-function unit (ex2.approx.ftz: ~2 ulp; 2^-inf = +0, which the online
 // softmax relies on for masked scores).
 __device__ __forceinline__ float fast_exp2(float x) {

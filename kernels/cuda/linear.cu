@@ -136,11 +136,12 @@ void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const Tenso
   check_linear(y, act, w, k);
   CHECK_EQ(act.size(0), m);
   if (m == 0 || n == 0) return;
-  if (m <= kSkinnySiluMulMaxM)
-    if (const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, true, ctx)) {
-      skinny_gemm_silu_mul(y, gate_up, w, bias, *cfg, ctx.stream);
+  if (m <= kSkinnySiluMulMaxM) {
+    if (const std::optional<SkinnyGemmConfig> fused = skinny_choice(m, n, k, true, ctx)) {
+      skinny_gemm_silu_mul(y, gate_up, w, bias, *fused, ctx.stream);
       return;
     }
+  }
   // The skinny GEMM or cuBLAS, by the same rule as any linear; the activation launches early
   // only before the skinny GEMM (kernels/activation.h says why).
   const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, false, ctx);

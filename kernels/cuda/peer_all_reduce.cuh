@@ -267,10 +267,8 @@ bool peer_launch_early();
 template <typename... Params, typename... Args>
 void launch_peer_kernel(void (*kernel)(Params...), int blocks, int threads, cudaStream_t stream,
                         Args&&... args) {
-  if (peer_launch_early())
-    launch_dependent(kernel, dim3(blocks), dim3(threads), stream, std::forward<Args>(args)...);
-  else
-    kernel<<<blocks, threads, 0, stream>>>(std::forward<Args>(args)...);
+  launch_early_or_plain(peer_launch_early(), kernel, dim3(blocks), dim3(threads), stream,
+                        std::forward<Args>(args)...);
 }
 
 inline int64_t ceil_div64(int64_t a, int64_t b) {

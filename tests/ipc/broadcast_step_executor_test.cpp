@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "ipc/broadcast_ring.h"
 #include "ipc/step_command_serialization.h"
+#include "tests/ipc/local_command_ring.h"
 
 namespace nanovllm {
 namespace {
@@ -32,30 +32,12 @@ class RecordingExecutor final : public StepExecutor {
   bool times_phases_;
 };
 
-// A one-reader ring in this process's memory, with rank 0's writer and a worker's reader.
-struct LocalRing {
-  static constexpr RingConfig kConfig{.num_readers = 1,
-                                      .slot_count = 4,
-                                      .slot_bytes = 64 * 1024,
-                                      .payload_schema = kStepCommandSchemaVersion};
-  LocalRing() : region(ring_region_bytes(kConfig) + 64) {
-    base = region.data() + (64 - reinterpret_cast<uintptr_t>(region.data()) % 64) % 64;
-    ring_init(base, ring_region_bytes(kConfig), kConfig);
-    writer =
-        std::make_unique<RingWriter>(base, ring_region_bytes(kConfig), kStepCommandSchemaVersion);
-    reader = std::make_unique<RingReader>(base, ring_region_bytes(kConfig),
-                                          kStepCommandSchemaVersion, 0);
-  }
-  StepCommand next() {
-    std::vector<uint8_t> bytes;
-    EXPECT_TRUE(reader->read(bytes));
-    return decode_step_command(bytes);
-  }
-  std::vector<uint8_t> region;
-  void* base = nullptr;
-  std::unique_ptr<RingWriter> writer;
-  std::unique_ptr<RingReader> reader;
-};
+// The command the worker reads next.
+StepCommand next_command(test::LocalCommandRing& ring) {
+  std::vector<uint8_t> bytes;
+  EXPECT_TRUE(ring.reader->read(bytes));
+  return decode_step_command(bytes);
+}
 
 StepCommand decode_step(uint64_t id) {
   StepCommand c;
@@ -79,7 +61,7 @@ PhaseTimer* some_timer() {
 }
 
 TEST(BroadcastStepExecutor, CommandsTravelEagerExactlyWhileAPhaseTimerIsSet) {
-  LocalRing ring;
+  test::LocalCommandRing ring;
   auto local = std::make_unique<RecordingExecutor>(true);
   RecordingExecutor* ran = local.get();
   BroadcastStepExecutor exec(std::move(local), *ring.writer);
@@ -91,23 +73,23 @@ TEST(BroadcastStepExecutor, CommandsTravelEagerExactlyWhileAPhaseTimerIsSet) {
   exec.execute(decode_step(3));
 
   const bool expected[] = {false, true, false};
+  ASSERT_EQ(ran->ran.size(), 3u);
   for (int i = 0; i < 3; ++i) {
-    const StepCommand sent = ring.next();
+    const StepCommand sent = next_command(ring);
     EXPECT_EQ(sent.step_id, static_cast<uint64_t>(i + 1));
     EXPECT_EQ(sent.eager, expected[i]) << "step " << i + 1 << " on the ring";
     EXPECT_EQ(sent.input_ids, decode_step(1).input_ids);
-    ASSERT_EQ(ran->ran.size(), 3u);
     EXPECT_EQ(ran->ran[i].eager, expected[i]) << "step " << i + 1 << " run locally";
   }
   EXPECT_EQ(exec.commands_sent(), 3u);
 }
 
 TEST(BroadcastStepExecutor, ARunnerThatCannotTimePhasesLeavesTheCommandsGraphed) {
-  LocalRing ring;
+  test::LocalCommandRing ring;
   BroadcastStepExecutor exec(std::make_unique<RecordingExecutor>(false), *ring.writer);
   EXPECT_FALSE(exec.set_phase_timer(some_timer()));
   exec.execute(decode_step(1));
-  EXPECT_FALSE(ring.next().eager);
+  EXPECT_FALSE(next_command(ring).eager);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "ipc/broadcast_ring.h"
 #include "ipc/step_ring_sizing.h"
 #include "kernels/check.h"
+#include "tests/ipc/local_command_ring.h"
 
 namespace nanovllm {
 namespace {
@@ -202,19 +203,11 @@ TEST(StepCommandSerialization, UnknownKindIsACheckFailure) {
 }
 
 TEST(StepCommandSerialization, CommandsCrossTheRingIntact) {
-  const RingConfig config{.num_readers = 1,
-                          .slot_count = 3,
-                          .slot_bytes = 64 * 1024,
-                          .payload_schema = kStepCommandSchemaVersion};
-  std::vector<uint8_t> region(ring_region_bytes(config) + 64);
-  void* base = region.data() + (64 - reinterpret_cast<uintptr_t>(region.data()) % 64) % 64;
-  ring_init(base, ring_region_bytes(config), config);
-  RingWriter writer(base, ring_region_bytes(config), kStepCommandSchemaVersion);
-  RingReader reader(base, ring_region_bytes(config), kStepCommandSchemaVersion, 0);
+  test::LocalCommandRing ring(3);
   std::vector<uint8_t> got;
   for (uint32_t seed = 100; seed < 120; ++seed) {
-    writer.write(encode_step_command(random_command(seed)));
-    ASSERT_TRUE(reader.read(got));
+    ring.writer->write(encode_step_command(random_command(seed)));
+    ASSERT_TRUE(ring.reader->read(got));
     expect_same(decode_step_command(got), random_command(seed));
   }
 }
