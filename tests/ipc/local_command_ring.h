@@ -21,10 +21,10 @@ struct LocalCommandRing {
     // The ring's header wants 64-byte alignment.
     void* base = region.data() + (64 - reinterpret_cast<uintptr_t>(region.data()) % 64) % 64;
     ring_init(base, ring_region_bytes(config), config);
-    writer = std::make_unique<RingWriter>(base, ring_region_bytes(config),
-                                          kStepCommandSchemaVersion);
-    reader = std::make_unique<RingReader>(base, ring_region_bytes(config),
-                                          kStepCommandSchemaVersion, 0);
+    writer =
+        std::make_unique<RingWriter>(base, ring_region_bytes(config), kStepCommandSchemaVersion);
+    reader =
+        std::make_unique<RingReader>(base, ring_region_bytes(config), kStepCommandSchemaVersion, 0);
   }
   RingConfig config;
   std::vector<uint8_t> region;
