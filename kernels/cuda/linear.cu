@@ -32,25 +32,30 @@ __global__ void broadcast_bias_kernel(T* y, int64_t ld, const bf16* __restrict__
 // and tp 4's shards, tp 1's qkv_proj, o_proj and down_proj); tp 1's gate_up_proj (101M) lost 5 %.
 constexpr int64_t kSkinnyEarlyMaxWeights = int64_t{64} << 20;
 
-// Weights (N * K) above which the skinny GEMM serves one token only. Measured in the 8B
-// shape's decode step on an H200 (two rounds,
-// bench/results/h200-2026-11-27-issue33_silu_split.txt): cuBLAS for its qkv_proj (25M),
-// gate_up_proj (100M) and down_proj (50M) from 2 tokens took batch 2 from 5.29-5.35 to 5.20-5.22
-// ms, batch 4 from 5.72-5.84 to 5.40-5.43, batch 8 from 6.32-6.33 to 5.62-5.64; batch 1 stayed
-// (5.02-5.04). The 0.6B shape (only its LM head is this large) measured the same either way.
-// Tensor-parallel shards were not measured.
-constexpr int64_t kSkinnyOneTokenAbove = int64_t{16} << 20;
+// Weights (N * K) above which the skinny GEMM serves at most 2 tokens, and above which it
+// serves one token only (the weights it does not launch early); cuBLAS takes the rest. Timed
+// in the 8B shape's decode step, tp 1 on an H200 and tp 2 on two H100s, three and two rounds
+// (bench/results/h200-2026-11-27-issue33_big_weights.txt). At tp 1, cuBLAS for qkv_proj (25M),
+// gate_up_proj (100M) and down_proj (50M) from 2 tokens took batch 4 from 5.72 to 5.21-5.28
+// ms and batch 8 from 6.27-6.32 to 5.45-5.48. Keeping the skinny GEMM at 2 tokens for the
+// weights up to 64M measured the same there (batch 2 5.08-5.10 ms either way) and took tp 2's
+// batch 2 from 4.18-4.19 to 3.96-3.97 ms (its gate_up and down shards, 50M and 25M, and the
+// same gain on the H100s' tp 1). At 3-4 tokens the skinny GEMM lost 4-5 % on these weights.
+constexpr int64_t kSkinnyTwoTokensAbove = int64_t{16} << 20;
+constexpr int64_t kSkinnyOneTokenAbove = kSkinnyEarlyMaxWeights;
 
 // The skinny GEMM's config for this shape, or none where cuBLAS is the faster path. The rule
 // is bench/gemm_bench's verdict on an H200 (both paths timed inside CUDA graphs, weights from
 // HBM): the skinny GEMM wins at M <= 8, at M = 16 only on the short-N, mid-K shapes (0.6B's
 // o_proj and down_proj, 8B's o_proj), and cuBLAS wins from M = 32 on; inside the decode step,
-// weights over kSkinnyOneTokenAbove go to cuBLAS from 2 tokens. The config is the list's best
-// guess; kSkinnyEarlyMaxWeights says which shapes launch early.
+// weights over kSkinnyTwoTokensAbove go to cuBLAS from 3 tokens, over kSkinnyOneTokenAbove
+// from 2. The config is the list's best guess; kSkinnyEarlyMaxWeights says which shapes launch
+// early.
 std::optional<SkinnyGemmConfig> skinny_choice(int64_t m, int64_t n, int64_t k, bool silu_mul,
                                               const ExecContext& ctx) {
   if (ctx.cublas_only || !skinny_gemm_supports(m, n, k)) return {};
-  if (m > 1 && n * k > kSkinnyOneTokenAbove) return {};
+  if ((m > 1 && n * k > kSkinnyOneTokenAbove) || (m > 2 && n * k > kSkinnyTwoTokensAbove))
+    return {};
   const bool wins = m <= 8 || (m <= 16 && n <= 4096 && k >= 2048 && k <= 4096);
   if (!wins) return {};
   std::vector<SkinnyGemmConfig> configs = skinny_gemm_configs(m, n, k, silu_mul);
