@@ -1,5 +1,7 @@
 #include "kernels/phase_timer.h"
 
+#include <utility>
+
 #include "kernels/check.h"
 
 namespace nanovllm {
@@ -55,18 +57,25 @@ bool PhaseTimer::begin(Phase phase, cudaStream_t stream) {
   return true;
 }
 
-void PhaseTimer::end(cudaStream_t stream) {
-  CHECK(open_ && pending_ > 0);
+void PhaseTimer::end(cudaStream_t stream) noexcept {
+  CHECK(open_ && pending_ > 0);  // our bug, not a runtime failure: terminates (noexcept)
   open_ = false;
   Interval& i = intervals_[pending_ - 1];
-  if (device_ == Device::kCuda)
-    CUDA_CHECK(cudaEventRecord(i.stop, stream));
-  else
+  if (device_ == Device::kCuda) {
+    const cudaError_t e = cudaEventRecord(i.stop, stream);
+    if (e != cudaSuccess && end_error_ == cudaSuccess) end_error_ = e;
+  } else {
     i.host_stop = Clock::now();
+  }
 }
 
 PhaseTimes PhaseTimer::collect() {
   CHECK_MSG(!open_, "collect() inside an open phase");
+  if (end_error_ != cudaSuccess) {
+    const cudaError_t e = std::exchange(end_error_, cudaSuccess);
+    pending_ = 0;  // a stop event went unrecorded: this step's intervals are dropped
+    CHECK_MSG(false, "a phase's closing cudaEventRecord failed: " << cudaGetErrorString(e));
+  }
   PhaseTimes totals{};
   for (size_t k = 0; k < pending_; ++k) {
     const Interval& i = intervals_[k];

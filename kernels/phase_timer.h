@@ -47,9 +47,13 @@ class PhaseTimer {
   PhaseTimer& operator=(const PhaseTimer&) = delete;
 
   // Start / end of a phase on `stream` (CUDA) or now (CPU). begin returns false, and the
-  // matching end must then be skipped, when another phase is open (nesting).
+  // matching end must then be skipped, when another phase is open (nesting). end never throws:
+  // PhaseScope calls it from its destructor, where a throw would end the process
+  // (std::terminate) before the rank could report anything. A failed event record (the
+  // context broke, e.g. a kernel trapped) is kept and thrown by collect(); until then the next
+  // checked CUDA call reports it.
   bool begin(Phase phase, cudaStream_t stream);
-  void end(cudaStream_t stream);
+  void end(cudaStream_t stream) noexcept;
 
   // Waits for the recorded work, returns each phase's total since the last collect() and
   // starts over (the events are reused).
@@ -70,6 +74,7 @@ class PhaseTimer {
   std::vector<Interval> intervals_;  // the first pending_ are this step's; events kept
   size_t pending_ = 0;
   bool open_ = false;
+  cudaError_t end_error_ = cudaSuccess;  // the first failed record of an end()
 };
 
 // RAII: times its lifetime as `phase` when ctx carries a timer; otherwise a null check.
