@@ -34,13 +34,13 @@ constexpr int64_t kSkinnyEarlyMaxWeights = int64_t{64} << 20;
 
 // Weights (N * K) above which the skinny GEMM serves at most 2 tokens, and above which it
 // serves one token only (the weights it does not launch early); cuBLAS takes the rest. Timed
-// in the 8B shape's decode step, tp 1 on an H200 and tp 2 on two H100s, three and two rounds
-// (bench/results/h200-2026-11-27-issue33_big_weights.txt). At tp 1, cuBLAS for qkv_proj (25M),
-// gate_up_proj (100M) and down_proj (50M) from 2 tokens took batch 4 from 5.72 to 5.21-5.28
-// ms and batch 8 from 6.27-6.32 to 5.45-5.48. Keeping the skinny GEMM at 2 tokens for the
-// weights up to 64M measured the same there (batch 2 5.08-5.10 ms either way) and took tp 2's
-// batch 2 from 4.18-4.19 to 3.96-3.97 ms (its gate_up and down shards, 50M and 25M, and the
-// same gain on the H100s' tp 1). At 3-4 tokens the skinny GEMM lost 4-5 % on these weights.
+// in the 8B shape's decode step (bench/results/h200-2026-11-27-issue33_big_weights.txt). At
+// tp 1 on an H200, cuBLAS for qkv_proj (25M), gate_up_proj (100M) and down_proj (50M) from 2
+// tokens took batch 4 from 5.72 to 5.21-5.28 ms and batch 8 from 6.27-6.32 to 5.45-5.48.
+// Keeping the skinny GEMM at 2 tokens for the weights up to 64M measured the same there and
+// took tp 2's batch 2 (its gate_up and down shards, 50M and 25M) from 3.37-3.38 to 3.29-3.34
+// ms on two H200s, 4.18-4.19 to 3.96-3.97 on two H100s. At 3-4 tokens the skinny GEMM lost
+// 4-5 % on these weights at tp 1 on the H200.
 constexpr int64_t kSkinnyTwoTokensAbove = int64_t{16} << 20;
 constexpr int64_t kSkinnyOneTokenAbove = kSkinnyEarlyMaxWeights;
 
