@@ -3,6 +3,7 @@
 // the rank before it could report); collect() reports it instead and the timer starts over.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -16,45 +17,49 @@ namespace {
 static_assert(noexcept(std::declval<PhaseTimer&>().end(cudaStream_t{})),
               "PhaseScope's destructor calls end: it must not throw");
 
-// While a blocking stream captures in global mode, work on the legacy stream would depend on
-// it implicitly and is refused (cudaErrorStreamCaptureImplicit, not a sticky error).
-cudaError_t record_on_legacy_while_capturing(cudaEvent_t event) {
-  cudaStream_t capturing = nullptr;
-  CUDA_CHECK(cudaStreamCreate(&capturing));  // blocking: the legacy stream syncs with it
-  CUDA_CHECK(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeGlobal));
-  const cudaError_t refused = cudaEventRecord(event, nullptr);
-  cudaGraph_t graph = nullptr;
-  (void)cudaStreamEndCapture(capturing, &graph);  // the capture was invalidated
-  if (graph != nullptr) cudaGraphDestroy(graph);
-  (void)cudaGetLastError();
-  CUDA_CHECK(cudaStreamDestroy(capturing));
-  return refused;
-}
+// While it lives, a blocking stream captures in global mode, so work on the legacy stream, which
+// would depend on it implicitly, is refused (cudaErrorStreamCaptureImplicit, not sticky).
+class LegacyStreamRefused {
+ public:
+  LegacyStreamRefused() {
+    CUDA_CHECK(cudaStreamCreate(&capturing_));  // blocking: the legacy stream syncs with it
+    CUDA_CHECK(cudaStreamBeginCapture(capturing_, cudaStreamCaptureModeGlobal));
+  }
+  ~LegacyStreamRefused() {
+    cudaGraph_t graph = nullptr;
+    (void)cudaStreamEndCapture(capturing_, &graph);  // invalidated by the refusal
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    cudaStreamDestroy(capturing_);
+  }
+  LegacyStreamRefused(const LegacyStreamRefused&) = delete;
+  LegacyStreamRefused& operator=(const LegacyStreamRefused&) = delete;
+
+ private:
+  cudaStream_t capturing_ = nullptr;
+};
 
 TEST(PhaseTimerCuda, AFailedClosingRecordIsReportedByCollectNotThrownByTheScope) {
   SKIP_WITHOUT_CUDA();
   cudaEvent_t probe = nullptr;
   CUDA_CHECK(cudaEventCreate(&probe));
-  const cudaError_t probed = record_on_legacy_while_capturing(probe);
+  cudaError_t probed = cudaSuccess;
+  {
+    const LegacyStreamRefused refused;
+    probed = cudaEventRecord(probe, nullptr);
+  }
   CUDA_CHECK(cudaEventDestroy(probe));
   if (probed == cudaSuccess) GTEST_SKIP() << "this driver accepted the legacy-stream record";
 
   PhaseTimer timer(Device::kCuda);
   ExecContext ctx;
   ctx.phase_timer = &timer;
-  ctx.stream = nullptr;  // the legacy stream
-  cudaStream_t capturing = nullptr;
-  CUDA_CHECK(cudaStreamCreate(&capturing));
+  ctx.stream = nullptr;                                               // the legacy stream
+  std::optional<PhaseScope> scope(std::in_place, ctx, Phase::kGemm);  // its start: recorded
   {
-    const PhaseScope scope(ctx, Phase::kGemm);  // its start is recorded before the capture
-    CUDA_CHECK(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeGlobal));
-  }  // its end is refused here, and must not throw
-  cudaGraph_t graph = nullptr;
-  (void)cudaStreamEndCapture(capturing, &graph);
-  if (graph != nullptr) cudaGraphDestroy(graph);
-  (void)cudaGetLastError();
-  CUDA_CHECK(cudaStreamDestroy(capturing));
-
+    const LegacyStreamRefused refused;
+    scope.reset();  // its end is refused here, and must not throw
+  }
   try {
     timer.collect();
     ADD_FAILURE() << "collect() did not report the failed record";
@@ -64,7 +69,8 @@ TEST(PhaseTimerCuda, AFailedClosingRecordIsReportedByCollectNotThrownByTheScope)
   }
   EXPECT_EQ(timer.num_pending(), 0u);
   // The context is healthy (the refusal was not sticky): the timer works again.
-  { const PhaseScope scope(ctx, Phase::kAttention); }
+  scope.emplace(ctx, Phase::kAttention);
+  scope.reset();
   PhaseTimes times{};
   EXPECT_NO_THROW(times = timer.collect());
   EXPECT_EQ(times[static_cast<size_t>(Phase::kGemm)], 0.0);  // the dropped interval's phase
