@@ -107,6 +107,7 @@ class ModelRunner final : public StepExecutor {
     kernels::LogprobsBatch prompt;
   };
   Forward forward_step(const StepCommand& cmd);
+  // Sampling and readback (model_runner_sampling.cpp).
   // Every rank: the LM head over the command's prompt_logprobs rows, in chunks of
   // max_logits_rows_; rank 0 also computes their logprobs (its returned batch's outputs).
   kernels::LogprobsBatch prompt_logprobs(const StepCommand& cmd, const TensorView& hidden);
