@@ -201,7 +201,6 @@ void launch(bf16* data, int64_t elems, const PeerAllReduceBuffers& b, PeerAllRed
       launch_peer_kernel(push_two_shot_kernel<N, THREADS>, g.blocks, THREADS, stream, io, units,
                          g.work, g.per_block, b);
   }
-  CUDA_CHECK(cudaGetLastError());
 }
 
 // launch(std::integral_constant<int, THREADS>) for a checked shape's thread count.

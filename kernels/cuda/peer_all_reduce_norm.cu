@@ -89,7 +89,6 @@ void launch_add_rms_norm(const TensorView& x, const TensorView& residual, const 
   const int blocks = static_cast<int>(std::min<int64_t>(kPeerAllReduceMaxBlocks, rows));
   peer::launch_peer_kernel(add_rms_norm_kernel<N, PUSH>, blocks, kNormThreads, stream, xp,
                            x.stride[0], rp, residual.stride[0], wp, rows, hidden, eps, b);
-  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace

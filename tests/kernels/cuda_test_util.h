@@ -43,14 +43,18 @@ class DeviceMem {
  public:
   explicit DeviceMem(size_t bytes) : bytes_(bytes) {
     CUDA_CHECK(cudaMalloc(&ptr_, bytes ? bytes : 1));
-    CUDA_CHECK(cudaMemset(ptr_, 0xFF, bytes ? bytes : 1));
-    finish_legacy_stream();
+    poison();
   }
   ~DeviceMem() { cudaFree(ptr_); }
   DeviceMem(const DeviceMem&) = delete;
   DeviceMem& operator=(const DeviceMem&) = delete;
   void* get() const { return ptr_; }
   size_t bytes() const { return bytes_; }
+  // Every byte 0xFF (a bf16 NaN), complete on return: a kernel's unwritten output shows.
+  void poison() const {
+    CUDA_CHECK(cudaMemset(ptr_, 0xFF, bytes_ ? bytes_ : 1));
+    finish_legacy_stream();
+  }
 
   template <typename T>
   void upload(const std::vector<T>& h) {

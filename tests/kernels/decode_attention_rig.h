@@ -84,8 +84,7 @@ class DecodeRig {
     cache_.deal(decode_seqs(lens), rng_);
     dlens_.mem.upload(lens_);
     dev_.tables.mem.upload(cache_.tables);
-    CUDA_CHECK(cudaMemset(dout_.mem.get(), 0xFF, dout_.mem.bytes()));
-    test::finish_legacy_stream();
+    dout_.mem.poison();
   }
 
   void run(cudaStream_t stream) const {

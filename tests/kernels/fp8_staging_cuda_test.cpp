@@ -41,8 +41,7 @@ void check_staging(const std::vector<Seq>& seqs, int64_t d, int64_t hkv, int64_t
   }
   DevVec<uint16_t> staging_k(blocks * bs * hkv * d), staging_v(blocks * bs * hkv * d);
   DevVec<int32_t> staging_tables(c.batch * c.cache.max_blocks);
-  CUDA_CHECK(cudaMemset(staging_tables.mem.get(), 0xFF, staging_tables.mem.bytes()));
-  test::finish_legacy_stream();
+  staging_tables.mem.poison();
   kernels::PrefillAttentionParams p = dev.params;
   p.staging_k = staging_k.view(DType::kBf16, {blocks, bs, hkv, d});
   p.staging_v = staging_v.view(DType::kBf16, {blocks, bs, hkv, d});

@@ -208,8 +208,7 @@ struct DevicePrefill {
   // check), calls launch(params) on the default stream, returns out [tq, hq, d].
   template <typename Launch>
   std::vector<uint16_t> run(Launch&& launch) {
-    CUDA_CHECK(cudaMemset(out.mem.get(), 0xFF, out.mem.bytes()));
-    finish_legacy_stream();
+    out.mem.poison();
     launch(params);
     return out.host();
   }

@@ -109,10 +109,7 @@ struct DeviceCase {
       kernels::cuda::skinny_gemm(y(), x(), w, bias, cfg, stream);
     CUDA_CHECK(cudaGetLastError());
   }
-  void poison_y() const {
-    CUDA_CHECK(cudaMemset(dy.mem.get(), 0xFF, dy.mem.bytes()));
-    test::finish_legacy_stream();
-  }
+  void poison_y() const { dy.mem.poison(); }
 
   const Case& c;
   DevVec<uint16_t> dx, dw, db;
