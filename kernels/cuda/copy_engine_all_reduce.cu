@@ -1,0 +1,156 @@
+// kernels/copy_engine_all_reduce.h: the copies and flags through the CUDA driver's stream memory
+// operations (no SM runs them), then one sum + add + norm kernel with the arithmetic of
+// peer_all_reduce_norm.cu's one-shot form (same sum order, same block size), hence its bits.
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/copy_engine_all_reduce.h"
+#include "kernels/cuda/add_rms_norm_row.cuh"
+#include "kernels/cuda/common.cuh"
+
+namespace nanovllm::kernels::cuda {
+namespace {
+
+// rms_norm.cu's block size (block_sum's tree), so the norm matches fused_add_rms_norm's bits.
+constexpr int kNormThreads = 256;
+
+// Rank s's x for this call: sources[s] ([T, H] contiguous), sources[rank] being x itself.
+struct Sources {
+  const bf16* rank[kMaxPeerRanks];
+};
+
+// Block b owns rows b, b + grid, ...: sum, add and normalise each (x is read before it is
+// overwritten, by the same thread, as in peer_all_reduce_norm.cu).
+template <int N>
+__global__ void __launch_bounds__(kNormThreads)
+    sum_add_rms_norm_kernel(bf16* x, bf16* residual, int64_t r_stride,
+                            const bf16* __restrict__ weight, int64_t rows, int hidden, float eps,
+                            Sources src) {
+  for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
+    bf16* rr = residual + t * r_stride;
+    float sq = 0.f;
+    for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {
+      const int64_t at = t * hidden + i;
+      float acc[8] = {};
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        // The peers' parts were written by a copy engine: past L1, from L2.
+        const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(src.rank[r] + at));
+        const Bf16x8 v = *reinterpret_cast<const Bf16x8*>(&raw);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j] += to_f32(v.v[j]);
+      }
+      Bf16x8 y;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) y.v[j] = to_bf16(acc[j]);
+      add_residual_unit(rr + i, y, sq);
+    }
+    write_normed_row<kNormThreads>(x + t * hidden, rr, weight, hidden, sq, eps);
+  }
+}
+
+template <typename Fn>
+Fn driver_entry(const char* name) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found));
+  CHECK_MSG(found == cudaDriverEntryPointSuccess && p != nullptr,
+            "the CUDA driver has no " << name);
+  return reinterpret_cast<Fn>(p);
+}
+
+// The driver's stream memory operations (the runtime has no wrapper for them).
+void write_flag(cudaStream_t stream, uint32_t* flag, uint32_t value) {
+  static const auto fn = driver_entry<PFN_cuStreamWriteValue32_v11070>("cuStreamWriteValue32");
+  // Default flags: a memory barrier first, so the copies before it are visible before the flag.
+  const CUresult r = fn(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(flag),
+                        value, CU_STREAM_WRITE_VALUE_DEFAULT);
+  CHECK_MSG(r == CUDA_SUCCESS, "cuStreamWriteValue32 failed: CUresult " << static_cast<int>(r));
+}
+
+void wait_flag(cudaStream_t stream, const uint32_t* flag, uint32_t value) {
+  static const auto fn = driver_entry<PFN_cuStreamWaitValue32_v11070>("cuStreamWaitValue32");
+  // GEQ compares cyclically ((int32_t)(*flag - value) >= 0): a peer may already be a call ahead.
+  const CUresult r = fn(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(flag),
+                        value, CU_STREAM_WAIT_VALUE_GEQ);
+  CHECK_MSG(r == CUDA_SUCCESS, "cuStreamWaitValue32 failed: CUresult " << static_cast<int>(r));
+}
+
+[[noreturn]] void fail(const std::string& why) {
+  throw std::invalid_argument("copy_engine_add_rms_norm: " + why);
+}
+
+}  // namespace
+}  // namespace nanovllm::kernels::cuda
+
+namespace nanovllm::kernels {
+
+bool copy_engine_fits(const TensorView& x, const CopyEngineBuffers& b) {
+  if (!peer_all_reduce_supports(b.world_size) || b.rank < 0 || b.rank >= b.world_size) return false;
+  for (int r = 0; r < b.world_size; ++r)
+    if (b.inbox[r] == nullptr || b.flags[r] == nullptr) return false;
+  return x.dtype == DType::kBf16 && !x.on_cpu() && x.ndim == 2 && x.is_contiguous() &&
+         x.size(1) % 8 == 0 && static_cast<size_t>(x.numel()) * 2 <= b.slot_bytes &&
+         cuda::aligned16(x.data);
+}
+
+void copy_engine_add_rms_norm(const TensorView& x, const TensorView& residual,
+                              const TensorView& weight, float eps, const CopyEngineBuffers& b,
+                              uint32_t call, cudaStream_t stream) {
+  using cuda::bf16;
+  if (!copy_engine_fits(x, b))
+    cuda::fail("x or the group is not one the buffers take (copy_engine_fits)");
+  if (residual.dtype != DType::kBf16 || residual.ndim != 2 || residual.stride[1] != 1 ||
+      residual.size(0) != x.size(0) || residual.size(1) != x.size(1) ||
+      residual.stride[0] % 8 != 0 || !cuda::aligned16(residual.data) ||
+      weight.dtype != DType::kBf16 || weight.numel() != x.size(1) || !cuda::aligned16(weight.data))
+    cuda::fail(
+        "residual: [T, H] bf16 (row stride a multiple of 8), weight: [H] bf16, 16-byte aligned");
+  if (call == 0) cuda::fail("calls are numbered from 1 (0 is the flags' initial value)");
+  const int64_t rows = x.size(0);
+  if (rows == 0) return;
+  const size_t bytes = static_cast<size_t>(x.numel()) * 2;
+  const int n = b.world_size, me = b.rank;
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    void* dst =
+        static_cast<uint8_t*>(b.inbox[p]) + copy_engine_slot_offset(call, me, n, b.slot_bytes);
+    CUDA_CHECK(cudaMemcpyAsync(dst, x.data, bytes, cudaMemcpyDeviceToDevice, stream));
+  }
+  for (int p = 0; p < n; ++p)
+    if (p != me) cuda::write_flag(stream, b.flags[p] + me, call);
+  for (int p = 0; p < n; ++p)
+    if (p != me) cuda::wait_flag(stream, b.flags[me] + p, call);
+  cuda::Sources src{};
+  for (int r = 0; r < n; ++r)
+    src.rank[r] =
+        r == me ? static_cast<const bf16*>(x.data)
+                : reinterpret_cast<const bf16*>(static_cast<const uint8_t*>(b.inbox[me]) +
+                                                copy_engine_slot_offset(call, r, n, b.slot_bytes));
+  const int hidden = static_cast<int>(x.size(1));
+  // One block a row up to a bound: rows beyond it loop (the grid only has to fill the GPU).
+  const int blocks = static_cast<int>(std::min<int64_t>(rows, 4096));
+  auto* xp = static_cast<bf16*>(x.data);
+  auto* rp = static_cast<bf16*>(residual.data);
+  const auto* wp = static_cast<const bf16*>(weight.data);
+  switch (n) {
+    case 2:
+      cuda::sum_add_rms_norm_kernel<2><<<blocks, cuda::kNormThreads, 0, stream>>>(
+          xp, rp, residual.stride[0], wp, rows, hidden, eps, src);
+      break;
+    case 4:
+      cuda::sum_add_rms_norm_kernel<4><<<blocks, cuda::kNormThreads, 0, stream>>>(
+          xp, rp, residual.stride[0], wp, rows, hidden, eps, src);
+      break;
+    default:
+      cuda::sum_add_rms_norm_kernel<8><<<blocks, cuda::kNormThreads, 0, stream>>>(
+          xp, rp, residual.stride[0], wp, rows, hidden, eps, src);
+      break;
+  }
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace nanovllm::kernels
