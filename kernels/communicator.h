@@ -4,6 +4,7 @@
 // same shapes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/exec_context.h"
@@ -28,6 +29,16 @@ class Communicator {
   // steps; a backend may do them in one kernel (rank/peer_communicator.h).
   virtual void all_reduce_add_rms_norm(const TensorView& x, const TensorView& residual,
                                        const TensorView& weight, float eps, const ExecContext& ctx);
+  // all_reduce_add_rms_norm with the sum's bytes moved by the copy engines instead of SMs
+  // (kernels/copy_engine_all_reduce.h), so that it can run under compute on a second stream
+  // (layers/prefill_overlap.h), for x of at most copy_engine_sum_bytes(); 0 where this backend
+  // has no such path. Default: 0, and all_reduce_add_rms_norm.
+  virtual size_t copy_engine_sum_bytes() const { return 0; }
+  virtual void copy_engine_add_rms_norm(const TensorView& x, const TensorView& residual,
+                                        const TensorView& weight, float eps,
+                                        const ExecContext& ctx) {
+    all_reduce_add_rms_norm(x, residual, weight, eps, ctx);
+  }
   // The smallest `value` over all ranks, returned on every rank (exact for any int64, unlike
   // a float reduction). Host in, host out: it waits for the collective, so it is a start-up
   // agreement (e.g. the KV-cache block count), never part of a captured CUDA graph.

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "kernels/check.h"
+
 namespace nanovllm {
 
 AllReducePath choose_all_reduce(int world_size, size_t bytes, size_t staging_bytes, bool peer_on) {
@@ -42,6 +44,21 @@ PeerCommunicator::PeerCommunicator(NcclCommunicator& nccl, std::unique_ptr<PeerM
   const char* env = std::getenv("NANOVLLM_PEER_PUSH");
   push_on_ = peer_ != nullptr && peer_->buffers().inbox_bytes > 0 &&
              !(env != nullptr && std::string(env) == "off");
+  copy_engine_on_ = peer_ != nullptr && peer_->copy_engine().slot_bytes > 0;
+}
+
+size_t PeerCommunicator::copy_engine_sum_bytes() const {
+  return copy_engine_on_ ? peer_->copy_engine().slot_bytes : 0;
+}
+
+bool PeerCommunicator::takes_copy_engine(const TensorView& x, cudaStream_t stream) const {
+  if (!copy_engine_on_ || !kernels::copy_engine_fits(x, peer_->copy_engine())) return false;
+  if (choose_all_reduce(world_size(), static_cast<size_t>(x.numel()) * 2,
+                        peer_->buffers().capacity_bytes, true) != AllReducePath::kNccl)
+    return false;  // the peer kernels' sizes
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  return capture == cudaStreamCaptureStatusNone;  // the call numbers are the host's
 }
 
 kernels::PeerAllReduceAlgo PeerCommunicator::one_shot_algo(size_t bytes, bool vectors) const {
@@ -96,6 +113,15 @@ void PeerCommunicator::all_reduce_add_rms_norm(const TensorView& x, const Tensor
     }
   }
   Communicator::all_reduce_add_rms_norm(x, residual, weight, eps, ctx);
+}
+
+void PeerCommunicator::copy_engine_add_rms_norm(const TensorView& x, const TensorView& residual,
+                                                const TensorView& weight, float eps,
+                                                const ExecContext& ctx) {
+  if (knocked_out_ || !takes_copy_engine(x, ctx.stream))
+    return all_reduce_add_rms_norm(x, residual, weight, eps, ctx);
+  kernels::copy_engine_add_rms_norm(x, residual, weight, eps, peer_->copy_engine(),
+                                    ++copy_engine_calls_, ctx.stream);
 }
 
 }  // namespace nanovllm

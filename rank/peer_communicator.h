@@ -78,6 +78,15 @@ class PeerCommunicator final : public Communicator {
   }
   // Below the NCCL crossover (choose_all_reduce), every size is one of our kernels.
   bool all_reduce_in_kernels(size_t bytes) const override;
+  // PeerMemory::copy_engine_slot_bytes with the peer path on, else 0 (layers/prefill_overlap.h
+  // has the comparison switch).
+  size_t copy_engine_sum_bytes() const override;
+  // kernels::copy_engine_add_rms_norm where x fits a slot (copy_engine_fits), is larger than
+  // the peer kernels take (choose_all_reduce: NCCL) and the stream is not capturing a graph;
+  // else all_reduce_add_rms_norm.
+  void copy_engine_add_rms_norm(const TensorView& x, const TensorView& residual,
+                                const TensorView& weight, float eps,
+                                const ExecContext& ctx) override;
   void abort() override { nccl_.abort(); }
   void synchronize(cudaStream_t stream) override { nccl_.synchronize(stream); }
 
@@ -93,8 +102,13 @@ class PeerCommunicator final : public Communicator {
   // `vectors`).
   kernels::PeerAllReduceAlgo one_shot_algo(size_t bytes, bool vectors) const;
 
+  // Whether copy_engine_add_rms_norm sends x through the copy engines (see there).
+  bool takes_copy_engine(const TensorView& x, cudaStream_t stream) const;
+
   std::unique_ptr<PeerMemory> peer_;
   bool push_on_ = false;
+  bool copy_engine_on_ = false;
+  uint32_t copy_engine_calls_ = 0;  // the last copy-engine call's number (the same on every rank)
   bool knocked_out_ = false;
 };
 

@@ -47,8 +47,13 @@ std::unique_ptr<PeerMemory> PeerMemory::open(NcclCommunicator& nccl) {
   }
   std::unique_ptr<PeerMemory> m(new PeerMemory());
   const size_t inbox_bytes = kernels::peer_push_inbox_bytes(world, kPushBytes);
-  CUDA_CHECK(cudaMalloc(&m->own_, kFlagBytes + 2 * kStagingBytes + inbox_bytes));  // two halves
+  const size_t ce_at = kFlagBytes + 2 * kStagingBytes + inbox_bytes;  // two halves of staging
+  const size_t ce_flag_bytes = (kernels::copy_engine_flag_bytes(world) + 255) / 256 * 256;
+  const size_t ce_slot = copy_engine_slot_bytes(world);
+  const size_t ce_inbox_bytes = kernels::copy_engine_inbox_bytes(world, ce_slot);
+  CUDA_CHECK(cudaMalloc(&m->own_, ce_at + ce_flag_bytes + ce_inbox_bytes));
   CUDA_CHECK(cudaMemset(m->own_, 0, kFlagBytes));
+  CUDA_CHECK(cudaMemset(static_cast<uint8_t*>(m->own_) + ce_at, 0, ce_flag_bytes));
   {  // every inbox element starts empty
     const std::vector<uint16_t> empty(inbox_bytes / sizeof(uint16_t), kernels::kPushEmpty);
     CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(m->own_) + kFlagBytes + 2 * kStagingBytes,
@@ -68,6 +73,10 @@ std::unique_ptr<PeerMemory> PeerMemory::open(NcclCommunicator& nccl) {
   b.counters = m->counters_;
   b.capacity_bytes = kStagingBytes;
   b.inbox_bytes = kPushBytes;
+  kernels::CopyEngineBuffers& ce = m->copy_engine_;
+  ce.rank = rank;
+  ce.world_size = world;
+  ce.slot_bytes = ce_slot;
   for (int r = 0; r < world; ++r) {
     void* base = m->own_;
     if (r != rank) {
@@ -79,9 +88,13 @@ std::unique_ptr<PeerMemory> PeerMemory::open(NcclCommunicator& nccl) {
     b.flags[r] = static_cast<uint32_t*>(base);
     b.data[r] = static_cast<uint8_t*>(base) + kFlagBytes;
     b.inbox[r] = static_cast<uint8_t*>(base) + kFlagBytes + 2 * kStagingBytes;
+    ce.flags[r] = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(base) + ce_at);
+    ce.inbox[r] = static_cast<uint8_t*>(base) + ce_at + ce_flag_bytes;
   }
-  spdlog::info("rank {}: peer-memory all-reduce over {} GPUs ({} MiB staging, {} MiB inbox a rank)",
-               rank, world, kStagingBytes >> 20, inbox_bytes >> 20);
+  spdlog::info(
+      "rank {}: peer-memory all-reduce over {} GPUs ({} MiB staging, {} MiB inbox, {} MiB "
+      "copy-engine inbox a rank)",
+      rank, world, kStagingBytes >> 20, inbox_bytes >> 20, ce_inbox_bytes >> 20);
   return m;
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "kernels/copy_engine_all_reduce.h"
 #include "kernels/peer_all_reduce.h"
 #include "rank/nccl_communicator.h"
 
@@ -26,6 +27,18 @@ class PeerMemory {
   // 512 KiB; its push two-shot takes 4 MiB on 4 ranks); the inbox holds 4 x world_size slots
   // (16 MiB on 4 ranks).
   static constexpr size_t kPushBytes = size_t{1} << 20;
+  // One copy-engine inbox slot (kernels/copy_engine_all_reduce.h): the largest row piece of a
+  // prefill step whose sum the copy engines move (layers/prefill_overlap.h cuts the steps'
+  // rows to fit): 2,048 rows of the 8B shape's 4,096. The inbox holds 2 x world_size slots.
+  static constexpr size_t kCopyEngineSlotBytes = size_t{16} << 20;
+  // The slot a group of `world_size` ranks gets (pure): kCopyEngineSlotBytes on 2 ranks (64 MiB
+  // of inbox a rank), none on more. On 4 H200s each rank copies its whole piece to 3 peers (3x
+  // the bytes NCCL's ring sends): the 8B shape's 32k-token prompt took 546 ms with the copies
+  // in order, 508 with one stream a peer, against NCCL's 427; on 2 H200s 0.94x NCCL's time
+  // (bench/results/h200x4-2026-11-27-issue31_copy_engine.txt).
+  static size_t copy_engine_slot_bytes(int world_size) {
+    return world_size == 2 ? kCopyEngineSlotBytes : 0;
+  }
 
   // Collective over `nccl`'s ranks (every rank calls it, on its own GPU): nullopt-like (an
   // empty pointer) when some pair of ranks has no peer access; throws CollectiveError when a
@@ -36,14 +49,17 @@ class PeerMemory {
   PeerMemory& operator=(const PeerMemory&) = delete;
 
   const kernels::PeerAllReduceBuffers& buffers() const { return buffers_; }
+  const kernels::CopyEngineBuffers& copy_engine() const { return copy_engine_; }
 
  private:
   PeerMemory() = default;
-  // [flag bytes | 2 x kStagingBytes (two halves) | inbox] on this rank's GPU
+  // [flag bytes | 2 x kStagingBytes (two halves) | inbox | copy-engine flags | copy-engine
+  // inbox] on this rank's GPU
   void* own_ = nullptr;
   uint32_t* counters_ = nullptr;               // [kPeerAllReduceMaxBlocks], this rank's own
   void* opened_[kernels::kMaxPeerRanks] = {};  // peers' blocks mapped here (cudaIpcOpenMemHandle)
   kernels::PeerAllReduceBuffers buffers_;
+  kernels::CopyEngineBuffers copy_engine_;
 };
 
 }  // namespace nanovllm

@@ -64,6 +64,15 @@ TEST(AllReduceChoice, FourRanksPushTheirTwoShotMessagesWhosePartsFitASlot) {
   EXPECT_FALSE(takes_push_two_shot(8, 2 * kMiB, kSlot, true));
 }
 
+// The copy engines sum prefill pieces on 2 ranks only (on 4 they lost to NCCL), in slots of
+// 2,048 rows of the 8B shape: larger than the staging buffer, whose sizes the peer kernels take.
+TEST(AllReduceChoice, OnlyTwoRanksGetACopyEngineSlotAndItHoldsHalfAFourKChunk) {
+  EXPECT_EQ(PeerMemory::copy_engine_slot_bytes(2), size_t{2048} * 4096 * 2);
+  EXPECT_GT(PeerMemory::copy_engine_slot_bytes(2), PeerMemory::kStagingBytes);
+  EXPECT_EQ(PeerMemory::copy_engine_slot_bytes(4), 0u);
+  EXPECT_EQ(PeerMemory::copy_engine_slot_bytes(8), 0u);
+}
+
 TEST(AllReduceChoice, NcclWhereThePeerPathIsOffOrTheGroupIsOneRank) {
   EXPECT_EQ(choose_all_reduce(2, 8 * kKiB, kStaging, false), AllReducePath::kNccl);
   EXPECT_EQ(choose_all_reduce(4, 8 * kKiB, 0, true), AllReducePath::kNccl);  // no staging
