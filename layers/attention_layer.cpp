@@ -1,7 +1,6 @@
 #include "layers/attention_layer.h"
 
 #include <cmath>
-#include <optional>
 
 #include "kernels/attention.h"
 #include "kernels/phase_timer.h"
@@ -74,28 +73,39 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
                              const TensorView& positions, const AttentionMetadata& meta,
                              const TensorView& qkv, const TensorView& attn, const ExecContext& ctx,
                              RowOutput output) const {
+  attend(x, positions, meta, qkv, attn, ctx);
+  project_out(out, attn, ctx, output);
+}
+
+TensorView Qwen3Attention::heads(const TensorView& qkv, int64_t first_head, int64_t num) const {
+  // A view into qkv [T, (Hq + 2 Hkv) * D]: [T, num, D], token stride qkv_width().
+  TensorView v(static_cast<uint16_t*>(qkv.data) + first_head * head_dim_, DType::kBf16,
+               {qkv.size(0), num, head_dim_}, qkv.device);
+  v.stride[0] = qkv.stride[0];
+  return v;
+}
+
+void Qwen3Attention::project_qkv(const TensorView& x, const TensorView& positions,
+                                 const TensorView& slot_mapping, const TensorView& qkv,
+                                 const ExecContext& ctx) const {
   CHECK_MSG(k_cache_.data != nullptr, "KV cache not bound");
-  const int64_t t = x.size(0), hq = qkv_proj_.num_heads(), hkv = num_kv_heads(), d = head_dim_;
   qkv_proj_.forward(qkv, x, ctx);
-  // q, k, v: views into qkv [T, (Hq + 2 Hkv) * D], token stride qkv_width().
-  auto heads = [&](int64_t first_col, int64_t num) {
-    TensorView v(static_cast<uint16_t*>(qkv.data) + first_col, DType::kBf16, {t, num, d},
-                 qkv.device);
-    v.stride[0] = qkv.stride[0];
-    return v;
-  };
-  const TensorView q = heads(0, hq), k = heads(hq * d, hkv), v = heads((hq + hkv) * d, hkv);
-  {
-    // Element-wise: the q/k norm + rotary and the KV store are one kernel on CUDA, so the
-    // store is counted here rather than with attention.
-    const PhaseScope phase(ctx, Phase::kElementwise);
-    const kernels::RopeFrequencies rope{rope_inv_freq_.view(DType::kF32, {d / 2}),
-                                        rope_attention_scaling_};
-    kernels::qk_norm_rope_store(q, k, v, q_norm_ ? q_norm_->view() : TensorView(),
-                                k_norm_ ? k_norm_->view() : TensorView(), positions, eps_, rope,
-                                k_cache_, v_cache_, meta.slot_mapping, ctx, k_scale_, v_scale_);
-  }
-  std::optional<PhaseScope> phase(std::in_place, ctx, Phase::kAttention);
+  // Element-wise: the q/k norm + rotary and the KV store are one kernel on CUDA, so the store is
+  // counted here rather than with attention.
+  const PhaseScope phase(ctx, Phase::kElementwise);
+  const kernels::RopeFrequencies rope{rope_inv_freq_.view(DType::kF32, {head_dim_ / 2}),
+                                      rope_attention_scaling_};
+  kernels::qk_norm_rope_store(q_heads(qkv), k_heads(qkv), v_heads(qkv),
+                              q_norm_ ? q_norm_->view() : TensorView(),
+                              k_norm_ ? k_norm_->view() : TensorView(), positions, eps_, rope,
+                              k_cache_, v_cache_, slot_mapping, ctx, k_scale_, v_scale_);
+}
+
+void Qwen3Attention::attend_stored(const AttentionMetadata& meta, const TensorView& qkv,
+                                   const TensorView& attn, const ExecContext& ctx) const {
+  const int64_t t = qkv.size(0), hq = qkv_proj_.num_heads(), d = head_dim_;
+  const TensorView q = q_heads(qkv);
+  const PhaseScope phase(ctx, Phase::kAttention);
   const kernels::PagedKV kv{k_cache_, v_cache_, meta.block_tables, k_scale_, v_scale_};
   const TensorView o = attn.reshape({t, hq, d});
   if (meta.is_prefill) {
@@ -129,8 +139,6 @@ void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
     attend_one_query_rows(o, q, kv, meta.block_tables, meta.context_lens, meta.max_context_len,
                           scale_, meta, ctx);
   }
-  phase.reset();
-  o_proj_.forward(out, attn, ctx, output);
 }
 
 }  // namespace nanovllm

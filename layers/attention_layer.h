@@ -26,12 +26,40 @@ class Qwen3Attention {
   void forward(const TensorView& out, const TensorView& x, const TensorView& positions,
                const AttentionMetadata& meta, const TensorView& qkv, const TensorView& attn,
                const ExecContext& ctx, RowOutput output = RowOutput::kReduced) const;
+  // forward in parts, for a caller that projects rows apart (layers/prefill_overlap.h):
+  // project_qkv maps rows of x [R, H] to rows of qkv [R, qkv_width()], normalises and rotates
+  // q and k and stores k and v in the cache (positions, slot_mapping: those rows' [R] i32);
+  // attend_stored then attends every row of qkv, leaving the output in attn; attend is the
+  // two over every row; project_out maps rows of attn: out [R, H] from attn [R, q_width()].
+  void project_qkv(const TensorView& x, const TensorView& positions, const TensorView& slot_mapping,
+                   const TensorView& qkv, const ExecContext& ctx) const;
+  void attend_stored(const AttentionMetadata& meta, const TensorView& qkv, const TensorView& attn,
+                     const ExecContext& ctx) const;
+  void attend(const TensorView& x, const TensorView& positions, const AttentionMetadata& meta,
+              const TensorView& qkv, const TensorView& attn, const ExecContext& ctx) const {
+    project_qkv(x, positions, meta.slot_mapping, qkv, ctx);
+    attend_stored(meta, qkv, attn, ctx);
+  }
+  void project_out(const TensorView& out, const TensorView& attn, const ExecContext& ctx,
+                   RowOutput output) const {
+    o_proj_.forward(out, attn, ctx, output);
+  }
 
   int64_t q_width() const { return qkv_proj_.num_heads() * head_dim_; }
   int64_t qkv_width() const { return qkv_proj_.out_features(); }
   int64_t num_kv_heads() const { return qkv_proj_.num_kv_heads(); }
 
  private:
+  // q, k, v of qkv [T, qkv_width()]: [T, heads, D] views, token stride qkv_width().
+  TensorView heads(const TensorView& qkv, int64_t first_head, int64_t num) const;
+  TensorView q_heads(const TensorView& qkv) const { return heads(qkv, 0, qkv_proj_.num_heads()); }
+  TensorView k_heads(const TensorView& qkv) const {
+    return heads(qkv, qkv_proj_.num_heads(), num_kv_heads());
+  }
+  TensorView v_heads(const TensorView& qkv) const {
+    return heads(qkv, qkv_proj_.num_heads() + num_kv_heads(), num_kv_heads());
+  }
+
   int64_t head_dim_;
   float eps_, scale_;
   // The rotary frequencies (layers/rope_frequencies.h) on this layer's device: [D/2] f32.

@@ -123,6 +123,17 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
     else
       norm.forward_add(hidden, residual, ctx);
   };
+  // Every rank must take the same path (the sums are collectives), so nothing rank-local decides
+  // it: a profiled step's phase timer lives on rank 0 only (the sums on the second stream are
+  // then left out of its phases).
+  if (rows == RowOutput::kPartial && m.is_prefill && !input_ids.on_cpu() &&
+      PrefillOverlap::allowed()) {
+    const std::vector<int64_t> cuts = PrefillOverlap::pieces(t, h, comm_->copy_engine_sum_bytes());
+    if (!cuts.empty()) {
+      run_layers_overlapped(cuts, hidden, residual, positions, m, qkv, attn, gate_up, act, ctx);
+      return hidden;
+    }
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Qwen3DecoderLayer& layer = *layers_[i];
     if (i == 0)
@@ -135,6 +146,53 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
   }
   add_norm(norm_);
   return hidden;
+}
+
+void Qwen3ForCausalLM::run_layers_overlapped(const std::vector<int64_t>& cuts,
+                                             const TensorView& hidden, const TensorView& residual,
+                                             const TensorView& positions,
+                                             const AttentionMetadata& m, const TensorView& qkv,
+                                             const TensorView& attn, const TensorView& gate_up,
+                                             const TensorView& act, const ExecContext& ctx) {
+  if (!overlap_) overlap_ = std::make_unique<PrefillOverlap>();
+  PrefillOverlap& o = *overlap_;
+  const ExecContext comm_ctx = o.comm_context(ctx);
+  const int n = static_cast<int>(cuts.size()) - 1;
+  const auto piece = [&](const TensorView& v, int p) { return v.slice_rows(cuts[p], cuts[p + 1]); };
+  // Piece p's partial rows of hidden, summed over the ranks, added to the residual and normed
+  // by `norm` on the sums' stream, once the compute stream has made them.
+  const auto sum_piece = [&](const RMSNorm& norm, int p) {
+    o.comm_waits_for_compute(ctx);
+    norm.forward_add_reduced_by_copy_engines(piece(hidden, p), piece(residual, p), *comm_,
+                                             comm_ctx);
+    o.mark_summed(p);
+  };
+  layers_.front()->input_layernorm().forward(hidden, residual, ctx);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Qwen3DecoderLayer& layer = *layers_[i];
+    const RMSNorm& next = i + 1 < layers_.size() ? layers_[i + 1]->input_layernorm() : norm_;
+    if (i == 0) {
+      layer.self_attn().project_qkv(hidden, positions, m.slot_mapping, qkv, ctx);
+    } else {
+      for (int p = 0; p < n; ++p) {  // the last MLP piece's sum under the first qkv projection
+        o.compute_waits_for(p, ctx);
+        layer.self_attn().project_qkv(piece(hidden, p), piece(positions, p),
+                                      piece(m.slot_mapping, p), piece(qkv, p), ctx);
+      }
+    }
+    layer.self_attn().attend_stored(m, qkv, attn, ctx);
+    for (int p = 0; p < n; ++p) {  // piece p's sum runs under piece p + 1's projection
+      layer.self_attn().project_out(piece(hidden, p), piece(attn, p), ctx, RowOutput::kPartial);
+      sum_piece(layer.post_attention_layernorm(), p);
+    }
+    for (int p = 0; p < n; ++p) {  // the last projection's sum under the first MLP, and so on
+      o.compute_waits_for(p, ctx);
+      layer.mlp().forward(piece(hidden, p), piece(hidden, p), piece(gate_up, p), piece(act, p), ctx,
+                          RowOutput::kPartial);
+      sum_piece(next, p);
+    }
+  }
+  for (int p = 0; p < n; ++p) o.compute_waits_for(p, ctx);  // the caller reads every row
 }
 
 int64_t Qwen3ForCausalLM::decode_split_cells() const {

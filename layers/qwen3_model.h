@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "layers/attention_layer.h"
+#include "layers/prefill_overlap.h"
 #include "layers/rms_norm_layer.h"
 #include "layers/vocab_embedding.h"
 #include "layers/workspace.h"
@@ -113,6 +114,15 @@ class Qwen3ForCausalLM {
   // [cells, G] f32, G = q heads per kv head of this rank): two per resident CTA slot of the
   // GPU, whatever the batch and the lengths (kernels::cuda::decode_attention_split_cells).
   int64_t decode_split_cells() const;
+  // forward's layers and final norm for a prefill step under tensor parallelism on CUDA, the
+  // row-parallel sums on overlap_'s second stream behind compute (layers/prefill_overlap.h).
+  // cuts: PrefillOverlap::pieces of the step's rows. The buffers are forward's; hidden ends as
+  // forward returns it.
+  void run_layers_overlapped(const std::vector<int64_t>& cuts, const TensorView& hidden,
+                             const TensorView& residual, const TensorView& positions,
+                             const AttentionMetadata& m, const TensorView& qkv,
+                             const TensorView& attn, const TensorView& gate_up,
+                             const TensorView& act, const ExecContext& ctx);
   // A prefill step over an fp8 CUDA cache: the bf16 staging views in m when its kv_blocks and
   // block-table rows fit what reserve_fp8_prefill_staging reserved (else m keeps none).
   void attach_fp8_prefill_staging(AttentionMetadata& m);
@@ -127,6 +137,7 @@ class Qwen3ForCausalLM {
   Workspace workspace_;
   bool fp8_cuda_cache_ = false;  // bind_kv_cache's cache: fp8 on CUDA
   int64_t kv_block_size_ = 0;
+  std::unique_ptr<PrefillOverlap> overlap_;  // made by the first step that takes it
   // compute_logits for more rows than the warm-up sized (a caller wanting every position's
   // logits) after the freeze: growable, never seen by a CUDA graph.
   Workspace overflow_;

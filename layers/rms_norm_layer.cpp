@@ -26,4 +26,11 @@ void RMSNorm::forward_add_reduced(const TensorView& x, const TensorView& residua
   comm.all_reduce_add_rms_norm(x, residual, weight(), eps_, ctx);
 }
 
+void RMSNorm::forward_add_reduced_by_copy_engines(const TensorView& x, const TensorView& residual,
+                                                  Communicator& comm,
+                                                  const ExecContext& ctx) const {
+  const PhaseScope phase(ctx, Phase::kAllReduce);
+  comm.copy_engine_add_rms_norm(x, residual, weight(), eps_, ctx);
+}
+
 }  // namespace nanovllm

@@ -18,6 +18,10 @@ class RMSNorm {
   // kernel: Communicator::all_reduce_add_rms_norm).
   void forward_add_reduced(const TensorView& x, const TensorView& residual, Communicator& comm,
                            const ExecContext& ctx) const;
+  // forward_add_reduced with the sum's bytes moved by the copy engines where comm has them
+  // (Communicator::copy_engine_add_rms_norm; layers/prefill_overlap.h).
+  void forward_add_reduced_by_copy_engines(const TensorView& x, const TensorView& residual,
+                                           Communicator& comm, const ExecContext& ctx) const;
   const TensorView& weight() const { return weight_.view(); }  // [H] bf16
   float eps() const { return eps_; }
 

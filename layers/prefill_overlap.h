@@ -1,0 +1,66 @@
+// Prefill under tensor parallelism with its all-reduces behind compute
+// (Qwen3ForCausalLM::run_layers_overlapped). The step's rows are cut in pieces: while the
+// compute stream projects (qkv or output), or runs the MLP of, one piece, a second stream sums
+// another piece's row-parallel output over the ranks (the sum with its residual add and norm),
+// the bytes moved by the copy engines (kernels/copy_engine_all_reduce.h), so no SM is taken from
+// the GEMMs. A layer's last MLP piece's sum runs only under the next layer's first qkv piece, as
+// attention needs every row. Why: the all-reduces of the 8B shape's 4,096-token prefill chunks
+// at tp 2 are 32 MiB each and cost 10.3 % of a 32k-token prompt, 13 % of the prefill steps of
+// nano-vllm's workload, and NCCL's kernels on a second stream never ran under the cuBLAS GEMMs
+// (bench/results/h200x2-2026-11-27-issue31_where_tp2_loses.txt). With it that prompt takes 0.947x
+// the time at tp 2 (bench/results/h200x4-2026-11-27-issue31_copy_engine.txt).
+//
+// Every rank enqueues the same sums in the same order, all on the second stream (the copy-engine
+// protocol numbers its calls on one stream order); the compute stream waits for the second
+// before anything reads a summed row, so the caller sees one stream.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/exec_context.h"
+
+namespace nanovllm {
+
+class PrefillOverlap {
+ public:
+  // Steps with fewer rows keep one stream (pieces too small to hide anything).
+  static constexpr int64_t kMinTokens = 2048;
+  // At most this many pieces a step (larger steps keep one stream).
+  static constexpr int kMaxPieces = 16;
+
+  // Where a step of `tokens` rows of `hidden` bf16 values is cut, for sums of at most
+  // `max_piece_bytes` (Communicator::copy_engine_sum_bytes): the pieces' first rows then
+  // `tokens` ([0, a, b, ..., tokens]); as few pieces as fit, at least two, as even as multiples
+  // of 16 rows allow (pieces of 8 MiB instead of 16 made the 32k prompt slower than NCCL).
+  // Empty where the step keeps one stream: fewer than kMinTokens rows, no copy-engine path
+  // (max_piece_bytes 0), or more than kMaxPieces pieces needed. Pure.
+  static std::vector<int64_t> pieces(int64_t tokens, int64_t hidden, size_t max_piece_bytes);
+  // Whether NANOVLLM_PREFILL_OVERLAP (read once) lets steps take it: unset, "on" or "auto" yes,
+  // "off" no (the comparison switch).
+  static bool allowed();
+
+  PrefillOverlap();  // CUDA: the sums' stream (highest priority) and its events
+  ~PrefillOverlap();
+  PrefillOverlap(const PrefillOverlap&) = delete;
+  PrefillOverlap& operator=(const PrefillOverlap&) = delete;
+
+  // compute with the sums' stream (and no phase timer: profiled steps keep one stream).
+  ExecContext comm_context(const ExecContext& compute) const;
+  // The sums' stream waits for everything the compute stream has enqueued so far.
+  void comm_waits_for_compute(const ExecContext& compute);
+  // Marks piece p (< kMaxPieces) summed: after its sum was enqueued on the sums' stream.
+  void mark_summed(int piece);
+  // The compute stream waits for piece p's latest mark.
+  void compute_waits_for(int piece, const ExecContext& compute);
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t to_comm_ = nullptr;        // recorded on compute, waited on at once by the other
+  cudaEvent_t summed_[kMaxPieces] = {};  // per piece: recorded on the sums' stream
+};
+
+}  // namespace nanovllm
