@@ -1,7 +1,6 @@
 // RMSNorm and fused residual-add + RMSNorm, one block per row, f32 math.
 // The fused form rounds the sum to bf16 first (the residual stream is bf16 in the model) and
 // normalises that rounded value, as the contract in kernels/rms_norm.h says.
-#include "kernels/cuda/add_rms_norm_row.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/rms_norm.h"
 
@@ -50,11 +49,17 @@ __global__ void __launch_bounds__(kThreads)
       sq += to_f32(a) * to_f32(a);
     }
   }
+  const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
   // Each thread re-reads only the elements it wrote itself above: no barrier needed.
   if constexpr (VEC) {
-    write_normed_row<kThreads>(orow, src, weight, hidden, sq, eps);
+    for (int i = threadIdx.x * 8; i < hidden; i += kThreads * 8) {
+      const Bf16x8 a = load8(src + i), w = load8(weight + i);
+      Bf16x8 r;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) r.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
+      store8(orow + i, r);
+    }
   } else {
-    const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
     for (int i = threadIdx.x; i < hidden; i += kThreads)
       orow[i] = to_bf16(to_f32(src[i]) * inv * to_f32(weight[i]));
   }
