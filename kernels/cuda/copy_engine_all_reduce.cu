@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/copy_engine_all_reduce.h"
+#include "kernels/cuda/add_rms_norm_row.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace nanovllm::kernels::cuda {
@@ -42,22 +43,13 @@ __global__ void __launch_bounds__(kNormThreads)
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[j] += to_f32(v.v[j]);
       }
-      Bf16x8 a = load8(rr + i);
+      Bf16x8 y;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        a.v[j] = to_bf16(to_f32(to_bf16(acc[j])) + to_f32(a.v[j]));
-        sq += to_f32(a.v[j]) * to_f32(a.v[j]);
-      }
-      store8(rr + i, a);
+      for (int j = 0; j < 8; ++j) y.v[j] = to_bf16(acc[j]);
+      add_residual_unit(rr + i, y, sq);
     }
     const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
-    for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {
-      const Bf16x8 a = load8(rr + i), w = load8(weight + i);
-      Bf16x8 out;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) out.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
-      store8(x + t * hidden + i, out);
-    }
+    write_normed_row<kNormThreads>(x + t * hidden, rr, weight, hidden, inv);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kernels/check.h"
+#include "kernels/cuda/add_rms_norm_row.cuh"
 #include "kernels/cuda/peer_all_reduce.cuh"
 
 namespace nanovllm::kernels::cuda {
@@ -57,23 +58,10 @@ __global__ void __launch_bounds__(kNormThreads)
       else
         sum = sum_unit<N, true>(b, call, unit);
       const Bf16x8 y = *reinterpret_cast<const Bf16x8*>(&sum);
-      Bf16x8 a = load8(rr + i);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        a.v[j] = to_bf16(to_f32(y.v[j]) + to_f32(a.v[j]));
-        sq += to_f32(a.v[j]) * to_f32(a.v[j]);
-      }
-      store8(rr + i, a);
+      add_residual_unit(rr + i, y, sq);
     }
     const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
-    // Each thread re-reads only the residual elements it wrote itself above.
-    for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {
-      const Bf16x8 a = load8(rr + i), w = load8(weight + i);
-      Bf16x8 r;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) r.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
-      store8(x + t * x_stride + i, r);
-    }
+    write_normed_row<kNormThreads>(x + t * x_stride, rr, weight, hidden, inv);
   }
   end_call(b, call);
 }

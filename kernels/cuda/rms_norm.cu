@@ -1,6 +1,7 @@
 // RMSNorm and fused residual-add + RMSNorm, one block per row, f32 math.
 // The fused form rounds the sum to bf16 first (the residual stream is bf16 in the model) and
 // normalises that rounded value, as the contract in kernels/rms_norm.h says.
+#include "kernels/cuda/add_rms_norm_row.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/rms_norm.h"
 
@@ -52,13 +53,7 @@ __global__ void __launch_bounds__(kThreads)
   const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
   // Each thread re-reads only the elements it wrote itself above: no barrier needed.
   if constexpr (VEC) {
-    for (int i = threadIdx.x * 8; i < hidden; i += kThreads * 8) {
-      const Bf16x8 a = load8(src + i), w = load8(weight + i);
-      Bf16x8 r;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) r.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
-      store8(orow + i, r);
-    }
+    write_normed_row<kThreads>(orow, src, weight, hidden, inv);
   } else {
     for (int i = threadIdx.x; i < hidden; i += kThreads)
       orow[i] = to_bf16(to_f32(src[i]) * inv * to_f32(weight[i]));
