@@ -53,9 +53,6 @@ size_t PeerCommunicator::copy_engine_sum_bytes() const {
 
 bool PeerCommunicator::takes_copy_engine(const TensorView& x, cudaStream_t stream) const {
   if (!copy_engine_on_ || !kernels::copy_engine_fits(x, peer_->copy_engine())) return false;
-  if (choose_all_reduce(world_size(), static_cast<size_t>(x.numel()) * 2,
-                        peer_->buffers().capacity_bytes, true) != AllReducePath::kNccl)
-    return false;  // the peer kernels' sizes
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   return capture == cudaStreamCaptureStatusNone;  // the call numbers are the host's

@@ -81,9 +81,9 @@ class PeerCommunicator final : public Communicator {
   // PeerMemory::copy_engine_slot_bytes with the peer path on, else 0 (layers/prefill_overlap.h
   // has the comparison switch).
   size_t copy_engine_sum_bytes() const override;
-  // kernels::copy_engine_add_rms_norm where x fits a slot (copy_engine_fits), is larger than
-  // the peer kernels take (choose_all_reduce: NCCL) and the stream is not capturing a graph;
-  // else all_reduce_add_rms_norm.
+  // kernels::copy_engine_add_rms_norm where x fits a slot (copy_engine_fits) and the stream is
+  // not capturing a graph, whatever its size (the caller asked for a sum that leaves the SMs to
+  // compute: the peer kernels spin on SMs); else all_reduce_add_rms_norm.
   void copy_engine_add_rms_norm(const TensorView& x, const TensorView& residual,
                                 const TensorView& weight, float eps,
                                 const ExecContext& ctx) override;
