@@ -8,7 +8,8 @@
 // at tp 2 are 32 MiB each and cost 10.3 % of a 32k-token prompt, 13 % of the prefill steps of
 // nano-vllm's workload, and NCCL's kernels on a second stream never ran under the cuBLAS GEMMs
 // (bench/results/h200x2-2026-11-27-issue31_where_tp2_loses.txt). With it that prompt takes 0.947x
-// the time at tp 2 (bench/results/h200x4-2026-11-27-issue31_copy_engine.txt).
+// the time at tp 2 (bench/results/h200x4-2026-11-27-issue31_copy_engine.txt) and, the sums in two
+// phases, 0.97x at tp 4 (..._issue31_copy_engine_two_phase.txt).
 //
 // Every rank enqueues the same sums in the same order, all on the second stream (the copy-engine
 // protocol numbers its calls on one stream order); the compute stream waits for the second

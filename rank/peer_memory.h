@@ -31,13 +31,14 @@ class PeerMemory {
   // prefill step whose sum the copy engines move (layers/prefill_overlap.h cuts the steps'
   // rows to fit): 2,048 rows of the 8B shape's 4,096. The inbox holds 2 x world_size slots.
   static constexpr size_t kCopyEngineSlotBytes = size_t{16} << 20;
-  // The slot a group of `world_size` ranks gets (pure): kCopyEngineSlotBytes on 2 ranks (64 MiB
-  // of inbox a rank), none on more. On 4 H200s each rank copies its whole piece to 3 peers (3x
-  // the bytes NCCL's ring sends): the 8B shape's 32k-token prompt took 546 ms with the copies
-  // in order, 508 with one stream a peer, against NCCL's 427; on 2 H200s 0.94x NCCL's time
-  // (bench/results/h200x4-2026-11-27-issue31_copy_engine.txt).
+  // The slot a group of `world_size` ranks gets (pure): kCopyEngineSlotBytes on 2 and 4 ranks
+  // (64 and 128 MiB of inbox a rank), none on 8 (not measured). On 4 ranks the calls take two
+  // phases (reduce-scatter, all-gather: NCCL's ring's bytes); the first form there, each rank
+  // copying its whole piece to 3 peers, took the 8B shape's 32k-token prompt 546 ms with the
+  // copies in order and 508 with one stream a peer, against NCCL's 427; on 2 H200s 0.94x NCCL's
+  // time (bench/results/h200x4-2026-11-27-issue31_copy_engine.txt).
   static size_t copy_engine_slot_bytes(int world_size) {
-    return world_size == 2 ? kCopyEngineSlotBytes : 0;
+    return world_size == 2 || world_size == 4 ? kCopyEngineSlotBytes : 0;
   }
 
   // Collective over `nccl`'s ranks (every rank calls it, on its own GPU): nullopt-like (an

@@ -53,6 +53,29 @@ __global__ void __launch_bounds__(kNormThreads)
   }
 }
 
+// The reduce-scatter's sum of one row block: out[i] = bf16(the f32 sum over the ranks in order)
+// over `units` vectors of 8, sources[r] being rank r's part of the block (the same sum, order
+// and rounding as sum_add_rms_norm_kernel's).
+template <int N>
+__global__ void __launch_bounds__(kNormThreads)
+    sum_block_kernel(bf16* __restrict__ out, int64_t units, Sources src) {
+  for (int64_t u = blockIdx.x * static_cast<int64_t>(kNormThreads) + threadIdx.x; u < units;
+       u += static_cast<int64_t>(gridDim.x) * kNormThreads) {
+    float acc[8] = {};
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(src.rank[r]) + u);
+      const Bf16x8 v = *reinterpret_cast<const Bf16x8*>(&raw);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] += to_f32(v.v[j]);
+    }
+    Bf16x8 y;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) y.v[j] = to_bf16(acc[j]);
+    *reinterpret_cast<Bf16x8*>(out + u * 8) = y;
+  }
+}
+
 template <typename Fn>
 Fn driver_entry(const char* name) {
   void* p = nullptr;
@@ -113,44 +136,80 @@ void copy_engine_add_rms_norm(const TensorView& x, const TensorView& residual,
   if (call == 0) cuda::fail("calls are numbered from 1 (0 is the flags' initial value)");
   const int64_t rows = x.size(0);
   if (rows == 0) return;
-  const size_t bytes = static_cast<size_t>(x.numel()) * 2;
   const int n = b.world_size, me = b.rank;
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    void* dst =
-        static_cast<uint8_t*>(b.inbox[p]) + copy_engine_slot_offset(call, me, n, b.slot_bytes);
-    CUDA_CHECK(cudaMemcpyAsync(dst, x.data, bytes, cudaMemcpyDeviceToDevice, stream));
-  }
-  for (int p = 0; p < n; ++p)
-    if (p != me) cuda::write_flag(stream, b.flags[p] + me, call);
-  for (int p = 0; p < n; ++p)
-    if (p != me) cuda::wait_flag(stream, b.flags[me] + p, call);
+  const int64_t hidden = x.size(1);
+  const size_t row_bytes = static_cast<size_t>(hidden) * 2;
+  auto* xp = static_cast<bf16*>(x.data);
+  // Rank r's inbox slot s of this call's generation.
+  const auto slot = [&](int r, int s) {
+    return static_cast<uint8_t*>(b.inbox[r]) + copy_engine_slot_offset(call, s, n, b.slot_bytes);
+  };
+  // One phase of copies: to every peer p, `bytes(p)` from `src(p)` to `dst(p)`, then the flag
+  // flags[p][flag_at + me] = call; then the wait for every peer's flag here.
+  const auto send = [&](auto&& src, auto&& dst, auto&& bytes, int flag_at) {
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      if (bytes(p) > 0)
+        CUDA_CHECK(cudaMemcpyAsync(dst(p), src(p), bytes(p), cudaMemcpyDeviceToDevice, stream));
+      cuda::write_flag(stream, b.flags[p] + flag_at + me, call);
+    }
+    for (int p = 0; p < n; ++p)
+      if (p != me) cuda::wait_flag(stream, b.flags[me] + flag_at + p, call);
+  };
   cuda::Sources src{};
-  for (int r = 0; r < n; ++r)
-    src.rank[r] =
-        r == me ? static_cast<const bf16*>(x.data)
-                : reinterpret_cast<const bf16*>(static_cast<const uint8_t*>(b.inbox[me]) +
-                                                copy_engine_slot_offset(call, r, n, b.slot_bytes));
-  const int hidden = static_cast<int>(x.size(1));
+  if (!copy_engine_two_phase(n)) {
+    const size_t bytes = static_cast<size_t>(rows) * row_bytes;
+    send([&](int) { return static_cast<const void*>(x.data); },
+         [&](int p) { return static_cast<void*>(slot(p, me)); }, [&](int) { return bytes; }, 0);
+    for (int r = 0; r < n; ++r)
+      src.rank[r] = r == me ? xp : reinterpret_cast<const bf16*>(slot(me, r));
+  } else {
+    const RowBlock mine = copy_engine_row_block(rows, n, me);
+    // Reduce-scatter: block p of x to peer p's slot me.
+    send(
+        [&](int p) {
+          return static_cast<const void*>(xp + copy_engine_row_block(rows, n, p).first * hidden);
+        },
+        [&](int p) { return static_cast<void*>(slot(p, me)); },
+        [&](int p) {
+          return static_cast<size_t>(copy_engine_row_block(rows, n, p).count) * row_bytes;
+        },
+        0);
+    // This rank's block summed into its gather area (its own slot), at the block's rows.
+    auto* gathered = reinterpret_cast<bf16*>(slot(me, me));
+    if (mine.count > 0) {
+      cuda::Sources part{};
+      for (int r = 0; r < n; ++r)
+        part.rank[r] =
+            r == me ? xp + mine.first * hidden : reinterpret_cast<const bf16*>(slot(me, r));
+      const int64_t units = mine.count * hidden / 8;
+      const int blocks = static_cast<int>(std::min<int64_t>((units + 255) / 256, 1024));
+      bf16* out = gathered + mine.first * hidden;
+      if (n == 4)
+        cuda::sum_block_kernel<4><<<blocks, cuda::kNormThreads, 0, stream>>>(out, units, part);
+      else
+        cuda::sum_block_kernel<8><<<blocks, cuda::kNormThreads, 0, stream>>>(out, units, part);
+      CUDA_CHECK(cudaGetLastError());
+    }
+    // All-gather: the summed block to the same rows of every peer's gather area.
+    const size_t mine_at = static_cast<size_t>(mine.first) * row_bytes;
+    send([&](int) { return static_cast<const void*>(slot(me, me) + mine_at); },
+         [&](int p) { return static_cast<void*>(slot(p, p) + mine_at); },
+         [&](int) { return static_cast<size_t>(mine.count) * row_bytes; }, n);
+    src.rank[0] = gathered;
+  }
   // One block a row up to a bound: rows beyond it loop (the grid only has to fill the GPU).
   const int blocks = static_cast<int>(std::min<int64_t>(rows, 4096));
-  auto* xp = static_cast<bf16*>(x.data);
   auto* rp = static_cast<bf16*>(residual.data);
   const auto* wp = static_cast<const bf16*>(weight.data);
-  switch (n) {
-    case 2:
-      cuda::sum_add_rms_norm_kernel<2><<<blocks, cuda::kNormThreads, 0, stream>>>(
-          xp, rp, residual.stride[0], wp, rows, hidden, eps, src);
-      break;
-    case 4:
-      cuda::sum_add_rms_norm_kernel<4><<<blocks, cuda::kNormThreads, 0, stream>>>(
-          xp, rp, residual.stride[0], wp, rows, hidden, eps, src);
-      break;
-    default:
-      cuda::sum_add_rms_norm_kernel<8><<<blocks, cuda::kNormThreads, 0, stream>>>(
-          xp, rp, residual.stride[0], wp, rows, hidden, eps, src);
-      break;
-  }
+  const int h = static_cast<int>(hidden);
+  const int64_t rs = residual.stride[0];
+  if (copy_engine_two_phase(n))  // the sums are gathered: one source
+    cuda::sum_add_rms_norm_kernel<1>
+        <<<blocks, cuda::kNormThreads, 0, stream>>>(xp, rp, rs, wp, rows, h, eps, src);
+  else
+    cuda::sum_add_rms_norm_kernel<2>
+        <<<blocks, cuda::kNormThreads, 0, stream>>>(xp, rp, rs, wp, rows, h, eps, src);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -46,7 +46,28 @@ TEST(CopyEngineLayout, ConsecutiveCallsUseTheTwoGenerationsAndEverySenderItsOwnS
               kernels::copy_engine_slot_offset(1, 1, world, kSlot));
   }
   EXPECT_EQ(kernels::copy_engine_inbox_bytes(2, kSlot), 4 * kSlot);
-  EXPECT_EQ(kernels::copy_engine_flag_bytes(4), 16u);
+  EXPECT_EQ(kernels::copy_engine_flag_bytes(4), 32u);  // the reduce-scatter's and all-gather's
+}
+
+// The two-phase form's row blocks cover the rows once, in rank order, each at most
+// ceil(rows / ranks) long, the last ones empty where there are fewer rows than ranks.
+TEST(CopyEngineLayout, RowBlocksCoverEveryRowOnceInRankOrder) {
+  EXPECT_FALSE(kernels::copy_engine_two_phase(2));
+  EXPECT_TRUE(kernels::copy_engine_two_phase(4));
+  for (const int world : {4, 8})
+    for (const int64_t rows : {int64_t{1}, int64_t{3}, int64_t{37}, int64_t{2048}, int64_t{2063}}) {
+      int64_t next = 0;
+      for (int j = 0; j < world; ++j) {
+        const kernels::RowBlock b = kernels::copy_engine_row_block(rows, world, j);
+        EXPECT_EQ(b.first, next) << world << " ranks, " << rows << " rows, block " << j;
+        EXPECT_GE(b.count, 0);
+        EXPECT_LE(b.count, (rows + world - 1) / world);
+        next = b.first + b.count;
+      }
+      EXPECT_EQ(next, rows) << world << " ranks, " << rows << " rows";
+    }
+  EXPECT_EQ(kernels::copy_engine_row_block(37, 4, 3).count, 7);  // 10, 10, 10, 7
+  EXPECT_EQ(kernels::copy_engine_row_block(3, 4, 3).count, 0);   // 1, 1, 1, 0
 }
 
 TEST(CopyEngineLayout, AFullSlotFitsAndOneRowMoreDoesNot) {
