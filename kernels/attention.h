@@ -53,8 +53,10 @@ struct DecodeAttentionParams {
   TensorView q;    // [B, Hq, D] bf16 (token stride may exceed Hq*D)
   PagedKV kv;
   TensorView context_lens;  // [B] i32
-  int max_context_len = 0;  // upper bound over the batch; informative only (the kernels read
-                            // the live lengths from context_lens, in or out of CUDA graphs)
+  // An upper bound over the batch (in a CUDA graph: over every replay); 0 = unknown. The
+  // kernels read the live lengths from context_lens; the CUDA call picks from this bound
+  // whether the cluster merge may serve (DecodeMerge).
+  int max_context_len = 0;
   float scale = 1.0f;
   // Split-KV scratch (CUDA only). Null split_out: every (sequence, kv head) is one CTA's work.
   // Otherwise the context tiles of the whole batch are dealt evenly, on the device from
@@ -111,10 +113,26 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream);
 // unless the environment has NANOVLLM_DECODE_WALK=pieces|stream (whole-run comparisons; a
 // value other than those or auto fails a CHECK naming the variable).
 enum class DecodeWalk { kAuto, kPieces, kStream };
-// Runs the named kernel (tests and benchmarks compare them, and the walks); kMma on a shape it
-// does not take fails a CHECK.
+// How the split groups of a call with scratch are formed and merged: kDealt, the tiles of the
+// whole batch dealt over every resident CTA slot, merged by counters or a merge kernel (see
+// split_out); kCluster, one thread-block cluster of 16 CTAs (or 8 where 16 do not fit) per
+// (sequence, kv head), merged inside the cluster (kernels/cuda/decode_attention_cluster.cuh), for
+// batches whose B * Hkv * 8 CTAs fit one CTA per SM. kAuto takes kCluster where it fits and
+// 0 < max_context_len <= kDecodeClusterMaxContext (longer contexts read faster dealt over every
+// CTA slot), unless NANOVLLM_DECODE_CLUSTER=off (whole-run comparisons; "8" or "16" force a size
+// where it fits; a value other than off, 8, 16 or auto fails a CHECK naming the variable).
+enum class DecodeMerge { kAuto, kDealt, kCluster };
+// On an H200 the 0.6B shape's batch-1 step took 0.94x the dealt kernel's time at context 1k and
+// 4k (clusters of 16) and 1.08x at 16k; batch 2 (clusters of 8) 0.94x at 1k, 1.02x at 4k
+// (bench/results/h200-2026-11-27-issue33_cluster_decode.txt): up to 8 tiles a CTA pays.
+inline constexpr int kDecodeClusterMaxContext = 2048;
+// Whether kCluster takes a batch of `batch` sequences over `hkv` kv heads with `cells` scratch
+// cells (the current device's SM count bounds it).
+bool decode_cluster_fits(int64_t batch, int64_t hkv, int64_t cells);
+// Runs the named kernel (tests and benchmarks compare them, and the walks and merges); kMma on a
+// shape it does not take, or kCluster on a batch that does not fit, fails a CHECK.
 void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaStream_t stream,
-                      DecodeWalk walk = DecodeWalk::kAuto);
+                      DecodeWalk walk = DecodeWalk::kAuto, DecodeMerge merge = DecodeMerge::kAuto);
 // split_out / split_lse cells with which the CUDA decode kernel uses every resident CTA slot of
 // the current device for this head shape (sizes its scratch independently of batch and lengths).
 int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/attention.h"
 #include "kernels/skinny_gemm.h"
 
 namespace nanovllm {
@@ -41,6 +42,19 @@ std::vector<int> CudaGraphRunner::graph_batch_sizes(int max_num_seqs) {
   return sizes;
 }
 
+bool CudaGraphRunner::has_twins(int max_model_len) {
+  return max_model_len > kernels::cuda::kDecodeClusterMaxContext;
+}
+
+size_t CudaGraphRunner::graph_count(int max_num_seqs, int max_model_len, bool from_shards) {
+  const std::vector<int> sizes = graph_batch_sizes(max_num_seqs);
+  size_t n = sizes.size();
+  if (has_twins(max_model_len))
+    n += static_cast<size_t>(std::count_if(sizes.begin(), sizes.end(),
+                                           [](int b) { return b <= kShortContextMaxBatch; }));
+  return from_shards ? 2 * n : n;
+}
+
 size_t CudaGraphRunner::graph_bytes_estimate(size_t num_graphs, int tp_size, int num_layers,
                                              bool all_reduces_in_kernels) {
   size_t collectives = 0;  // NCCL nodes a graph holds
@@ -71,6 +85,8 @@ CudaGraphRunner::~CudaGraphRunner() {
   // No throw from a destructor: a failure here only leaks.
   for (cudaGraphExec_t e : execs_) cudaGraphExecDestroy(e);
   for (cudaGraphExec_t e : shard_execs_) cudaGraphExecDestroy(e);
+  for (cudaGraphExec_t e : short_execs_) cudaGraphExecDestroy(e);
+  for (cudaGraphExec_t e : short_shard_execs_) cudaGraphExecDestroy(e);
   if (uploaded_ != nullptr) {
     cudaEventSynchronize(uploaded_);  // the last copy may still read the pinned buffer
     cudaEventDestroy(uploaded_);
@@ -84,7 +100,7 @@ TensorView CudaGraphRunner::device(Field f, std::initializer_list<int64_t> dims)
   return v;
 }
 
-DecodeGraphInputs CudaGraphRunner::inputs(int b) const {
+DecodeGraphInputs CudaGraphRunner::inputs(int b, bool short_context) const {
   DecodeGraphInputs in;
   in.input_ids = device(kIds, {b});
   in.positions = device(kPositions, {b});
@@ -92,9 +108,10 @@ DecodeGraphInputs CudaGraphRunner::inputs(int b) const {
   in.meta.slot_mapping = device(kSlots, {b});
   in.meta.context_lens = device(kContextLens, {b});
   in.meta.block_tables = device(kBlockTables, {b, width_});
-  // A host bound baked into the graph; the kernel plans its work from the live context_lens
-  // at replay.
-  in.meta.max_context_len = max_model_len_;
+  // A host bound baked into the graph (replay picks a twin only for contexts within its bound);
+  // the kernels plan their work from the live context_lens at replay.
+  in.meta.max_context_len =
+      short_context ? kernels::cuda::kDecodeClusterMaxContext : max_model_len_;
   in.logits = logits_.slice_rows(0, b);
   in.sample_slots = device(kSampleSlots, {b});
   in.out_tokens = out_tokens_.view(DType::kI32, {b});
@@ -144,6 +161,18 @@ void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream, bool 
     execs_[i] = capture_graph(forward, inputs(sizes_[i]), false, stream);
     if (from_shards) shard_execs_[i] = capture_graph(forward, inputs(sizes_[i]), true, stream);
   }
+  if (has_twins(max_model_len_)) {
+    // Eager first (the cluster kernel's function attributes), as above.
+    for (size_t i = 0; i < sizes_.size() && sizes_[i] <= kShortContextMaxBatch; ++i)
+      for (const bool shards : {false, true})
+        if (!shards || from_shards) forward(inputs(sizes_[i], true), shards);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (size_t i = 0; i < sizes_.size() && sizes_[i] <= kShortContextMaxBatch; ++i) {
+      short_execs_.push_back(capture_graph(forward, inputs(sizes_[i], true), false, stream));
+      if (from_shards)
+        short_shard_execs_.push_back(capture_graph(forward, inputs(sizes_[i], true), true, stream));
+    }
+  }
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -180,12 +209,15 @@ DecodeGraphOutputs CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t 
   }
   stage_padding(n, b);
   upload(b, stream);
+  const bool twin = i < short_execs_.size() &&
+                    *std::max_element(cmd.context_lens.begin(), cmd.context_lens.end()) <=
+                        kernels::cuda::kDecodeClusterMaxContext;
   if (cmd.sample_from_shards) {
     CHECK_MSG(!shard_execs_.empty(), "a step samples from shards; no graph was captured for it");
-    CUDA_CHECK(cudaGraphLaunch(shard_execs_[i], stream));
+    CUDA_CHECK(cudaGraphLaunch(twin ? short_shard_execs_[i] : shard_execs_[i], stream));
     return {TensorView(), out_tokens_.view(DType::kI32, {n})};
   }
-  CUDA_CHECK(cudaGraphLaunch(execs_[i], stream));
+  CUDA_CHECK(cudaGraphLaunch(twin ? short_execs_[i] : execs_[i], stream));
   return {logits_.slice_rows(0, n), out_tokens_.view(DType::kI32, {n})};
 }
 

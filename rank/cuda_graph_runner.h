@@ -4,6 +4,11 @@
 // (its per-slot parameters are device state; padded rows carry slot -1 and sample nothing).
 // With sampling from shards (--tp > 1) every size has a second graph, which ends in the shard
 // candidates, their gather and rank 0's merge instead (StepCommand::sample_from_shards picks).
+// Sizes up to kShortContextMaxBatch also have a short-context twin (each form), captured with
+// the context bound kernels::cuda::kDecodeClusterMaxContext instead of max_model_len, so that its
+// attention may take the cluster merge (kernels/attention.h's DecodeMerge); a replay whose
+// longest context is within that bound runs the twin. None where max_model_len is within it
+// (the plain graphs then take it already).
 //
 // Memory: every intermediate comes from the model's workspace (sized for the largest step at
 // warm-up and frozen before capture) and every input from the persistent buffers below, so
@@ -41,6 +46,12 @@ class CudaGraphRunner {
  public:
   // 1, 2, 4, 8, then 16..512 in steps of 16, those <= max_num_seqs (ascending).
   static std::vector<int> graph_batch_sizes(int max_num_seqs);
+  // The batch sizes with a short-context twin: up to 8 (the cluster merge fits up to 16
+  // (sequence, kv head) pairs: 8 sequences at 2 kv heads a rank).
+  static constexpr int kShortContextMaxBatch = 8;
+  // Graphs a runner captures: every size in each form (two with sampling from shards), and the
+  // short-context twins.
+  static size_t graph_count(int max_num_seqs, int max_model_len, bool from_shards);
   // What the KV-cache budget reserves for `num_graphs` decode graphs of a rank of `tp_size`
   // running a model of `num_layers` layers (intermediates are in the workspace, so this is the
   // execs' own memory). Measured (the runner logs its figure beside this one): 36 graphs of
@@ -74,7 +85,10 @@ class CudaGraphRunner {
   void capture(const Forward& forward, cudaStream_t stream, bool from_shards = false);
 
   int max_batch() const { return sizes_.back(); }
-  int num_graphs() const { return static_cast<int>(execs_.size() + shard_execs_.size()); }
+  int num_graphs() const {
+    return static_cast<int>(execs_.size() + shard_execs_.size() + short_execs_.size() +
+                            short_shard_execs_.size());
+  }
   bool can_run(int64_t num_seqs) const { return num_seqs >= 1 && num_seqs <= max_batch(); }
 
   // Decode cmd on the smallest graph that holds its batch: fills the live rows, resets the
@@ -88,7 +102,10 @@ class CudaGraphRunner {
   int64_t offset(Field f) const { return static_cast<int64_t>(f) * sizes_.back(); }
   int32_t* host(Field f) const { return pinned_ + offset(f); }
   TensorView device(Field f, std::initializer_list<int64_t> dims) const;
-  DecodeGraphInputs inputs(int b) const;
+  // short_context: the twin's context bound instead of max_model_len.
+  DecodeGraphInputs inputs(int b, bool short_context = false) const;
+  // Whether a runner with this max_model_len captures short-context twins (pure).
+  static bool has_twins(int max_model_len);
   // Waits until the previous upload has left the pinned buffer (a worker rank never reads
   // its tokens back, so nothing else orders its replays with the host).
   void wait_staging();
@@ -101,6 +118,10 @@ class CudaGraphRunner {
   std::vector<int> sizes_;                    // ascending
   std::vector<cudaGraphExec_t> execs_;        // parallel to sizes_
   std::vector<cudaGraphExec_t> shard_execs_;  // parallel to sizes_, or empty (from_shards)
+  // The short-context twins of sizes_[0, n) (n: the sizes up to kShortContextMaxBatch), or empty
+  // (has_twins); short_shard_execs_ likewise, where there are shard graphs.
+  std::vector<cudaGraphExec_t> short_execs_;
+  std::vector<cudaGraphExec_t> short_shard_execs_;
   int width_, max_model_len_;
   TensorView logits_;
   // [5 * max_bs + max_bs * width_] i32 each: ids, positions, slot_mapping, context_lens,

@@ -86,14 +86,15 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
   // What the pool still holds is already in the free-memory drop.
   m.activation_transient_bytes = pool_high > pool_now ? pool_high - pool_now : 0;
   m.cublas_workspace_bytes = CudaExecResources::kCublasWorkspaceBytes;
-  // Sampling from shards doubles the graphs: each batch size in both forms.
-  const size_t graph_forms = sample_from_shards_ ? 2 : 1;
+  // Sampling from shards doubles the graphs (each batch size in both forms); small sizes have
+  // short-context twins.
   m.cuda_graph_bytes =
-      o.enforce_eager ? 0
-                      : CudaGraphRunner::graph_bytes_estimate(
-                            graph_forms * CudaGraphRunner::graph_batch_sizes(o.max_num_seqs).size(),
-                            comm_->world_size(), static_cast<int>(config_.num_hidden_layers),
-                            graph_all_reduces_in_kernels(o.max_num_seqs));
+      o.enforce_eager
+          ? 0
+          : CudaGraphRunner::graph_bytes_estimate(
+                CudaGraphRunner::graph_count(o.max_num_seqs, o.max_model_len, sample_from_shards_),
+                comm_->world_size(), static_cast<int>(config_.num_hidden_layers),
+                graph_all_reduces_in_kernels(o.max_num_seqs));
   m.kv_block_bytes = kv_block_bytes(config_, comm_->world_size(), block_size_, kv_dtype_);
   m.gpu_memory_utilization = o.gpu_memory_utilization;
   const GpuMemoryBudget budget = plan_gpu_memory(m);

@@ -40,6 +40,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/decode_attention_args.cuh"
 #include "kernels/cuda/decode_attention_attend.cuh"
+#include "kernels/cuda/decode_attention_cluster.cuh"
 #include "kernels/cuda/decode_attention_merge.cuh"
 #include "kernels/cuda/decode_attention_mma.cuh"
 #include "kernels/cuda/decode_attention_plan.cuh"
@@ -83,6 +84,19 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
   bool waited = true;
   attend<D, G, FP8, MMA>(a, smem, b, hk, ctx, 0, context_tiles<D>(ctx), -1,
                          waited);  // ctx 0: zeros
+}
+
+// Small batches: one cluster of C CTAs per (sequence, kv head), grid (C, Hkv, B)
+// (decode_attention_cluster.cuh).
+template <int D, int G, int FP8, bool MMA, int C>
+__global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
+    decode_cluster_kernel(const DecodeArgs a) {
+  __shared__ float4 smem[Layout<D>::kSmemBytes / 16];
+  decode::attend_in_cluster<D, G, C>(
+      a, smem,
+      [&](float4* sm, int b, int hk, int ctx, int first, int n, int64_t cell, bool& waited) {
+        attend<D, G, FP8, MMA>(a, sm, b, hk, ctx, first, n, cell, waited);
+      });
 }
 
 // Zeros for the padding rows (context_len <= 0): no unit belongs to them. Rows are dealt
@@ -276,9 +290,63 @@ bool stream_walk(DecodeWalk walk, int64_t batch, int64_t hkv, int64_t ctas) {
   }
 }
 
+// NANOVLLM_DECODE_CLUSTER (read once): "auto" (unset), "off", "8" or "16".
+const std::string& cluster_choice() {
+  static const std::string v = env_choice("NANOVLLM_DECODE_CLUSTER", {"off", "8", "16", "auto"});
+  return v;
+}
+
+// The cluster size a batch of `batch` sequences over `hkv` kv heads takes, C CTAs per (sequence,
+// kv head), or 0 for the dealt split: the grid must be one wave (at most one CTA per SM) and the
+// scratch must hold its partials. 16 (a non-portable size) where it fits, else 8 (the portable
+// bound): on an H200 the 0.6B shape's batch-1 TPOT took 0.918-0.926 ms with 16 against
+// 0.977-0.991 dealt, and 0.941-0.956 with 8 in another call against 0.977-0.981
+// (bench/results/h200-2026-11-27-issue33_cluster_decode.txt).
+// kDealt, or under kAuto NANOVLLM_DECODE_CLUSTER=off or a context bound outside
+// (0, kDecodeClusterMaxContext]: 0; "8" / "16" force that size.
+int cluster_size(DecodeMerge merge, int64_t batch, int64_t hkv, int64_t cells,
+                 int max_context_len) {
+  if (merge == DecodeMerge::kDealt || batch > 65535) return 0;
+  const std::string& v = cluster_choice();
+  if (merge == DecodeMerge::kAuto &&
+      (v == "off" || max_context_len <= 0 || max_context_len > kDecodeClusterMaxContext))
+    return 0;
+  const int64_t sms = sm_count();
+  const auto fits = [&](int c) { return batch * hkv * c <= std::min(sms, cells); };
+  if (v == "8") return fits(8) ? 8 : 0;
+  if (v == "16") return fits(16) ? 16 : 0;
+  return fits(16) ? 16 : fits(8) ? 8 : 0;
+}
+
+template <int D, int G, int FP8, bool MMA, int C>
+void launch_cluster(const DecodeArgs& a, int64_t batch, int64_t hkv, cudaStream_t stream) {
+  const auto kernel = decode_cluster_kernel<D, G, FP8, MMA, C>;
+  if constexpr (C > 8) {
+    static const bool allowed = [&] {  // once per instantiation, before any graph capture
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      return true;
+    }();
+    (void)allowed;
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(C, static_cast<unsigned>(hkv), static_cast<unsigned>(batch));
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = C;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = 2;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+}
+
 template <int D, int G, int FP8, bool MMA>
 void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t hkv,
-            DecodeWalk walk, cudaStream_t stream) {
+            DecodeWalk walk, DecodeMerge merge, cudaStream_t stream) {
   if (p.split_out.data == nullptr) {
     CHECK_LE(batch, 65535);  // gridDim.y
     launch_dependent(decode_whole_kernel<D, G, FP8, MMA>,
@@ -300,6 +368,18 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   CHECK_GE(cells, 2);
   a.split_out = p.split_out.ptr<float>();
   a.split_lse = p.split_lse.ptr<float>();
+  const int c = cluster_size(merge, batch, hkv, cells, p.max_context_len);
+  const bool cluster = c > 0;
+  CHECK_MSG(cluster || merge != DecodeMerge::kCluster,
+            "decode attention: a batch of " << batch << " over " << hkv
+                                            << " kv heads does not fit one cluster wave");
+  if (cluster) {
+    if (c == 16)
+      launch_cluster<D, G, FP8, MMA, 16>(a, batch, hkv, stream);
+    else
+      launch_cluster<D, G, FP8, MMA, 8>(a, batch, hkv, stream);
+    return;
+  }
   const bool fused = p.split_counters.data != nullptr;
   if (fused) {
     check_cuda_tensor(p.split_counters, DType::kI32, "split_counters");
@@ -376,6 +456,10 @@ DecodeKernel decode_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv) 
                                                                    : DecodeKernel::kLanes;
 }
 
+bool decode_cluster_fits(int64_t batch, int64_t hkv, int64_t cells) {
+  return cluster_size(DecodeMerge::kCluster, batch, hkv, cells, 0) > 0;
+}
+
 int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim) {
   CHECK_GT(hkv, 0);
   CHECK_EQ(hq % hkv, 0);
@@ -400,7 +484,7 @@ int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim) 
 }
 
 void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaStream_t stream,
-                      DecodeWalk walk) {
+                      DecodeWalk walk, DecodeMerge merge) {
   const DecodeArgs a = decode::make_args(p);
   const int64_t batch = p.q.size(0), hq = p.q.size(1), dim = p.q.size(2);
   const int64_t hkv = p.kv.k_cache.size(2);
@@ -412,8 +496,8 @@ void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaS
   const int cache = kv_cache_format(p.kv.k_cache.dtype);
   dispatch_shape(dim, hq / hkv, [&]<int D, int G>() {
     const auto run = [&]<bool kMma>() {
-      dispatch_kv_cache(cache,
-                        [&]<int F>() { launch<D, G, F, kMma>(p, a, batch, hkv, walk, stream); });
+      dispatch_kv_cache(
+          cache, [&]<int F>() { launch<D, G, F, kMma>(p, a, batch, hkv, walk, merge, stream); });
     };
     if constexpr (decode::mma_decode_supports<D, G>()) {
       if (kernel == DecodeKernel::kMma) {

@@ -25,9 +25,9 @@ __device__ __forceinline__ void store_out4(const DecodeArgs& a, int b, int hk, i
   o[3] = to_bf16(acc.w * inv);
 }
 
-// Out rows of kv head hk of sequence b = the lse-weighted mean of the n partials of CTAs
-// j0 .. j0 + n - 1 (the group's first unit is group_begin). Block-wide, CTA-uniform call;
-// stage: >= kThreads * 24 bytes of shared memory.
+// Out rows of kv head hk of sequence b = the lse-weighted mean of the n partials in scratch cells
+// cell_of(0) .. cell_of(n - 1). Block-wide, CTA-uniform call; stage: >= kThreads * 24 bytes of
+// shared memory.
 //
 // Each thread owns one float4 column of the [G, D] partial and a slice of the CTAs (a strided
 // subset; at G * D = 256, Qwen3's shape, two slices) and merges online, kBatch partials at a
@@ -35,15 +35,12 @@ __device__ __forceinline__ void store_out4(const DecodeArgs& a, int b, int hk, i
 // plain loop would interleave with the arithmetic), so a merge of many partials costs a few L2
 // round trips, not one per partial. The slices are then merged through shared memory.
 // (Measured on an H200: float2 columns in one slice, or batches of 16, were no faster.)
-template <int D, int G>
-__device__ void merge_group(const DecodeArgs& a, float* stage, int b, int hk, int64_t group_begin,
-                            int64_t j0, int n, const Deal& deal) {
+template <int D, int G, class CellOf>
+__device__ __forceinline__ void merge_cells(const DecodeArgs& a, float* stage, int b, int hk, int n,
+                                            const CellOf& cell_of) {
   constexpr int kCols = G * D / 4;  // float4 columns of one partial
   constexpr int kSlices = kCols >= kThreads ? 1 : kThreads / kCols;
   constexpr int kBatch = 8;
-  // j0's piece begins its range only when the group begins exactly there; later CTAs' pieces
-  // always begin theirs.
-  const int64_t cell0 = partial_cell(deal, j0, group_begin);
   float4* const st_acc = reinterpret_cast<float4*>(stage);  // [kSlices][kCols]
   float* const st_m = stage + 4 * kSlices * kCols;          // [kSlices][kCols]
   float* const st_l = st_m + kSlices * kCols;               // [kSlices][kCols]
@@ -60,7 +57,7 @@ __device__ void merge_group(const DecodeArgs& a, float* stage, int b, int hk, in
         lse[k] = -INFINITY;  // past n: weight 0
         v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
         if (i < n) {
-          const int64_t cell = i == 0 ? cell0 : 2 * (j0 + i);
+          const int64_t cell = cell_of(i);
           lse[k] = __ldcg(a.split_lse + cell * G + g);
           v[k] = __ldcg(reinterpret_cast<const float4*>(a.split_out + cell * G * D) + col);
         }
@@ -114,6 +111,17 @@ __device__ void merge_group(const DecodeArgs& a, float* stage, int b, int hk, in
       store_out4<D, G>(a, b, hk, col, acc, l);
     }
   }
+}
+
+// merge_cells over the n partials of CTAs j0 .. j0 + n - 1 (the group's first unit is
+// group_begin): j0's piece begins its range only when the group begins exactly there; later
+// CTAs' pieces always begin theirs.
+template <int D, int G>
+__device__ void merge_group(const DecodeArgs& a, float* stage, int b, int hk, int64_t group_begin,
+                            int64_t j0, int n, const Deal& deal) {
+  const int64_t cell0 = partial_cell(deal, j0, group_begin);
+  merge_cells<D, G>(a, stage, b, hk, n,
+                    [&](int i) { return i == 0 ? cell0 : 2 * (j0 + static_cast<int64_t>(i)); });
 }
 
 // Release / acquire at GPU scope, lighter than __threadfence's sequentially consistent fence.

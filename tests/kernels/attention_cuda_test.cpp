@@ -293,8 +293,9 @@ TEST(DecodeAttentionCuda, GraphReplayFollowsLiveLengthsAndTables) {
   b16.push_back(std::vector<int>(16, 1));
   b16.back()[0] = 16384;
   for (const kernels::cuda::DecodeKernel kernel : decode_kernels(shape)) {
-    for (Split split : {Split::kMergeKernel, Split::kFused}) {
+    for (Split split : {Split::kMergeKernel, Split::kFused, Split::kCluster}) {
       for (const auto* configs : {&b1, &b16}) {
+        if (!split_serves(split, static_cast<int64_t>(configs->front().size()), shape)) continue;
         std::vector<int> capacity(configs->front().size(), 0);
         for (const auto& c : *configs)
           for (size_t i = 0; i < c.size(); ++i) capacity[i] = std::max(capacity[i], c[i]);

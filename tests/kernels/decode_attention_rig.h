@@ -23,6 +23,8 @@ enum class Split {
   kNone,         // no scratch: one CTA per (sequence, kv head)
   kMergeKernel,  // scratch without counters: a second kernel merges split groups
   kFused,        // scratch and counters: the last CTA of a split group merges it
+  kCluster,      // scratch: one thread-block cluster per (sequence, kv head) merges inside it
+                 // (small batches only: kernels::cuda::decode_cluster_fits)
 };
 
 inline const char* split_name(Split s) {
@@ -33,6 +35,8 @@ inline const char* split_name(Split s) {
       return "merge kernel";
     case Split::kFused:
       return "fused merge";
+    case Split::kCluster:
+      return "cluster merge";
   }
   return "?";
 }
@@ -88,7 +92,10 @@ class DecodeRig {
   }
 
   void run(cudaStream_t stream) const {
-    kernels::cuda::decode_attention(device_params(), kernel_, stream, walk_);
+    // The dealt splits stay dealt at every batch; kCluster asks for the cluster kernel.
+    kernels::cuda::decode_attention(device_params(), kernel_, stream, walk_,
+                                    split_ == Split::kCluster ? kernels::cuda::DecodeMerge::kCluster
+                                                              : kernels::cuda::DecodeMerge::kDealt);
   }
 
   // The output against the CPU reference; the counters must be back at zero.
@@ -150,7 +157,16 @@ class DecodeRig {
   DevVec<int32_t> counters_;
 };
 
-inline constexpr Split kAllSplits[] = {Split::kNone, Split::kMergeKernel, Split::kFused};
+inline constexpr Split kAllSplits[] = {Split::kNone, Split::kMergeKernel, Split::kFused,
+                                       Split::kCluster};
+
+// Whether a rig of `batch` sequences with `split` can run: kCluster only where the batch fits
+// one cluster wave.
+inline bool split_serves(Split split, int64_t batch, const DecodeShape& s) {
+  return split != Split::kCluster ||
+         kernels::cuda::decode_cluster_fits(
+             batch, s.hkv, kernels::cuda::decode_attention_split_cells(s.hq, s.hkv, s.d));
+}
 
 // The kernels that serve a shape: the lane-group one always, the tensor-core one where it
 // takes the shape.
@@ -186,6 +202,7 @@ inline const char* walk_name(kernels::cuda::DecodeWalk walk) {
 // Every kernel (and walk) that serves the shape against the CPU reference.
 inline void check_decode(const std::vector<int>& lens, DecodeShape shape, Split split,
                          uint32_t seed, int64_t cells = 0) {
+  if (!split_serves(split, static_cast<int64_t>(lens.size()), shape)) return;
   for (const kernels::cuda::DecodeKernel kernel : decode_kernels(shape)) {
     for (const kernels::cuda::DecodeWalk walk : decode_walks(shape, kernel)) {
       DecodeRig rig(lens, shape, split, seed, cells, kernel, walk);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "rank/cuda_graph_runner.h"
 
 namespace nanovllm {
@@ -64,6 +65,18 @@ TEST(CudaGraphSizes, PeerAllReducesReserveOnlyTheGathersNode) {
   EXPECT_GT(CudaGraphRunner::graph_bytes_estimate(graphs, 4, 36), 1.0 * gib);  // NCCL's
   EXPECT_EQ(CudaGraphRunner::graph_bytes_estimate(graphs, 1, 36, true),
             graphs * CudaGraphRunner::kGraphBytesEstimate);  // one rank: no collective at all
+}
+
+// Sizes 1, 2, 4 and 8 get a short-context twin (each form) where max_model_len exceeds the
+// cluster merge's context bound; where it does not, the plain graphs serve every context.
+TEST(CudaGraphSizes, SmallSizesGetShortContextTwinsOnlyWhereContextsCanExceedTheBound) {
+  const size_t sizes = CudaGraphRunner::graph_batch_sizes(64).size();
+  const int bound = kernels::cuda::kDecodeClusterMaxContext;
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, 4096, false), sizes + 4);
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, 4096, true), 2 * (sizes + 4));
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, bound, false), sizes);
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, bound + 1, false), sizes + 4);
+  EXPECT_EQ(CudaGraphRunner::graph_count(3, 4096, false), 3u + 3u);  // 1, 2, 3 and their twins
 }
 
 }  // namespace
