@@ -160,12 +160,11 @@ class DecodeRig {
 inline constexpr Split kAllSplits[] = {Split::kNone, Split::kMergeKernel, Split::kFused,
                                        Split::kCluster};
 
-// Whether a rig of `batch` sequences with `split` can run: kCluster only where the batch fits
-// one cluster wave.
-inline bool split_serves(Split split, int64_t batch, const DecodeShape& s) {
-  return split != Split::kCluster ||
-         kernels::cuda::decode_cluster_fits(
-             batch, s.hkv, kernels::cuda::decode_attention_split_cells(s.hq, s.hkv, s.d));
+// Whether a rig of `batch` sequences with `split` and `cells` scratch cells (0: the default)
+// can run: kCluster only where the batch fits one cluster wave within the scratch.
+inline bool split_serves(Split split, int64_t batch, const DecodeShape& s, int64_t cells = 0) {
+  if (cells <= 0) cells = kernels::cuda::decode_attention_split_cells(s.hq, s.hkv, s.d);
+  return split != Split::kCluster || kernels::cuda::decode_cluster_fits(batch, s.hkv, cells);
 }
 
 // The kernels that serve a shape: the lane-group one always, the tensor-core one where it
@@ -202,7 +201,7 @@ inline const char* walk_name(kernels::cuda::DecodeWalk walk) {
 // Every kernel (and walk) that serves the shape against the CPU reference.
 inline void check_decode(const std::vector<int>& lens, DecodeShape shape, Split split,
                          uint32_t seed, int64_t cells = 0) {
-  if (!split_serves(split, static_cast<int64_t>(lens.size()), shape)) return;
+  if (!split_serves(split, static_cast<int64_t>(lens.size()), shape, cells)) return;
   for (const kernels::cuda::DecodeKernel kernel : decode_kernels(shape)) {
     for (const kernels::cuda::DecodeWalk walk : decode_walks(shape, kernel)) {
       DecodeRig rig(lens, shape, split, seed, cells, kernel, walk);
