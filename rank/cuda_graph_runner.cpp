@@ -42,16 +42,15 @@ std::vector<int> CudaGraphRunner::graph_batch_sizes(int max_num_seqs) {
   return sizes;
 }
 
-bool CudaGraphRunner::has_twins(int max_model_len) {
-  return max_model_len > kernels::cuda::kDecodeClusterMaxContext;
+size_t CudaGraphRunner::twin_count(const std::vector<int>& sizes, int max_model_len) {
+  if (max_model_len <= kernels::cuda::kDecodeClusterMaxContext) return 0;
+  return static_cast<size_t>(
+      std::count_if(sizes.begin(), sizes.end(), [](int b) { return b <= kShortContextMaxBatch; }));
 }
 
 size_t CudaGraphRunner::graph_count(int max_num_seqs, int max_model_len, bool from_shards) {
   const std::vector<int> sizes = graph_batch_sizes(max_num_seqs);
-  size_t n = sizes.size();
-  if (has_twins(max_model_len))
-    n += static_cast<size_t>(std::count_if(sizes.begin(), sizes.end(),
-                                           [](int b) { return b <= kShortContextMaxBatch; }));
+  const size_t n = sizes.size() + twin_count(sizes, max_model_len);
   return from_shards ? 2 * n : n;
 }
 
@@ -149,30 +148,36 @@ void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream, bool 
   // between take cuBLAS kernels the largest run set up; a capture-unsafe call on a path no
   // eager run took would fail its capture loudly (cudaErrorStreamCaptureUnsupported), not
   // record a wrong graph. Harmless padding everywhere: no KV store, no keys read.
+  // sizes_[i] with i < twins also has a short-context twin in each form (its eager run below
+  // sets up the cluster kernel).
+  static_assert(kShortContextMaxBatch <= kernels::kSkinnyGemmMaxM);
+  const size_t twins = twin_count(sizes_, max_model_len_);
+  short_execs_.assign(twins, nullptr);
+  if (from_shards) short_shard_execs_.assign(twins, nullptr);
+  // f(short_context, shards) for every graph of sizes_[i].
+  const auto each_graph = [&](size_t i, const auto& f) {
+    for (const bool shards : {false, true}) {
+      if (shards && !from_shards) continue;
+      f(false, shards);
+      if (i < twins) f(true, shards);
+    }
+  };
   wait_staging();
   stage_padding(0, sizes_.back());
   upload(sizes_.back(), stream);
   for (size_t i = sizes_.size(); i-- > 0;)
-    if (i + 1 == sizes_.size() || sizes_[i] <= kernels::kSkinnyGemmMaxM)
-      for (const bool shards : {false, true})
-        if (!shards || from_shards) forward(inputs(sizes_[i]), shards);
+    if (i + 1 == sizes_.size() || sizes_[i] <= kernels::kSkinnyGemmMaxM)  // twins' sizes too
+      each_graph(i, [&](bool short_context, bool shards) {
+        forward(inputs(sizes_[i], short_context), shards);
+      });
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (size_t i = sizes_.size(); i-- > 0;) {  // largest first
-    execs_[i] = capture_graph(forward, inputs(sizes_[i]), false, stream);
-    if (from_shards) shard_execs_[i] = capture_graph(forward, inputs(sizes_[i]), true, stream);
-  }
-  if (has_twins(max_model_len_)) {
-    // Eager first (the cluster kernel's function attributes), as above.
-    for (size_t i = 0; i < sizes_.size() && sizes_[i] <= kShortContextMaxBatch; ++i)
-      for (const bool shards : {false, true})
-        if (!shards || from_shards) forward(inputs(sizes_[i], true), shards);
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    for (size_t i = 0; i < sizes_.size() && sizes_[i] <= kShortContextMaxBatch; ++i) {
-      short_execs_.push_back(capture_graph(forward, inputs(sizes_[i], true), false, stream));
-      if (from_shards)
-        short_shard_execs_.push_back(capture_graph(forward, inputs(sizes_[i], true), true, stream));
-    }
-  }
+  for (size_t i = sizes_.size(); i-- > 0;)  // largest first
+    each_graph(i, [&](bool short_context, bool shards) {
+      std::vector<cudaGraphExec_t>& execs = short_context
+                                                ? (shards ? short_shard_execs_ : short_execs_)
+                                                : (shards ? shard_execs_ : execs_);
+      execs[i] = capture_graph(forward, inputs(sizes_[i], short_context), shards, stream);
+    });
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

@@ -104,8 +104,9 @@ class CudaGraphRunner {
   TensorView device(Field f, std::initializer_list<int64_t> dims) const;
   // short_context: the twin's context bound instead of max_model_len.
   DecodeGraphInputs inputs(int b, bool short_context = false) const;
-  // Whether a runner with this max_model_len captures short-context twins (pure).
-  static bool has_twins(int max_model_len);
+  // How many of `sizes` (ascending) have a short-context twin: those up to
+  // kShortContextMaxBatch, none where max_model_len is within the twins' bound (pure).
+  static size_t twin_count(const std::vector<int>& sizes, int max_model_len);
   // Waits until the previous upload has left the pinned buffer (a worker rank never reads
   // its tokens back, so nothing else orders its replays with the host).
   void wait_staging();
@@ -118,8 +119,8 @@ class CudaGraphRunner {
   std::vector<int> sizes_;                    // ascending
   std::vector<cudaGraphExec_t> execs_;        // parallel to sizes_
   std::vector<cudaGraphExec_t> shard_execs_;  // parallel to sizes_, or empty (from_shards)
-  // The short-context twins of sizes_[0, n) (n: the sizes up to kShortContextMaxBatch), or empty
-  // (has_twins); short_shard_execs_ likewise, where there are shard graphs.
+  // The short-context twins of sizes_[0, twin_count), or empty; short_shard_execs_ likewise,
+  // where there are shard graphs.
   std::vector<cudaGraphExec_t> short_execs_;
   std::vector<cudaGraphExec_t> short_shard_execs_;
   int width_, max_model_len_;

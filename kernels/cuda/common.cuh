@@ -110,6 +110,27 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStre
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
+// The launch of `grid` in clusters of `cluster_x` blocks along x, launched early (programmatic
+// dependent launch, as launch_dependent) where `early`; the config points at `attrs`, which must
+// outlive the launch (cudaLaunchKernelEx, or cudaOccupancyMaxActiveClusters with a null stream).
+inline cudaLaunchConfig_t cluster_launch_config(dim3 grid, dim3 block, unsigned cluster_x,
+                                                bool early, cudaStream_t stream,
+                                                cudaLaunchAttribute (&attrs)[2]) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = cluster_x;
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attrs;
+  config.numAttrs = early ? 2 : 1;
+  return config;
+}
+
 // launch_dependent where `early`, else a plain launch (for kernels that wait first, whose early
 // launch pays only before some kernels: the caller knows which).
 template <typename... Params, typename... Args>

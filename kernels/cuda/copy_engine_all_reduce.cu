@@ -22,6 +22,24 @@ struct Sources {
   const bf16* rank[kMaxPeerRanks];
 };
 
+// The 8 values at element `at` (a multiple of 8) summed over the ranks in order 0..N-1, f32,
+// rounded once. The peers' parts were written by a copy engine: read past L1, from L2.
+template <int N>
+__device__ __forceinline__ Bf16x8 sum_over_ranks(const Sources& src, int64_t at) {
+  float acc[8] = {};
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(src.rank[r] + at));
+    const Bf16x8 v = *reinterpret_cast<const Bf16x8*>(&raw);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] += to_f32(v.v[j]);
+  }
+  Bf16x8 y;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) y.v[j] = to_bf16(acc[j]);
+  return y;
+}
+
 // Block b owns rows b, b + grid, ...: sum, add and normalise each (x is read before it is
 // overwritten, by the same thread, as in peer_all_reduce_norm.cu).
 template <int N>
@@ -32,22 +50,8 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
     bf16* rr = residual + t * r_stride;
     float sq = 0.f;
-    for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {
-      const int64_t at = t * hidden + i;
-      float acc[8] = {};
-#pragma unroll
-      for (int r = 0; r < N; ++r) {
-        // The peers' parts were written by a copy engine: past L1, from L2.
-        const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(src.rank[r] + at));
-        const Bf16x8 v = *reinterpret_cast<const Bf16x8*>(&raw);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[j] += to_f32(v.v[j]);
-      }
-      Bf16x8 y;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) y.v[j] = to_bf16(acc[j]);
-      add_residual_unit(rr + i, y, sq);
-    }
+    for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8)
+      add_residual_unit(rr + i, sum_over_ranks<N>(src, t * hidden + i), sq);
     const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
     write_normed_row<kNormThreads>(x + t * hidden, rr, weight, hidden, inv);
   }
@@ -60,20 +64,8 @@ template <int N>
 __global__ void __launch_bounds__(kNormThreads)
     sum_block_kernel(bf16* __restrict__ out, int64_t units, Sources src) {
   for (int64_t u = blockIdx.x * static_cast<int64_t>(kNormThreads) + threadIdx.x; u < units;
-       u += static_cast<int64_t>(gridDim.x) * kNormThreads) {
-    float acc[8] = {};
-#pragma unroll
-    for (int r = 0; r < N; ++r) {
-      const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(src.rank[r]) + u);
-      const Bf16x8 v = *reinterpret_cast<const Bf16x8*>(&raw);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] += to_f32(v.v[j]);
-    }
-    Bf16x8 y;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) y.v[j] = to_bf16(acc[j]);
-    *reinterpret_cast<Bf16x8*>(out + u * 8) = y;
-  }
+       u += static_cast<int64_t>(gridDim.x) * kNormThreads)
+    *reinterpret_cast<Bf16x8*>(out + u * 8) = sum_over_ranks<N>(src, u * 8);
 }
 
 template <typename Fn>
@@ -144,13 +136,19 @@ void copy_engine_add_rms_norm(const TensorView& x, const TensorView& residual,
   const auto slot = [&](int r, int s) {
     return static_cast<uint8_t*>(b.inbox[r]) + copy_engine_slot_offset(call, s, n, b.slot_bytes);
   };
-  // One phase of copies: to every peer p, `bytes(p)` from `src(p)` to `dst(p)`, then the flag
+  // One phase of copies: to every peer p, part(p) (a Copy), then the flag
   // flags[p][flag_at + me] = call; then the wait for every peer's flag here.
-  const auto send = [&](auto&& src, auto&& dst, auto&& bytes, int flag_at) {
+  struct Copy {
+    const void* from;
+    void* to;
+    size_t bytes;
+  };
+  const auto send = [&](auto&& part, int flag_at) {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
-      if (bytes(p) > 0)
-        CUDA_CHECK(cudaMemcpyAsync(dst(p), src(p), bytes(p), cudaMemcpyDeviceToDevice, stream));
+      const Copy c = part(p);
+      if (c.bytes > 0)
+        CUDA_CHECK(cudaMemcpyAsync(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice, stream));
       cuda::write_flag(stream, b.flags[p] + flag_at + me, call);
     }
     for (int p = 0; p < n; ++p)
@@ -159,8 +157,7 @@ void copy_engine_add_rms_norm(const TensorView& x, const TensorView& residual,
   cuda::Sources src{};
   if (!copy_engine_two_phase(n)) {
     const size_t bytes = static_cast<size_t>(rows) * row_bytes;
-    send([&](int) { return static_cast<const void*>(x.data); },
-         [&](int p) { return static_cast<void*>(slot(p, me)); }, [&](int) { return bytes; }, 0);
+    send([&](int p) { return Copy{x.data, slot(p, me), bytes}; }, 0);
     for (int r = 0; r < n; ++r)
       src.rank[r] = r == me ? xp : reinterpret_cast<const bf16*>(slot(me, r));
   } else {
@@ -168,11 +165,9 @@ void copy_engine_add_rms_norm(const TensorView& x, const TensorView& residual,
     // Reduce-scatter: block p of x to peer p's slot me.
     send(
         [&](int p) {
-          return static_cast<const void*>(xp + copy_engine_row_block(rows, n, p).first * hidden);
-        },
-        [&](int p) { return static_cast<void*>(slot(p, me)); },
-        [&](int p) {
-          return static_cast<size_t>(copy_engine_row_block(rows, n, p).count) * row_bytes;
+          const RowBlock block = copy_engine_row_block(rows, n, p);
+          return Copy{xp + block.first * hidden, slot(p, me),
+                      static_cast<size_t>(block.count) * row_bytes};
         },
         0);
     // This rank's block summed into its gather area (its own slot), at the block's rows.
@@ -193,9 +188,8 @@ void copy_engine_add_rms_norm(const TensorView& x, const TensorView& residual,
     }
     // All-gather: the summed block to the same rows of every peer's gather area.
     const size_t mine_at = static_cast<size_t>(mine.first) * row_bytes;
-    send([&](int) { return static_cast<const void*>(slot(me, me) + mine_at); },
-         [&](int p) { return static_cast<void*>(slot(p, p) + mine_at); },
-         [&](int) { return static_cast<size_t>(mine.count) * row_bytes; }, n);
+    const size_t mine_bytes = static_cast<size_t>(mine.count) * row_bytes;
+    send([&](int p) { return Copy{slot(me, me) + mine_at, slot(p, p) + mine_at, mine_bytes}; }, n);
     src.rank[0] = gathered;
   }
   // One block a row up to a bound: rows beyond it loop (the grid only has to fill the GPU).

@@ -209,10 +209,15 @@ __global__ void __launch_bounds__(kThreads) decode_merge_kernel(const DecodeArgs
   decode::merge_group<D, G>(a, reinterpret_cast<float*>(stage), b, hk, group_begin, j, n, deal);
 }
 
+// Asked once per process (every rank's GPU is the same kind, as ctas_per_sm assumes): every
+// launch reads it.
 int sm_count() {
-  int dev = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
   return sms;
 }
 
@@ -328,19 +333,10 @@ void launch_cluster(const DecodeArgs& a, int64_t batch, int64_t hkv, cudaStream_
     }();
     (void)allowed;
   }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(C, static_cast<unsigned>(hkv), static_cast<unsigned>(batch));
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = C;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = 2;
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t config = cluster_launch_config(
+      dim3(C, static_cast<unsigned>(hkv), static_cast<unsigned>(batch)), dim3(kThreads), C,
+      /*early=*/true, stream, attrs);
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
 }
 

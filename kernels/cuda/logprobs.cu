@@ -160,19 +160,8 @@ constexpr int64_t kMaxRowsPerLaunch = 65535;  // grid.y
 // two attributes it points at.
 cudaLaunchConfig_t cluster_config(int c, int64_t rows, cudaStream_t stream,
                                   cudaLaunchAttribute (&attrs)[2]) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(c), static_cast<unsigned>(rows));
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = static_cast<unsigned>(c);
-  attrs[0].val.clusterDim.y = 1;
-  attrs[0].val.clusterDim.z = 1;
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attrs;
-  config.numAttrs = 2;
-  return config;
+  return cluster_launch_config(dim3(static_cast<unsigned>(c), static_cast<unsigned>(rows)),
+                               dim3(kThreads), static_cast<unsigned>(c), true, stream, attrs);
 }
 
 // Clusters of c blocks that run at once (0 when c blocks cannot form a cluster here).

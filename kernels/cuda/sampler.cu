@@ -249,19 +249,11 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   }
 }
 
-// The launch of `rows` rows of c-block clusters; attr: the one attribute it points at.
-cudaLaunchConfig_t cluster_config(int c, int rows, cudaStream_t stream, cudaLaunchAttribute* attr) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(c), static_cast<unsigned>(rows));
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  attr->id = cudaLaunchAttributeClusterDimension;
-  attr->val.clusterDim.x = static_cast<unsigned>(c);
-  attr->val.clusterDim.y = 1;
-  attr->val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  return config;
+// The launch of `rows` rows of c-block clusters (not early); attrs: what it points at.
+cudaLaunchConfig_t cluster_config(int c, int rows, cudaStream_t stream,
+                                  cudaLaunchAttribute (&attrs)[2]) {
+  return cluster_launch_config(dim3(static_cast<unsigned>(c), static_cast<unsigned>(rows)),
+                               dim3(kThreads), static_cast<unsigned>(c), false, stream, attrs);
 }
 
 // Clusters of c blocks that run at once (0 when c blocks cannot form a cluster here).
@@ -272,8 +264,8 @@ int max_active_clusters(int c) {
   if (c > 8)
     CUDA_CHECK(
         cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t config = cluster_config(c, 1, nullptr, &attr);
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t config = cluster_config(c, 1, nullptr, attrs);
   int n = 0;
   if (cudaOccupancyMaxActiveClusters(&n, sample_kernel, &config) != cudaSuccess) {
     (void)cudaGetLastError();  // a size this GPU cannot form: not a failure, not a choice
@@ -372,8 +364,8 @@ void sample(const SamplingBatch& s, cudaStream_t stream) {
         dim3(kProcessThreads), stream, pa);
   }
   const int c = cluster_size(batch);
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t config = cluster_config(c, static_cast<int>(batch), stream, &attr);
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t config = cluster_config(c, static_cast<int>(batch), stream, attrs);
   CUDA_CHECK(cudaLaunchKernelEx(&config, sample_kernel, a));
   if (s.logprobs.logprob.data)  // on the raw rows, for the tokens just drawn
     token_logprobs({s.logits, s.out_tokens, s.params.num_logprobs, s.slots, s.logprobs.logprob,
@@ -418,8 +410,8 @@ void shard_candidates(const ShardCandidatesBatch& b, cudaStream_t stream) {
                static_cast<int>(b.vocab_start),
                b.vocab};
   const int c = cluster_size(rows);
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t config = cluster_config(c, static_cast<int>(rows), stream, &attr);
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t config = cluster_config(c, static_cast<int>(rows), stream, attrs);
   CUDA_CHECK(cudaLaunchKernelEx(&config, sample_kernel, a));
 }
 
