@@ -115,20 +115,22 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream);
 enum class DecodeWalk { kAuto, kPieces, kStream };
 // How the split groups of a call with scratch are formed and merged: kDealt, the tiles of the
 // whole batch dealt over every resident CTA slot, merged by counters or a merge kernel (see
-// split_out); kCluster, one thread-block cluster of 16 CTAs (or 8 where 16 do not fit) per
-// (sequence, kv head), merged inside the cluster (kernels/cuda/decode_attention_cluster.cuh), for
-// batches whose B * Hkv * 8 CTAs fit one CTA per SM. kAuto takes kCluster where it fits and
-// 0 < max_context_len <= kDecodeClusterMaxContext (longer contexts read faster dealt over every
-// CTA slot), unless NANOVLLM_DECODE_CLUSTER=off (whole-run comparisons; "8" or "16" force a size
-// where it fits; a value other than off, 8, 16 or auto fails a CHECK naming the variable).
+// split_out); kCluster, one thread-block cluster of 16 CTAs per (sequence, kv head) where B *
+// Hkv * 16 CTAs fit one an SM, else of 8 where B * Hkv * 8 fit two an SM, merged inside the
+// cluster (kernels/cuda/decode_attention_cluster.cuh). kAuto takes kCluster where it fits and
+// 0 < max_context_len <= decode_cluster_context_bound() (longer contexts read faster dealt over
+// every CTA slot), unless NANOVLLM_DECODE_CLUSTER=off (whole-run comparisons; "8" or "16" force a
+// size where it fits; a value other than off, 8, 16 or auto fails a CHECK naming the variable).
 enum class DecodeMerge { kAuto, kDealt, kCluster };
-// On an H200 the 0.6B shape's batch-1 step took 0.94x the dealt kernel's time at context 1k and
-// 4k (clusters of 16) and 1.08x at 16k; batch 2 (clusters of 8) 0.94x at 1k, 1.02x at 4k
-// (bench/results/h200-2026-11-27-issue33_cluster_decode.txt): up to 8 tiles a CTA pays.
-inline constexpr int kDecodeClusterMaxContext = 2048;
 // Whether kCluster takes a batch of `batch` sequences over `hkv` kv heads with `cells` scratch
 // cells (the current device's SM count bounds it).
 bool decode_cluster_fits(int64_t batch, int64_t hkv, int64_t cells);
+// The longest max_context_len at which kAuto merges such a batch (hq query heads of head_dim)
+// inside clusters, 0 where it never does: a few tiles a CTA, fewer on a grid of two CTAs an SM
+// (decode_attention.cu's cluster_context_bound gives the figures). On an H200: 4,096 for one
+// sequence of the 0.6B shape (16 q / 8 kv heads), 2,048 for two, 1,280 for three or four.
+int decode_cluster_context_bound(int64_t batch, int64_t hq, int64_t hkv, int64_t head_dim,
+                                 int64_t cells);
 // Runs the named kernel (tests and benchmarks compare them, and the walks and merges); kMma on a
 // shape it does not take, or kCluster on a batch that does not fit, fails a CHECK.
 void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaStream_t stream,

@@ -201,6 +201,13 @@ int64_t Qwen3ForCausalLM::decode_split_cells() const {
                                                      attn.num_kv_heads(), config_.head_dim);
 }
 
+int Qwen3ForCausalLM::decode_cluster_context_bound(int64_t batch) const {
+  const Qwen3Attention& attn = layers_.front()->self_attn();
+  return kernels::cuda::decode_cluster_context_bound(batch, attn.q_width() / config_.head_dim,
+                                                     attn.num_kv_heads(), config_.head_dim,
+                                                     decode_split_cells());
+}
+
 void Qwen3ForCausalLM::reserve_decode_scratch() {
   // The kernel's grid is the GPU's resident CTA slots whatever the batch, so one size serves
   // every batch.

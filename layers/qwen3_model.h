@@ -78,6 +78,10 @@ class Qwen3ForCausalLM {
   // shape only, so it serves any batch) and zeroes its merge counters, so graphs captured
   // later never see those slots grow.
   void reserve_decode_scratch();
+  // The longest context at which a decode step of `batch` rows merges its attention inside
+  // clusters, 0 where it never does (kernels::cuda::decode_cluster_context_bound for this
+  // rank's heads and scratch): the decode graphs' short-context twins.
+  int decode_cluster_context_bound(int64_t batch) const;
   // CUDA with an fp8 cache (bind_kv_cache first): allocates bf16 staging for `blocks` cache
   // blocks and `table_entries` block-table entries, through which the Hopper prefill reads
   // the blocks of any prefill step that fits (AttentionMetadata::fp8_staging_k); larger steps

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "kernels/attention.h"
 #include "kernels/skinny_gemm.h"
 
 namespace nanovllm {
@@ -42,15 +41,19 @@ std::vector<int> CudaGraphRunner::graph_batch_sizes(int max_num_seqs) {
   return sizes;
 }
 
-size_t CudaGraphRunner::twin_count(const std::vector<int>& sizes, int max_model_len) {
-  if (max_model_len <= kernels::cuda::kDecodeClusterMaxContext) return 0;
-  return static_cast<size_t>(
-      std::count_if(sizes.begin(), sizes.end(), [](int b) { return b <= kShortContextMaxBatch; }));
+int CudaGraphRunner::twin_bound(int b, int max_model_len, const ClusterBound& cluster_bound) {
+  if (b > kShortContextMaxBatch) return 0;
+  const int bound = cluster_bound(b);
+  return bound > 0 && bound < max_model_len ? bound : 0;
 }
 
-size_t CudaGraphRunner::graph_count(int max_num_seqs, int max_model_len, bool from_shards) {
+size_t CudaGraphRunner::graph_count(int max_num_seqs, int max_model_len, bool from_shards,
+                                    const ClusterBound& cluster_bound) {
   const std::vector<int> sizes = graph_batch_sizes(max_num_seqs);
-  const size_t n = sizes.size() + twin_count(sizes, max_model_len);
+  const size_t n =
+      sizes.size() + static_cast<size_t>(std::count_if(sizes.begin(), sizes.end(), [&](int b) {
+        return twin_bound(b, max_model_len, cluster_bound) > 0;
+      }));
   return from_shards ? 2 * n : n;
 }
 
@@ -63,13 +66,15 @@ size_t CudaGraphRunner::graph_bytes_estimate(size_t num_graphs, int tp_size, int
 }
 
 CudaGraphRunner::CudaGraphRunner(std::vector<int> batch_sizes, int max_blocks_per_seq,
-                                 int max_model_len, const TensorView& logits)
+                                 int max_model_len, const TensorView& logits,
+                                 const ClusterBound& cluster_bound)
     : sizes_(std::move(batch_sizes)),
       width_(max_blocks_per_seq),
       max_model_len_(max_model_len),
       logits_(logits) {
   CHECK(!sizes_.empty());
   CHECK(std::is_sorted(sizes_.begin(), sizes_.end()));
+  for (int b : sizes_) twin_bounds_.push_back(twin_bound(b, max_model_len_, cluster_bound));
   CHECK_GT(width_, 0);
   CHECK_GE(logits_.size(0), sizes_.back());
   const size_t max_bs = static_cast<size_t>(sizes_.back());
@@ -82,10 +87,9 @@ CudaGraphRunner::CudaGraphRunner(std::vector<int> batch_sizes, int max_blocks_pe
 
 CudaGraphRunner::~CudaGraphRunner() {
   // No throw from a destructor: a failure here only leaks.
-  for (cudaGraphExec_t e : execs_) cudaGraphExecDestroy(e);
-  for (cudaGraphExec_t e : shard_execs_) cudaGraphExecDestroy(e);
-  for (cudaGraphExec_t e : short_execs_) cudaGraphExecDestroy(e);
-  for (cudaGraphExec_t e : short_shard_execs_) cudaGraphExecDestroy(e);
+  for (const auto* execs : {&execs_, &shard_execs_, &short_execs_, &short_shard_execs_})
+    for (cudaGraphExec_t e : *execs)
+      if (e != nullptr) cudaGraphExecDestroy(e);  // null: no twin, or a capture that threw
   if (uploaded_ != nullptr) {
     cudaEventSynchronize(uploaded_);  // the last copy may still read the pinned buffer
     cudaEventDestroy(uploaded_);
@@ -99,7 +103,8 @@ TensorView CudaGraphRunner::device(Field f, std::initializer_list<int64_t> dims)
   return v;
 }
 
-DecodeGraphInputs CudaGraphRunner::inputs(int b, bool short_context) const {
+DecodeGraphInputs CudaGraphRunner::inputs(size_t i, bool short_context) const {
+  const int b = sizes_[i];
   DecodeGraphInputs in;
   in.input_ids = device(kIds, {b});
   in.positions = device(kPositions, {b});
@@ -109,8 +114,7 @@ DecodeGraphInputs CudaGraphRunner::inputs(int b, bool short_context) const {
   in.meta.block_tables = device(kBlockTables, {b, width_});
   // A host bound baked into the graph (replay picks a twin only for contexts within its bound);
   // the kernels plan their work from the live context_lens at replay.
-  in.meta.max_context_len =
-      short_context ? kernels::cuda::kDecodeClusterMaxContext : max_model_len_;
+  in.meta.max_context_len = short_context ? twin_bounds_[i] : max_model_len_;
   in.logits = logits_.slice_rows(0, b);
   in.sample_slots = device(kSampleSlots, {b});
   in.out_tokens = out_tokens_.view(DType::kI32, {b});
@@ -148,18 +152,17 @@ void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream, bool 
   // between take cuBLAS kernels the largest run set up; a capture-unsafe call on a path no
   // eager run took would fail its capture loudly (cudaErrorStreamCaptureUnsupported), not
   // record a wrong graph. Harmless padding everywhere: no KV store, no keys read.
-  // sizes_[i] with i < twins also has a short-context twin in each form (its eager run below
-  // sets up the cluster kernel).
+  // sizes_[i] with a twin bound also has a short-context twin in each form (its eager run
+  // below sets up the cluster kernel).
   static_assert(kShortContextMaxBatch <= kernels::kSkinnyGemmMaxM);
-  const size_t twins = twin_count(sizes_, max_model_len_);
-  short_execs_.assign(twins, nullptr);
-  if (from_shards) short_shard_execs_.assign(twins, nullptr);
+  short_execs_.assign(sizes_.size(), nullptr);
+  if (from_shards) short_shard_execs_.assign(sizes_.size(), nullptr);
   // f(short_context, shards) for every graph of sizes_[i].
   const auto each_graph = [&](size_t i, const auto& f) {
     for (const bool shards : {false, true}) {
       if (shards && !from_shards) continue;
       f(false, shards);
-      if (i < twins) f(true, shards);
+      if (twin_bounds_[i] > 0) f(true, shards);
     }
   };
   wait_staging();
@@ -167,16 +170,15 @@ void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream, bool 
   upload(sizes_.back(), stream);
   for (size_t i = sizes_.size(); i-- > 0;)
     if (i + 1 == sizes_.size() || sizes_[i] <= kernels::kSkinnyGemmMaxM)  // twins' sizes too
-      each_graph(i, [&](bool short_context, bool shards) {
-        forward(inputs(sizes_[i], short_context), shards);
-      });
+      each_graph(
+          i, [&](bool short_context, bool shards) { forward(inputs(i, short_context), shards); });
   CUDA_CHECK(cudaStreamSynchronize(stream));
   for (size_t i = sizes_.size(); i-- > 0;)  // largest first
     each_graph(i, [&](bool short_context, bool shards) {
       std::vector<cudaGraphExec_t>& execs = short_context
                                                 ? (shards ? short_shard_execs_ : short_execs_)
                                                 : (shards ? shard_execs_ : execs_);
-      execs[i] = capture_graph(forward, inputs(sizes_[i], short_context), shards, stream);
+      execs[i] = capture_graph(forward, inputs(i, short_context), shards, stream);
     });
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
@@ -214,9 +216,9 @@ DecodeGraphOutputs CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t 
   }
   stage_padding(n, b);
   upload(b, stream);
-  const bool twin = i < short_execs_.size() &&
-                    *std::max_element(cmd.context_lens.begin(), cmd.context_lens.end()) <=
-                        kernels::cuda::kDecodeClusterMaxContext;
+  const bool twin =
+      !short_execs_.empty() && short_execs_[i] != nullptr &&
+      *std::max_element(cmd.context_lens.begin(), cmd.context_lens.end()) <= twin_bounds_[i];
   if (cmd.sample_from_shards) {
     CHECK_MSG(!shard_execs_.empty(), "a step samples from shards; no graph was captured for it");
     CUDA_CHECK(cudaGraphLaunch(twin ? short_shard_execs_[i] : shard_execs_[i], stream));

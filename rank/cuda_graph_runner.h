@@ -4,11 +4,11 @@
 // (its per-slot parameters are device state; padded rows carry slot -1 and sample nothing).
 // With sampling from shards (--tp > 1) every size has a second graph, which ends in the shard
 // candidates, their gather and rank 0's merge instead (StepCommand::sample_from_shards picks).
-// Sizes up to kShortContextMaxBatch also have a short-context twin (each form), captured with
-// the context bound kernels::cuda::kDecodeClusterMaxContext instead of max_model_len, so that its
-// attention may take the cluster merge (kernels/attention.h's DecodeMerge); a replay whose
-// longest context is within that bound runs the twin. None where max_model_len is within it
-// (the plain graphs then take it already).
+// Sizes up to kShortContextMaxBatch also have a short-context twin (each form) where their
+// attention merges inside clusters up to some context bound below max_model_len
+// (kernels/attention.h's DecodeMerge and decode_cluster_context_bound): the twin is captured
+// with that bound instead of max_model_len, and a replay whose longest context is within it
+// runs the twin.
 //
 // Memory: every intermediate comes from the model's workspace (sized for the largest step at
 // warm-up and frozen before capture) and every input from the persistent buffers below, so
@@ -17,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -46,12 +47,17 @@ class CudaGraphRunner {
  public:
   // 1, 2, 4, 8, then 16..512 in steps of 16, those <= max_num_seqs (ascending).
   static std::vector<int> graph_batch_sizes(int max_num_seqs);
-  // The batch sizes with a short-context twin: up to 8 (the cluster merge fits up to 16
-  // (sequence, kv head) pairs: 8 sequences at 2 kv heads a rank).
+  // The batch sizes that may have a short-context twin: up to 8 (the cluster merge fits up to
+  // 33 (sequence, kv head) pairs on an H200: 8 sequences at 4 kv heads a rank).
   static constexpr int kShortContextMaxBatch = 8;
+  // cluster_bound(b): the longest context at which a graph of b rows merges its attention inside
+  // clusters, 0 where it never does (kernels::cuda::decode_cluster_context_bound for a rank's
+  // heads).
+  using ClusterBound = std::function<int(int)>;
   // Graphs a runner captures: every size in each form (two with sampling from shards), and the
   // short-context twins.
-  static size_t graph_count(int max_num_seqs, int max_model_len, bool from_shards);
+  static size_t graph_count(int max_num_seqs, int max_model_len, bool from_shards,
+                            const ClusterBound& cluster_bound);
   // What the KV-cache budget reserves for `num_graphs` decode graphs of a rank of `tp_size`
   // running a model of `num_layers` layers (intermediates are in the workspace, so this is the
   // execs' own memory). Measured (the runner logs its figure beside this one): 36 graphs of
@@ -71,7 +77,7 @@ class CudaGraphRunner {
   // max_blocks_per_seq = ceil(max_model_len / block_size): a sequence of exactly
   // max_model_len fits. logits: [>= max batch, V] f32, the runner's persistent logits.
   CudaGraphRunner(std::vector<int> batch_sizes, int max_blocks_per_seq, int max_model_len,
-                  const TensorView& logits);
+                  const TensorView& logits, const ClusterBound& cluster_bound);
   ~CudaGraphRunner();
   CudaGraphRunner(const CudaGraphRunner&) = delete;
   CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
@@ -86,8 +92,11 @@ class CudaGraphRunner {
 
   int max_batch() const { return sizes_.back(); }
   int num_graphs() const {
-    return static_cast<int>(execs_.size() + shard_execs_.size() + short_execs_.size() +
-                            short_shard_execs_.size());
+    const auto captured = [](const std::vector<cudaGraphExec_t>& v) {
+      return std::count_if(v.begin(), v.end(), [](cudaGraphExec_t e) { return e != nullptr; });
+    };
+    return static_cast<int>(captured(execs_) + captured(shard_execs_) + captured(short_execs_) +
+                            captured(short_shard_execs_));
   }
   bool can_run(int64_t num_seqs) const { return num_seqs >= 1 && num_seqs <= max_batch(); }
 
@@ -102,11 +111,13 @@ class CudaGraphRunner {
   int64_t offset(Field f) const { return static_cast<int64_t>(f) * sizes_.back(); }
   int32_t* host(Field f) const { return pinned_ + offset(f); }
   TensorView device(Field f, std::initializer_list<int64_t> dims) const;
-  // short_context: the twin's context bound instead of max_model_len.
-  DecodeGraphInputs inputs(int b, bool short_context = false) const;
-  // How many of `sizes` (ascending) have a short-context twin: those up to
-  // kShortContextMaxBatch, none where max_model_len is within the twins' bound (pure).
-  static size_t twin_count(const std::vector<int>& sizes, int max_model_len);
+  // The graph of sizes_[i]'s inputs; short_context: its twin's context bound instead of
+  // max_model_len.
+  DecodeGraphInputs inputs(size_t i, bool short_context = false) const;
+  // The context bound of a twin of b rows, 0 for none: sizes up to kShortContextMaxBatch whose
+  // cluster bound is positive and below max_model_len (a bound at or above it: the plain graph
+  // merges in clusters already).
+  static int twin_bound(int b, int max_model_len, const ClusterBound& cluster_bound);
   // Waits until the previous upload has left the pinned buffer (a worker rank never reads
   // its tokens back, so nothing else orders its replays with the host).
   void wait_staging();
@@ -119,8 +130,9 @@ class CudaGraphRunner {
   std::vector<int> sizes_;                    // ascending
   std::vector<cudaGraphExec_t> execs_;        // parallel to sizes_
   std::vector<cudaGraphExec_t> shard_execs_;  // parallel to sizes_, or empty (from_shards)
-  // The short-context twins of sizes_[0, twin_count), or empty; short_shard_execs_ likewise,
-  // where there are shard graphs.
+  std::vector<int> twin_bounds_;              // parallel to sizes_: twin_bound() of each
+  // The short-context twins, parallel to sizes_ (null where twin_bounds_ is 0), or empty;
+  // short_shard_execs_ likewise, where there are shard graphs.
   std::vector<cudaGraphExec_t> short_execs_;
   std::vector<cudaGraphExec_t> short_shard_execs_;
   int width_, max_model_len_;

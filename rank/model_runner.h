@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -136,6 +137,8 @@ class ModelRunner final : public StepExecutor {
   void capture_cuda_graphs(const ModelRunnerOptions& o);
   // Whether every decode graph's all-reduces are the peer path's kernels (no NCCL node).
   bool graph_all_reduces_in_kernels(int max_num_seqs) const;
+  // The decode graphs' cluster bound of a batch size (Qwen3ForCausalLM's, for this rank).
+  std::function<int(int)> cluster_bound() const;  // CudaGraphRunner::ClusterBound
 
   ModelConfig config_;
   Communicator* comm_;

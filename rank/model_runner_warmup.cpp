@@ -88,18 +88,22 @@ GpuMemoryBudget ModelRunner::warm_up(const ModelRunnerOptions& o, uint64_t weigh
   m.cublas_workspace_bytes = CudaExecResources::kCublasWorkspaceBytes;
   // Sampling from shards doubles the graphs (each batch size in both forms); small sizes have
   // short-context twins.
-  m.cuda_graph_bytes =
-      o.enforce_eager
-          ? 0
-          : CudaGraphRunner::graph_bytes_estimate(
-                CudaGraphRunner::graph_count(o.max_num_seqs, o.max_model_len, sample_from_shards_),
-                comm_->world_size(), static_cast<int>(config_.num_hidden_layers),
-                graph_all_reduces_in_kernels(o.max_num_seqs));
+  m.cuda_graph_bytes = o.enforce_eager
+                           ? 0
+                           : CudaGraphRunner::graph_bytes_estimate(
+                                 CudaGraphRunner::graph_count(o.max_num_seqs, o.max_model_len,
+                                                              sample_from_shards_, cluster_bound()),
+                                 comm_->world_size(), static_cast<int>(config_.num_hidden_layers),
+                                 graph_all_reduces_in_kernels(o.max_num_seqs));
   m.kv_block_bytes = kv_block_bytes(config_, comm_->world_size(), block_size_, kv_dtype_);
   m.gpu_memory_utilization = o.gpu_memory_utilization;
   const GpuMemoryBudget budget = plan_gpu_memory(m);
   spdlog::info("rank {}: {}", rank, describe_gpu_memory(m, budget));
   return budget;
+}
+
+std::function<int(int)> ModelRunner::cluster_bound() const {
+  return [this](int b) { return model_->decode_cluster_context_bound(b); };
 }
 
 bool ModelRunner::graph_all_reduces_in_kernels(int max_num_seqs) const {
@@ -139,7 +143,7 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
   graphs_ = std::make_unique<CudaGraphRunner>(
       CudaGraphRunner::graph_batch_sizes(o.max_num_seqs),
       static_cast<int>(max_blocks_per_seq(o.max_model_len, block_size_)), o.max_model_len,
-      logits_.view(DType::kF32, {rows, config_.vocab_size}));
+      logits_.view(DType::kF32, {rows, config_.vocab_size}), cluster_bound());
   graphs_->capture(
       [this](const DecodeGraphInputs& in, bool from_shards) {
         const TensorView hidden = model_->forward(in.input_ids, in.positions, in.meta, ctx_);

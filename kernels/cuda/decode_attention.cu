@@ -301,26 +301,61 @@ const std::string& cluster_choice() {
   return v;
 }
 
-// The cluster size a batch of `batch` sequences over `hkv` kv heads takes, C CTAs per (sequence,
-// kv head), or 0 for the dealt split: the grid must be one wave (at most one CTA per SM) and the
-// scratch must hold its partials. 16 (a non-portable size) where it fits, else 8 (the portable
-// bound): on an H200 the 0.6B shape's batch-1 TPOT took 0.918-0.926 ms with 16 against
-// 0.977-0.991 dealt, and 0.941-0.956 with 8 in another call against 0.977-0.981
-// (bench/results/h200-2026-11-27-issue33_cluster_decode.txt).
-// kDealt, or under kAuto NANOVLLM_DECODE_CLUSTER=off or a context bound outside
-// (0, kDecodeClusterMaxContext]: 0; "8" / "16" force that size.
+// How a batch of `batch` sequences over `hkv` kv heads forms clusters: C CTAs a (sequence, kv
+// head) (size 0: none fits), the grid at most per_sm CTAs an SM; the scratch must hold the
+// partials. 16 (a non-portable size) where the grid is one CTA an SM at most, else 8 where it is
+// two. On an H200, the 0.6B shape (bench/results/h200-2026-11-27-issue33_cluster_decode.txt):
+// batch-1 TPOT 0.918-0.926 ms with 16 against 0.977-0.991 dealt (0.941-0.956 with 8, another
+// call); batch-2 step 0.979-0.995 ms with 8 (one an SM) against 1.002 with 16 (two an SM);
+// batch 3-4 (the graph of 4) 1.010-1.017 ms with 8 at two an SM against 1.089-1.095 dealt
+// (bench/results/h200-2026-11-28-issue33_cluster_bounds.txt). NANOVLLM_DECODE_CLUSTER "8" /
+// "16" force that size where it fits; kDealt or "off": none.
+struct ClusterPlan {
+  int size = 0;
+  int per_sm = 0;
+};
+
+ClusterPlan cluster_plan(DecodeMerge merge, int64_t batch, int64_t hkv, int64_t cells) {
+  const std::string& v = cluster_choice();
+  if (merge == DecodeMerge::kDealt || batch > 65535 || (merge == DecodeMerge::kAuto && v == "off"))
+    return {};
+  const int64_t sms = sm_count();
+  const auto plan = [&](int c) -> ClusterPlan {
+    const int64_t ctas = batch * hkv * c;
+    if (ctas > std::min(2 * sms, cells)) return {};
+    return {c, ctas <= sms ? 1 : 2};
+  };
+  if (v == "8") return plan(8);
+  if (v == "16") return plan(16).per_sm == 1 ? plan(16) : ClusterPlan{};
+  const ClusterPlan wide = plan(16);
+  return wide.per_sm == 1 ? wide : plan(8);
+}
+
+// The longest max_context_len at which kAuto takes a cluster plan: while each CTA's share is
+// at most 8 tiles (12 at 4 or more query heads a kv head) on a grid of one CTA an SM, 5 on one
+// of two; beyond, the dealt kernel's several CTAs an SM keep more bytes in flight. Measured
+// cluster / dealt time (bench/results/h200-2026-11-28-issue33_cluster_bounds.txt): one an SM,
+// attention_bench on an H200, at 2 query heads a kv head 0.85-0.87x up to 8 tiles a CTA, 0.98x
+// at 12, 1.07x at 16; at 4, 0.73-0.92x up to 12, 0.89-1.00x at 16; fp8 caches (an H100) the
+// same or better. Two an SM (H100): 0.83-0.93x at 4 tiles, 1.04-1.10x at 5 alone, but the
+// 0.6B decode step at context 1025 (5 tiles) took 0.95x at batch 3-4.
+template <int D, int G>
+int cluster_context_bound(ClusterPlan plan) {
+  if (plan.size == 0) return 0;
+  const int tiles = plan.per_sm == 1 ? (G >= 4 ? 12 : 8) : 5;
+  return plan.size * tiles * Layout<D>::kTokens;
+}
+
+// The cluster size a call takes, or 0 for the dealt split: under kAuto only for a context
+// bound in (0, cluster_context_bound].
+template <int D, int G>
 int cluster_size(DecodeMerge merge, int64_t batch, int64_t hkv, int64_t cells,
                  int max_context_len) {
-  if (merge == DecodeMerge::kDealt || batch > 65535) return 0;
-  const std::string& v = cluster_choice();
+  const ClusterPlan plan = cluster_plan(merge, batch, hkv, cells);
   if (merge == DecodeMerge::kAuto &&
-      (v == "off" || max_context_len <= 0 || max_context_len > kDecodeClusterMaxContext))
+      (max_context_len <= 0 || max_context_len > cluster_context_bound<D, G>(plan)))
     return 0;
-  const int64_t sms = sm_count();
-  const auto fits = [&](int c) { return batch * hkv * c <= std::min(sms, cells); };
-  if (v == "8") return fits(8) ? 8 : 0;
-  if (v == "16") return fits(16) ? 16 : 0;
-  return fits(16) ? 16 : fits(8) ? 8 : 0;
+  return plan.size;
 }
 
 template <int D, int G, int FP8, bool MMA, int C>
@@ -364,7 +399,7 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   CHECK_GE(cells, 2);
   a.split_out = p.split_out.ptr<float>();
   a.split_lse = p.split_lse.ptr<float>();
-  const int c = cluster_size(merge, batch, hkv, cells, p.max_context_len);
+  const int c = cluster_size<D, G>(merge, batch, hkv, cells, p.max_context_len);
   const bool cluster = c > 0;
   CHECK_MSG(cluster || merge != DecodeMerge::kCluster,
             "decode attention: a batch of " << batch << " over " << hkv
@@ -453,7 +488,17 @@ DecodeKernel decode_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv) 
 }
 
 bool decode_cluster_fits(int64_t batch, int64_t hkv, int64_t cells) {
-  return cluster_size(DecodeMerge::kCluster, batch, hkv, cells, 0) > 0;
+  return cluster_plan(DecodeMerge::kCluster, batch, hkv, cells).size > 0;
+}
+
+int decode_cluster_context_bound(int64_t batch, int64_t hq, int64_t hkv, int64_t head_dim,
+                                 int64_t cells) {
+  if (hkv <= 0 || hq % hkv != 0 || !group_built(hq / hkv)) return 0;
+  int bound = 0;
+  dispatch_shape(head_dim, hq / hkv, [&]<int D, int G>() {
+    bound = cluster_context_bound<D, G>(cluster_plan(DecodeMerge::kAuto, batch, hkv, cells));
+  });
+  return bound;
 }
 
 int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim) {

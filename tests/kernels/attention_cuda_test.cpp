@@ -332,6 +332,35 @@ TEST(DecodeAttentionCuda, GraphReplayFollowsLiveLengthsAndTables) {
   }
 }
 
+// The graphs' short-context twins are captured at decode_cluster_context_bound: a few tiles (32
+// tokens each at head dim 128) a CTA, 8 on a grid of one CTA an SM (12 at 4 or more query heads a
+// kv head), 5 on one of two, none where no cluster fits. The figures assume 132 SMs (H100 and
+// H200 SXM); other GPUs skip.
+TEST(DecodeAttentionCuda, ClusterContextBoundFollowsTheTilesACtaTakes) {
+  SKIP_WITHOUT_CUDA();
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  if (sms != 132) GTEST_SKIP() << "the figures are for 132 SMs, this GPU has " << sms;
+  const int64_t cells = kernels::cuda::decode_attention_split_cells(16, 8, 128);
+  const auto bound = [&](int64_t b, int64_t hq, int64_t hkv) {
+    return kernels::cuda::decode_cluster_context_bound(b, hq, hkv, 128,
+                                                       std::min<int64_t>(cells, 4 * 132));
+  };
+  // 0.6B (16 q / 8 kv heads): 16 CTAs at 1, 8 at 2 (one an SM), 8 at 3-4 (two an SM).
+  EXPECT_EQ(bound(1, 16, 8), 16 * 8 * 32);
+  EXPECT_EQ(bound(2, 16, 8), 8 * 8 * 32);
+  EXPECT_EQ(bound(4, 16, 8), 8 * 5 * 32);
+  EXPECT_EQ(bound(5, 16, 8), 0);  // 320 CTAs of 8: more than two an SM
+  // 8B at tp 2 (16 q / 4 kv heads a rank): 12 tiles at one an SM.
+  EXPECT_EQ(bound(2, 16, 4), 16 * 12 * 32);
+  EXPECT_EQ(bound(4, 16, 4), 8 * 12 * 32);
+  EXPECT_EQ(bound(8, 16, 4), 8 * 5 * 32);
+  EXPECT_EQ(bound(16, 16, 4), 0);
+  // Too little scratch for the partials: no cluster.
+  EXPECT_EQ(kernels::cuda::decode_cluster_context_bound(1, 16, 8, 128, 32), 0);
+}
+
 // q 32 times wider than elsewhere: scores spread over tens of log2 units, so along a long
 // context the running max passes its old value by more than the tensor-core kernel's lazy
 // slack (8) again and again; every rescale of its accumulators (and, fp8, of the weights' own

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/attention.h"
 #include "rank/cuda_graph_runner.h"
 
 namespace nanovllm {
@@ -67,16 +66,25 @@ TEST(CudaGraphSizes, PeerAllReducesReserveOnlyTheGathersNode) {
             graphs * CudaGraphRunner::kGraphBytesEstimate);  // one rank: no collective at all
 }
 
-// Sizes 1, 2, 4 and 8 get a short-context twin (each form) where max_model_len exceeds the
-// cluster merge's context bound; where it does not, the plain graphs serve every context.
-TEST(CudaGraphSizes, SmallSizesGetShortContextTwinsOnlyWhereContextsCanExceedTheBound) {
+// Sizes up to 8 get a short-context twin (each form) where their cluster bound is positive and
+// below max_model_len; where it is at or above it, the plain graph merges in clusters already.
+// The bounds stand in for the 0.6B shape's on an H200: 4,096 for 1 row, 2,048 for 2, 1,280 for
+// up to 4, none for 8 (decode_cluster_context_bound).
+TEST(CudaGraphSizes, SmallSizesGetATwinOnlyWhereTheirClusterBoundIsBelowMaxModelLen) {
+  const auto bound = [](int b) { return b == 1 ? 4096 : b == 2 ? 2048 : b <= 4 ? 1280 : 0; };
   const size_t sizes = CudaGraphRunner::graph_batch_sizes(64).size();
-  const int bound = kernels::cuda::kDecodeClusterMaxContext;
-  EXPECT_EQ(CudaGraphRunner::graph_count(64, 4096, false), sizes + 4);
-  EXPECT_EQ(CudaGraphRunner::graph_count(64, 4096, true), 2 * (sizes + 4));
-  EXPECT_EQ(CudaGraphRunner::graph_count(64, bound, false), sizes);
-  EXPECT_EQ(CudaGraphRunner::graph_count(64, bound + 1, false), sizes + 4);
-  EXPECT_EQ(CudaGraphRunner::graph_count(3, 4096, false), 3u + 3u);  // 1, 2, 3 and their twins
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, 4097, false, bound), sizes + 3);  // 1, 2, 4
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, 4097, true, bound), 2 * (sizes + 3));
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, 4096, false, bound), sizes + 2);  // 2, 4
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, 2049, false, bound), sizes + 2);
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, 2048, false, bound), sizes + 1);  // 4
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, 1280, false, bound), sizes);
+  EXPECT_EQ(CudaGraphRunner::graph_count(3, 8192, false, bound), 3u + 3u);  // 1, 2, 3 and twins
+  // Sizes above kShortContextMaxBatch never get one, whatever the bound says.
+  const auto everywhere = [](int) { return 1024; };
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, 4096, false, everywhere), sizes + 4);
+  const auto never = [](int) { return 0; };
+  EXPECT_EQ(CudaGraphRunner::graph_count(64, 4096, false, never), sizes);
 }
 
 }  // namespace
