@@ -24,6 +24,14 @@ void linear(const TensorView& y, const TensorView& x, const TensorView& w, const
 // gate_up: [M, 2K] bf16; act: [M, K] bf16 scratch (untouched on the fused path).
 void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& act,
                      const TensorView& w, const TensorView& bias, const ExecContext& ctx);
+// act = silu_and_mul(x @ w^T) in one kernel where the skinny GEMM serves the gate_up projection
+// at up to 8 tokens (the activation in its epilogue, bit-identical to the two steps); false
+// (nothing done) elsewhere, with a bias, or under NANOVLLM_MLP_ACTIVATION=down, where the caller
+// takes the two steps (the activation then fused into the down projection: linear_silu_mul).
+// Measured in the decode step: bench/README.md, issue 33. x: [M, K] bf16; w: [2I, K] bf16 =
+// [gate; up]; act: [M, I] bf16.
+bool linear_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
+                        const TensorView& bias, const ExecContext& ctx);
 }  // namespace cuda
 
 inline void linear(const TensorView& y, const TensorView& x, const TensorView& w,
@@ -41,6 +49,13 @@ inline void linear_silu_mul(const TensorView& y, const TensorView& gate_up, cons
   if (!gate_up.on_cpu()) return cuda::linear_silu_mul(y, gate_up, act, w, bias, ctx);
   cpu::silu_and_mul(act, gate_up);
   cpu::linear(y, act, w, bias, ctx.cpu_threads);
+}
+
+// The MLP's gate_up projection and activation in one kernel where CUDA's
+// cuda::linear_gate_up_act takes the shape; false on the CPU and elsewhere.
+inline bool linear_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
+                               const TensorView& bias, const ExecContext& ctx) {
+  return !x.on_cpu() && cuda::linear_gate_up_act(act, x, w, bias, ctx);
 }
 
 }  // namespace nanovllm::kernels

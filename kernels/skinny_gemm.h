@@ -72,5 +72,13 @@ void skinny_gemm(const TensorView& y, const TensorView& x, const TensorView& w,
 void skinny_gemm_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& w,
                           const TensorView& bias, const SkinnyGemmConfig& cfg, cudaStream_t stream);
 
+// The MLP's gate_up projection with its activation in the epilogue: act = silu(x @ gate^T) *
+// (x @ up^T), w: [2I, K] bf16 = [gate; up], act: [M, I] bf16 (row stride may exceed I), no bias.
+// Each sum is rounded to bf16 first and the activation is kernels::silu_and_mul's exact form, so
+// act is bit-identical to skinny_gemm into [M, 2I] followed by silu_and_mul with the same cfg
+// (cfg.rows weight rows a block, half of them gate rows: rows / 2 act rows).
+void skinny_gemm_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
+                             const SkinnyGemmConfig& cfg, cudaStream_t stream);
+
 }  // namespace cuda
 }  // namespace nanovllm::kernels

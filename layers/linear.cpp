@@ -44,6 +44,16 @@ MergedColumnParallelLinear::MergedColumnParallelLinear(const Checkpoint& ckpt,
   }
   weight_ = Parameter::load(w_rows, 0, in, s.device);
   if (bias) bias_ = Parameter::load(b_rows, 0, 1, s.device);
+  gate_up_pair_ =
+      w_rows.size() == 2 && w_rows[0].end - w_rows[0].begin == w_rows[1].end - w_rows[1].begin;
+}
+
+bool MergedColumnParallelLinear::forward_act(const TensorView& act, const TensorView& x,
+                                             const ExecContext& ctx) const {
+  if (!gate_up_pair_) return false;
+  const PhaseScope phase(ctx, Phase::kGemm);
+  return kernels::linear_gate_up_act(act, x, weight_.view(),
+                                     bias_.empty() ? TensorView() : bias_.view(), ctx);
 }
 
 QKVParallelLinear::QKVParallelLinear(const Checkpoint& ckpt, const std::string& attn_prefix,

@@ -45,6 +45,13 @@ class MergedColumnParallelLinear : public LinearBase {
   // Each prefix's output rows are split over ranks; the shards are stacked in order.
   MergedColumnParallelLinear(const Checkpoint& ckpt, const std::vector<std::string>& prefixes,
                              bool bias, const ShardInfo& shard);
+  // act = silu(gate) * up of a layer of two equal outputs [gate; up] (the MLP's gate_up_proj)
+  // in one kernel where the backend has one (kernels::linear_gate_up_act: decode sizes on
+  // CUDA); false, nothing done, elsewhere. x: [T, in_local] bf16; act: [T, out_local / 2] bf16.
+  bool forward_act(const TensorView& act, const TensorView& x, const ExecContext& ctx) const;
+
+ private:
+  bool gate_up_pair_ = false;  // two prefixes of the same rows
 };
 
 class QKVParallelLinear : public LinearBase {

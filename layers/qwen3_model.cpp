@@ -25,6 +25,11 @@ Qwen3MLP::Qwen3MLP(const Checkpoint& ckpt, int layer, const ShardInfo& shard, Co
 
 void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorView& gate_up,
                        const TensorView& act, const ExecContext& ctx, RowOutput output) const {
+  // Decode sizes: the activation in the gate_up GEMM's epilogue, then the plain down projection.
+  if (gate_up_proj_.forward_act(act, x, ctx)) {
+    down_proj_.forward(out, act, ctx, output);
+    return;
+  }
   gate_up_proj_.forward(gate_up, x, ctx);
   down_proj_.forward_silu_mul(out, gate_up, act, ctx, output);
 }

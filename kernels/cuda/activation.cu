@@ -2,13 +2,10 @@
 // bf16 rounding at the end.
 #include "kernels/activation.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/silu_mul.cuh"
 
 namespace nanovllm::kernels::cuda {
 namespace {
-
-__device__ __forceinline__ float silu_mul(float g, float u) {
-  return g / (1.f + expf(-g)) * u;
-}
 
 // x: [T, 2I] (row stride x_stride), out: [T, I] (row stride out_stride).
 template <bool VEC>
@@ -26,12 +23,12 @@ __global__ void silu_and_mul_kernel(bf16* __restrict__ out, int64_t out_stride,
       const Bf16x8 g = load8(gate + i), u = load8(up + i);
       Bf16x8 r;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) r.v[j] = to_bf16(silu_mul(to_f32(g.v[j]), to_f32(u.v[j])));
+      for (int j = 0; j < 8; ++j) r.v[j] = to_bf16(silu_mul_exact(to_f32(g.v[j]), to_f32(u.v[j])));
       store8(dst + i, r);
     }
   } else {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < inter; i += gridDim.x * blockDim.x)
-      dst[i] = to_bf16(silu_mul(to_f32(gate[i]), to_f32(up[i])));
+      dst[i] = to_bf16(silu_mul_exact(to_f32(gate[i]), to_f32(up[i])));
   }
 }
 

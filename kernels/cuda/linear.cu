@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/env_choice.h"
 #include "kernels/linear.h"
 #include "kernels/skinny_gemm.h"
 
@@ -157,6 +158,29 @@ void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const Tenso
   }
   CHECK_MSG(ctx.cublas != nullptr, "linear needs a cuBLAS handle in the ExecContext");
   cublas_linear(y, act, w, bias, ctx);
+}
+
+bool linear_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
+                        const TensorView& bias, const ExecContext& ctx) {
+  // NANOVLLM_MLP_ACTIVATION (read once): "gate_up" (unset) or "down", where the activation of
+  // the decode sizes goes (whole-run comparisons).
+  static const bool in_down =
+      env_choice("NANOVLLM_MLP_ACTIVATION", {"gate_up", "down", "auto"}) == "down";
+  check_cuda_tensor(x, DType::kBf16, "linear_gate_up_act x");
+  check_cuda_tensor(w, DType::kBf16, "linear_gate_up_act w");
+  check_cuda_tensor(act, DType::kBf16, "linear_gate_up_act act");
+  CHECK(x.ndim == 2 && w.ndim == 2 && act.ndim == 2);
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
+  CHECK_EQ(w.size(1), k);
+  CHECK_EQ(n % 2, 0);
+  CHECK_EQ(act.size(0), m);
+  CHECK_EQ(act.size(1), n / 2);
+  if (in_down || bias.data != nullptr || m == 0 || m > kSkinnySiluMulMaxM) return false;
+  // The gate_up GEMM's own config: the same blocks, rows and K split, half of the rows out.
+  const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, false, ctx);
+  if (!cfg) return false;
+  skinny_gemm_gate_up_act(act, x, w, *cfg, ctx.stream);
+  return true;
 }
 
 }  // namespace nanovllm::kernels::cuda

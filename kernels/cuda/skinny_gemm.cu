@@ -90,9 +90,14 @@ namespace {
 
 using skinny::Params;
 
-template <int kRowTiles, int kNt, typename OutT, bool kSiluMul>
+// kFused: what the kernel fuses: kNone, kSiluMulIn (the activation of its input) or kActOut (the
+// activation of its gate_up output).
+enum Fused { kNone, kSiluMulIn, kActOut };
+
+template <int kRowTiles, int kNt, typename OutT, Fused kFused>
 void launch(const Params& p, int warps, bool pdl, cudaStream_t stream) {
-  const auto kernel = skinny::skinny_gemm_kernel<kRowTiles, kNt, OutT, kSiluMul>;
+  const auto kernel =
+      skinny::skinny_gemm_kernel<kRowTiles, kNt, OutT, kFused == kSiluMulIn, kFused == kActOut>;
   constexpr size_t kMaxBytes = skinny::smem_bytes(kRowTiles, kNt, skinny::kMaxThreads / 32);
   if constexpr (kMaxBytes > 48 * 1024) {
     // Once per kernel variant, on the first (eager) call: see the header on graph capture.
@@ -103,7 +108,8 @@ void launch(const Params& p, int warps, bool pdl, cudaStream_t stream) {
     }();
     (void)raised;
   }
-  const int64_t tiles = (int64_t{p.n} + 16 * kRowTiles - 1) / (16 * kRowTiles);
+  constexpr int kOutRows = kFused == kActOut ? 8 * kRowTiles : 16 * kRowTiles;  // y rows a block
+  const int64_t tiles = (int64_t{p.n} + kOutRows - 1) / kOutRows;
   CHECK_LE(tiles * p.cluster, std::numeric_limits<int>::max());
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(tiles * p.cluster));
@@ -129,13 +135,14 @@ void launch(const Params& p, int warps, bool pdl, cudaStream_t stream) {
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
 }
 
-template <int kRowTiles, bool kSiluMul>
+template <int kRowTiles, Fused kFused>
 void dispatch_tokens(const Params& p, bool f32_out, int warps, bool pdl, cudaStream_t stream) {
   const auto go = [&](auto nt) {
-    if (f32_out)
-      launch<kRowTiles, decltype(nt)::value, float, kSiluMul>(p, warps, pdl, stream);
-    else
-      launch<kRowTiles, decltype(nt)::value, bf16, kSiluMul>(p, warps, pdl, stream);
+    if constexpr (kFused != kActOut) {
+      if (f32_out)
+        return launch<kRowTiles, decltype(nt)::value, float, kFused>(p, warps, pdl, stream);
+    }
+    launch<kRowTiles, decltype(nt)::value, bf16, kFused>(p, warps, pdl, stream);
   };
   switch (n_tiles(p.m)) {
     case 1:
@@ -149,34 +156,41 @@ void dispatch_tokens(const Params& p, bool f32_out, int warps, bool pdl, cudaStr
   }
 }
 
-template <bool kSiluMul>
+template <Fused kFused>
 void dispatch(const Params& p, const SkinnyGemmConfig& cfg, bool f32_out, cudaStream_t stream) {
   switch (cfg.rows) {
     case 16:
-      return dispatch_tokens<1, kSiluMul>(p, f32_out, cfg.warps, cfg.pdl, stream);
+      return dispatch_tokens<1, kFused>(p, f32_out, cfg.warps, cfg.pdl, stream);
     case 32:
-      return dispatch_tokens<2, kSiluMul>(p, f32_out, cfg.warps, cfg.pdl, stream);
+      return dispatch_tokens<2, kFused>(p, f32_out, cfg.warps, cfg.pdl, stream);
     case 64:
-      return dispatch_tokens<4, kSiluMul>(p, f32_out, cfg.warps, cfg.pdl, stream);
+      return dispatch_tokens<4, kFused>(p, f32_out, cfg.warps, cfg.pdl, stream);
     default:
       CHECK_MSG(false, "skinny_gemm: rows " << cfg.rows << " (supported: 16, 32, 64)");
   }
 }
 
-// Checks shared by both entry points; x_width: K, or 2K for the fused gate_up input.
+// Checks shared by the entry points; x_width: K, or 2K for the fused gate_up input.
 void run(const TensorView& y, const TensorView& x, int64_t x_width, const TensorView& w,
-         const TensorView& bias, const SkinnyGemmConfig& cfg, bool silu_mul, cudaStream_t stream) {
+         const TensorView& bias, const SkinnyGemmConfig& cfg, Fused fused, cudaStream_t stream) {
   check_cuda_tensor(x, DType::kBf16, "skinny_gemm x");
   check_cuda_tensor(w, DType::kBf16, "skinny_gemm w");
   CHECK_MSG(y.dtype == DType::kBf16 || y.dtype == DType::kF32, "skinny_gemm y must be bf16 or f32");
   check_cuda_tensor(y, y.dtype, "skinny_gemm y");
   CHECK(x.ndim == 2 && w.ndim == 2 && y.ndim == 2);
-  const int64_t m = x.size(0), n = w.size(0), k = w.size(1);
+  const int64_t m = x.size(0), k = w.size(1);
+  // kActOut: y has one column per gate/up row pair.
+  const int64_t n = fused == kActOut ? w.size(0) / 2 : w.size(0);
+  if (fused == kActOut) {
+    CHECK_EQ(w.size(0) % 2, 0);
+    CHECK_MSG(y.dtype == DType::kBf16 && bias.data == nullptr,
+              "skinny_gemm_gate_up_act writes bf16 and takes no bias");
+  }
   CHECK_EQ(x.size(1), x_width);
   CHECK_EQ(y.size(0), m);
   CHECK_EQ(y.size(1), n);
   if (m == 0 || n == 0) return;
-  CHECK_MSG(skinny_gemm_supports(m, n, k),
+  CHECK_MSG(skinny_gemm_supports(m, w.size(0), k),
             "skinny_gemm: unsupported size M=" << m << " N=" << n << " K=" << k);
   CHECK_MSG(aligned16(x.data) && x.stride[0] % 8 == 0,
             "skinny_gemm x must be 16-byte aligned with a row stride that is a multiple of 8");
@@ -203,23 +217,32 @@ void run(const TensorView& y, const TensorView& x, int64_t x_width, const Tensor
   p.cluster = cfg.cluster;
   p.chunks_per_rank = static_cast<int>(chunks_per_rank(k, cfg.cluster));
   const bool f32_out = y.dtype == DType::kF32;
-  if (silu_mul)
-    dispatch<true>(p, cfg, f32_out, stream);
-  else
-    dispatch<false>(p, cfg, f32_out, stream);
+  switch (fused) {
+    case kNone:
+      return dispatch<kNone>(p, cfg, f32_out, stream);
+    case kSiluMulIn:
+      return dispatch<kSiluMulIn>(p, cfg, f32_out, stream);
+    case kActOut:
+      return dispatch<kActOut>(p, cfg, f32_out, stream);
+  }
 }
 
 }  // namespace
 
 void skinny_gemm(const TensorView& y, const TensorView& x, const TensorView& w,
                  const TensorView& bias, const SkinnyGemmConfig& cfg, cudaStream_t stream) {
-  run(y, x, w.size(1), w, bias, cfg, false, stream);
+  run(y, x, w.size(1), w, bias, cfg, kNone, stream);
 }
 
 void skinny_gemm_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& w,
                           const TensorView& bias, const SkinnyGemmConfig& cfg,
                           cudaStream_t stream) {
-  run(y, gate_up, 2 * w.size(1), w, bias, cfg, true, stream);
+  run(y, gate_up, 2 * w.size(1), w, bias, cfg, kSiluMulIn, stream);
+}
+
+void skinny_gemm_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
+                             const SkinnyGemmConfig& cfg, cudaStream_t stream) {
+  run(act, x, w.size(1), w, TensorView(), cfg, kActOut, stream);
 }
 
 }  // namespace cuda

@@ -11,6 +11,12 @@
 // (2t+8, 2t+9). A 64-k chunk is then one 128-byte line per weight row, read by the 4 lanes
 // of a quad.
 //
+// kActOut (the MLP's gate_up projection with its activation in the epilogue): w is [2I, K] =
+// [gate; up] and y [M, I] = silu(gate) * up. Row g of a 16-row tile is gate row 8r + g of the
+// block's act rows and row g + 8 the up row of the same act row, so a block of 16R weight rows
+// writes 8R act rows, each from the two rounded-to-bf16 sums, exactly as the gate_up GEMM
+// followed by silu_and_mul would.
+//
 // Work split: block b = (tile, rank) owns weight rows [16R * tile, +16R) and the rank-th
 // contiguous range of K chunks; its warps take the range's chunks round-robin (so a block's
 // warps read neighbouring lines together). Warps are summed through shared memory in warp
@@ -24,6 +30,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/silu_mul.cuh"
 
 namespace nanovllm::kernels::cuda::skinny {
 
@@ -38,9 +45,9 @@ struct Params {
   const bf16* w;  // [N, K] (row stride ldw)
   int64_t ldw;
   const bf16* bias;  // [N] or null
-  void* y;           // [M, N] bf16 or f32 (row stride ldy)
+  void* y;           // [M, N] bf16 or f32 (row stride ldy); kActOut: [M, I] bf16
   int64_t ldy;
-  int m, n, k;
+  int m, n, k;          // kActOut: n = I, the act rows (w has 2n rows)
   int cluster;          // blocks per cluster (K ranges)
   int chunks_per_rank;  // K chunks of one cluster rank's range (the last may hold fewer)
 };
@@ -112,10 +119,12 @@ template <int kRowTiles, int kNt, bool kSiluMul>
 constexpr int kMinBlocks = kNt == 1 && kRowTiles <= 2 && !kSiluMul ? 4 : 1;
 
 // kRowTiles: 16-row weight tiles per block (R); kNt: 8-token n-tiles (M <= 8 kNt).
-template <int kRowTiles, int kNt, typename OutT, bool kSiluMul>
+template <int kRowTiles, int kNt, typename OutT, bool kSiluMul, bool kActOut = false>
 __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kSiluMul>))
     skinny_gemm_kernel(const Params p) {
+  static_assert(!(kSiluMul && kActOut), "one fused activation at a time");
   constexpr int kRows = 16 * kRowTiles, kCols = 8 * kNt, kPitch = kRows + 4;
+  constexpr int kOutRows = kActOut ? kRows / 2 : kRows;  // y rows a block writes
   // Chunks per loop step: 2 for one row tile, so every lane has >= 8 16-byte weight loads in
   // flight before its MMAs.
   constexpr int kUnroll = kRowTiles == 1 ? 2 : 1;
@@ -125,7 +134,7 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kSilu
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const int tile = static_cast<int>(blockIdx.x) / p.cluster;
   const int rank = static_cast<int>(blockIdx.x) % p.cluster;  // == cluster block rank
-  const int n0 = tile * kRows;
+  const int n0 = tile * kOutRows;
   const int total_chunks = (p.k + kChunkK - 1) / kChunkK;
   const int chunk_begin = rank * p.chunks_per_rank;
   const int chunk_end = min(chunk_begin + p.chunks_per_rank, total_chunks);
@@ -138,8 +147,10 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kSilu
   for (int r = 0; r < kRowTiles; ++r)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = n0 + 16 * r + 8 * h + g;
-      w_ok[r][h] = row < p.n;
+      // kActOut: act row n0 + 8r + g, its gate row (h = 0) or up row (h = 1, n rows on).
+      const int out_row = kActOut ? n0 + 8 * r + g : n0 + 16 * r + 8 * h + g;
+      const int row = kActOut && h == 1 ? out_row + p.n : out_row;
+      w_ok[r][h] = out_row < p.n;
       w_row[r][h] = p.w + (w_ok[r][h] ? row : 0) * p.ldw + 16 * t;
     }
   const bf16* x_row[kNt];
@@ -228,40 +239,50 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kSilu
         mine[(8 * j + 2 * t + (i & 1)) * kPitch + 16 * r + g + 8 * (i >> 1)] = acc[r][j][i];
   __syncthreads();
 
-  // Element e = (token e / kRows, row e % kRows): consecutive threads, consecutive rows of y.
-  const int elems = kRows * p.m;
-  const auto sum_warps = [&](int e) {
-    const int off = (e / kRows) * kPitch + e % kRows;
-    float s = 0.f;
-    for (int w = 0; w < warps; ++w) s += partial[w * kCols * kPitch + off];
-    return s;
-  };
-  const auto write = [&](int e, float s) {
-    const int row = n0 + e % kRows, token = e / kRows;
+  // Output element e = (token e / kOutRows, row e % kOutRows): consecutive threads, consecutive
+  // rows of y. sum(token, row) is the full dot product of a weight row of the block (its row in
+  // `partial`); kActOut's act row i takes gate row 16 (i / 8) + i % 8 and up row that + 8.
+  const int elems = kOutRows * p.m;
+  const auto write = [&](int e, const auto& sum) {
+    const int i = e % kOutRows, token = e / kOutRows, row = n0 + i;
     if (row >= p.n) return;
-    if (p.bias != nullptr) s += to_f32(p.bias[row]);
-    store_out(static_cast<OutT*>(p.y) + token * p.ldy + row, s);
+    if constexpr (kActOut) {
+      const int gate = 16 * (i / 8) + i % 8;
+      const float g = to_f32(to_bf16(sum(token, gate))), u = to_f32(to_bf16(sum(token, gate + 8)));
+      store_out(static_cast<OutT*>(p.y) + token * p.ldy + row, silu_mul_exact(g, u));
+    } else {
+      float s = sum(token, i);
+      if (p.bias != nullptr) s += to_f32(p.bias[row]);
+      store_out(static_cast<OutT*>(p.y) + token * p.ldy + row, s);
+    }
+  };
+  const auto sum_warps = [&](int token, int row) {
+    float s = 0.f;
+    for (int w = 0; w < warps; ++w) s += partial[w * kCols * kPitch + token * kPitch + row];
+    return s;
   };
   if (p.cluster == 1) {
     for (int e = static_cast<int>(threadIdx.x); e < elems; e += static_cast<int>(blockDim.x))
-      write(e, sum_warps(e));
+      write(e, sum_warps);
     return;
   }
-  // The block's sum goes to warp 0's slot (each element read and written by one thread only);
-  // rank q then adds up its share of the elements over all ranks.
-  for (int e = static_cast<int>(threadIdx.x); e < elems; e += static_cast<int>(blockDim.x))
-    partial[(e / kRows) * kPitch + e % kRows] = sum_warps(e);
+  // The block's sum of every weight row goes to warp 0's slot (each element read and written by
+  // one thread only); rank q then adds up its share of the output elements over all ranks.
+  for (int e = static_cast<int>(threadIdx.x); e < kRows * p.m; e += static_cast<int>(blockDim.x))
+    partial[(e / kRows) * kPitch + e % kRows] = sum_warps(e / kRows, e % kRows);
   const cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every rank's block sum is visible
+  const auto sum_ranks = [&](int token, int row) {
+    float s = 0.f;
+    for (int q = 0; q < p.cluster; ++q)
+      s += cluster.map_shared_rank(partial, q)[token * kPitch + row];
+    return s;
+  };
   const int share = (elems + p.cluster - 1) / p.cluster;
   const int e_end = min(elems, (rank + 1) * share);
   for (int e = rank * share + static_cast<int>(threadIdx.x); e < e_end;
-       e += static_cast<int>(blockDim.x)) {
-    const int off = (e / kRows) * kPitch + e % kRows;
-    float s = 0.f;
-    for (int q = 0; q < p.cluster; ++q) s += cluster.map_shared_rank(partial, q)[off];
-    write(e, s);
-  }
+       e += static_cast<int>(blockDim.x))
+    write(e, sum_ranks);
   cluster.sync();  // no block leaves while another still reads its shared memory
 }
 
