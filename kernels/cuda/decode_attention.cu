@@ -326,8 +326,8 @@ ClusterPlan cluster_plan(DecodeMerge merge, int64_t batch, int64_t hkv, int64_t 
     return {c, ctas <= sms ? 1 : 2};
   };
   if (v == "8") return plan(8);
-  if (v == "16") return plan(16).per_sm == 1 ? plan(16) : ClusterPlan{};
-  const ClusterPlan wide = plan(16);
+  const ClusterPlan wide = plan(16);  // 16 only on one CTA an SM
+  if (v == "16") return wide.per_sm == 1 ? wide : ClusterPlan{};
   return wide.per_sm == 1 ? wide : plan(8);
 }
 
