@@ -73,8 +73,10 @@ struct DecodeAttentionParams {
 };
 
 namespace cpu {
-void prefill_attention(const PrefillAttentionParams& p);
-void decode_attention(const DecodeAttentionParams& p);
+// The reference kernels, over `threads` workers of the CPU pool (kernels/cpu/thread_pool.h):
+// each (query row, head) is computed alone, so the output does not depend on the count.
+void prefill_attention(const PrefillAttentionParams& p, int threads = 1);
+void decode_attention(const DecodeAttentionParams& p, int threads = 1);
 }  // namespace cpu
 namespace cuda {
 // The CUDA prefill kernels: kMma (mma.sync, FlashAttention-2 style; any sm_80+ GPU, head dims
@@ -142,13 +144,13 @@ int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim);
 
 inline void prefill_attention(const PrefillAttentionParams& p, const ExecContext& ctx) {
   if (p.q.on_cpu())
-    cpu::prefill_attention(p);
+    cpu::prefill_attention(p, ctx.cpu_threads);
   else
     cuda::prefill_attention(p, ctx.stream);
 }
 inline void decode_attention(const DecodeAttentionParams& p, const ExecContext& ctx) {
   if (p.q.on_cpu())
-    cpu::decode_attention(p);
+    cpu::decode_attention(p, ctx.cpu_threads);
   else
     cuda::decode_attention(p, ctx.stream);
 }

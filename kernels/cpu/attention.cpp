@@ -100,7 +100,20 @@ void check_common(const TensorView& out, const TensorView& q, const PagedKV& kv)
 
 }  // namespace
 
-void prefill_attention(const PrefillAttentionParams& p) {
+// fn(item, scratch) for item in [0, n) over `threads` workers, dealt round-robin (the work of an
+// item grows along a causal prompt, so contiguous ranges would leave the last worker the most).
+// Each item writes its own output row: the result does not depend on the thread count.
+template <typename Fn>
+void for_each_item(int64_t n, int threads, Fn&& fn) {
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(threads, n));
+  parallel_for(workers, static_cast<int>(workers), [&](int64_t w_begin, int64_t w_end) {
+    Scratch scratch;
+    for (int64_t w = w_begin; w < w_end; ++w)
+      for (int64_t item = w; item < n; item += workers) fn(item, scratch);
+  });
+}
+
+void prefill_attention(const PrefillAttentionParams& p, int threads) {
   check_common(p.out, p.q, p.kv);
   const int64_t num_seqs = p.cu_seqlens_q.size(0) - 1;
   CHECK_EQ(p.cu_seqlens_k.size(0), num_seqs + 1);
@@ -109,7 +122,12 @@ void prefill_attention(const PrefillAttentionParams& p) {
   const int64_t group = hq / p.kv.k_cache.size(2);
   const int64_t width = p.kv.block_tables.size(1);
   const int64_t block_size = p.kv.k_cache.size(1);
-  Scratch scratch;
+  // Each query row's sequence, keys and table row, checked here on the caller's thread.
+  struct Row {
+    int64_t token, num_keys;
+    const int32_t* block_row;
+  };
+  std::vector<Row> rows;
   for (int64_t b = 0; b < num_seqs; ++b) {
     const int64_t q_begin = *elem<int32_t>(p.cu_seqlens_q, b);
     const int64_t q_len = *elem<int32_t>(p.cu_seqlens_q, b + 1) - q_begin;
@@ -117,16 +135,19 @@ void prefill_attention(const PrefillAttentionParams& p) {
     CHECK_LE(q_len, k_len);
     CHECK_LE((k_len + block_size - 1) / block_size, width);
     const int32_t* block_row = elem<int32_t>(p.kv.block_tables, b);
-    for (int64_t i = 0; i < q_len; ++i) {
-      const int64_t num_keys = k_len - q_len + i + 1;  // causal: keys up to own position
-      for (int64_t h = 0; h < hq; ++h)
-        attend(elem<uint16_t>(p.out, q_begin + i, h), elem<uint16_t>(p.q, q_begin + i, h), p.kv,
-               block_row, h / group, num_keys, p.scale, scratch);
-    }
+    for (int64_t i = 0; i < q_len; ++i)  // causal: keys up to own position
+      rows.push_back({q_begin + i, k_len - q_len + i + 1, block_row});
   }
+  for_each_item(static_cast<int64_t>(rows.size()) * hq, threads,
+                [&](int64_t item, Scratch& scratch) {
+                  const Row& r = rows[item / hq];
+                  const int64_t h = item % hq;
+                  attend(elem<uint16_t>(p.out, r.token, h), elem<uint16_t>(p.q, r.token, h), p.kv,
+                         r.block_row, h / group, r.num_keys, p.scale, scratch);
+                });
 }
 
-void decode_attention(const DecodeAttentionParams& p) {
+void decode_attention(const DecodeAttentionParams& p, int threads) {
   check_common(p.out, p.q, p.kv);
   const int64_t num_seqs = p.q.size(0);
   CHECK_EQ(p.context_lens.size(0), num_seqs);
@@ -135,15 +156,16 @@ void decode_attention(const DecodeAttentionParams& p) {
   const int64_t group = hq / p.kv.k_cache.size(2);
   const int64_t width = p.kv.block_tables.size(1);
   const int64_t block_size = p.kv.k_cache.size(1);
-  Scratch scratch;
   for (int64_t b = 0; b < num_seqs; ++b) {
     const int64_t num_keys = *elem<int32_t>(p.context_lens, b);
     CHECK_LE((num_keys + block_size - 1) / block_size, width);
-    const int32_t* block_row = elem<int32_t>(p.kv.block_tables, b);
-    for (int64_t h = 0; h < hq; ++h)
-      attend(elem<uint16_t>(p.out, b, h), elem<uint16_t>(p.q, b, h), p.kv, block_row, h / group,
-             num_keys, p.scale, scratch);
   }
+  for_each_item(num_seqs * hq, threads, [&](int64_t item, Scratch& scratch) {
+    const int64_t b = item / hq, h = item % hq;
+    attend(elem<uint16_t>(p.out, b, h), elem<uint16_t>(p.q, b, h), p.kv,
+           elem<int32_t>(p.kv.block_tables, b), h / group, *elem<int32_t>(p.context_lens, b),
+           p.scale, scratch);
+  });
 }
 
 }  // namespace nanovllm::kernels::cpu

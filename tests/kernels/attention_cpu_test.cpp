@@ -115,7 +115,7 @@ std::vector<Case> prefill_cases() {
   };
 }
 
-TEST(AttentionCpu, PrefillMatchesDenseCausalReferenceWithCachedPrefixAndGqa) {
+TEST(AttentionCpu, PrefillMatchesDenseCausalReferenceWithCachedPrefixAndGqaOnAnyWorkerCount) {
   std::mt19937 rng(11);
   for (const Case& c : prefill_cases()) {
     Fixture f(c, rng);
@@ -147,6 +147,12 @@ TEST(AttentionCpu, PrefillMatchesDenseCausalReferenceWithCachedPrefixAndGqa) {
     p.max_seqlen_k = max_k;
     p.scale = scale;
     kernels::cpu::prefill_attention(p);
+    // Any worker count gives the same bits: each query row and head is computed alone.
+    std::vector<uint16_t> threaded(out.size(), 0);
+    kernels::PrefillAttentionParams pt = p;
+    pt.out = test::view(threaded, {tq, c.hq, c.d});
+    kernels::cpu::prefill_attention(pt, 4);
+    ASSERT_EQ(threaded, out) << "4 workers: other bits than 1";
     t = 0;
     for (const Seq& s : f.seqs) {
       const auto want = dense_reference(s, c.hq, c.hkv, c.d, scale);
@@ -160,7 +166,7 @@ TEST(AttentionCpu, PrefillMatchesDenseCausalReferenceWithCachedPrefixAndGqa) {
   }
 }
 
-TEST(AttentionCpu, DecodeMatchesDenseReferenceOfTheLastQuery) {
+TEST(AttentionCpu, DecodeMatchesDenseReferenceOfTheLastQueryOnAnyWorkerCount) {
   std::mt19937 rng(12);
   const std::vector<Case> cases = {
       {4, 4, 64, 16, {{1, 1}, {16, 1}, {17, 1}}},
@@ -185,6 +191,11 @@ TEST(AttentionCpu, DecodeMatchesDenseReferenceOfTheLastQuery) {
     p.max_context_len = *std::max_element(ctx.begin(), ctx.end());
     p.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
     kernels::cpu::decode_attention(p);
+    std::vector<uint16_t> threaded(out.size(), 0);
+    kernels::DecodeAttentionParams pt = p;
+    pt.out = test::view(threaded, {b, c.hq, c.d});
+    kernels::cpu::decode_attention(pt, 3);
+    ASSERT_EQ(threaded, out) << "3 workers: other bits than 1";
     for (int64_t i = 0; i < b; ++i) {
       const auto want = dense_reference(f.seqs[i], c.hq, c.hkv, c.d, p.scale);
       for (size_t e = 0; e < want.size(); ++e)

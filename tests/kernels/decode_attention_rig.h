@@ -108,7 +108,7 @@ class DecodeRig {
     hp.kv = host_paged(cache_, batch_);
     hp.context_lens = host_view(lens_.data(), DType::kI32, {batch_});
     hp.scale = scale();
-    kernels::cpu::decode_attention(hp);
+    kernels::cpu::decode_attention(hp, reference_threads());
     const ErrorStats e = compare_bf16(dout_.host(), ref);
     EXPECT_TRUE(e.finite) << what << ": unwritten or NaN output";
     EXPECT_LT(e.rel_l2, 1e-2) << what;

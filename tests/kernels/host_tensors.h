@@ -2,15 +2,23 @@
 // and TensorViews on such vectors.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/bf16.h"
 #include "kernels/tensor.h"
 
 namespace nanovllm::test {
+
+// Workers for the CPU reference kernels a test compares against (their output does not depend
+// on the count): every core, so that long references do not hold a GPU machine idle.
+inline int reference_threads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 // bf16 values drawn uniformly from [lo, hi), stored as their bit patterns.
 inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng, float lo = -1.0f,

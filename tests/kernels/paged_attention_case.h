@@ -181,7 +181,7 @@ struct PrefillCase {
     p.max_seqlen_q = max_q;
     p.max_seqlen_k = max_k;
     p.scale = scale();
-    kernels::cpu::prefill_attention(p);
+    kernels::cpu::prefill_attention(p, reference_threads());
     return ref;
   }
 };
