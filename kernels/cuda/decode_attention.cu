@@ -41,6 +41,7 @@
 #include "kernels/cuda/decode_attention_args.cuh"
 #include "kernels/cuda/decode_attention_attend.cuh"
 #include "kernels/cuda/decode_attention_cluster.cuh"
+#include "kernels/cuda/decode_attention_cluster_plan.h"
 #include "kernels/cuda/decode_attention_merge.cuh"
 #include "kernels/cuda/decode_attention_mma.cuh"
 #include "kernels/cuda/decode_attention_plan.cuh"
@@ -296,54 +297,20 @@ bool stream_walk(DecodeWalk walk, int64_t batch, int64_t hkv, int64_t ctas) {
 }
 
 // NANOVLLM_DECODE_CLUSTER (read once): "auto" (unset), "off", "8" or "16".
-const std::string& cluster_choice() {
-  static const std::string v = env_choice("NANOVLLM_DECODE_CLUSTER", {"off", "8", "16", "auto"});
-  return v;
+decode::ClusterChoice cluster_choice() {
+  static const decode::ClusterChoice c = [] {
+    const std::string v = env_choice("NANOVLLM_DECODE_CLUSTER", {"off", "8", "16", "auto"});
+    return v == "off"  ? decode::ClusterChoice::kOff
+           : v == "8"  ? decode::ClusterChoice::kForce8
+           : v == "16" ? decode::ClusterChoice::kForce16
+                       : decode::ClusterChoice::kAuto;
+  }();
+  return c;
 }
 
-// How a batch of `batch` sequences over `hkv` kv heads forms clusters: C CTAs a (sequence, kv
-// head) (size 0: none fits), the grid at most per_sm CTAs an SM; the scratch must hold the
-// partials. 16 (a non-portable size) where the grid is one CTA an SM at most, else 8 where it is
-// two. On an H200, the 0.6B shape (bench/results/h200-2026-11-27-issue33_cluster_decode.txt):
-// batch-1 TPOT 0.918-0.926 ms with 16 against 0.977-0.991 dealt (0.941-0.956 with 8, another
-// call); batch-2 step 0.979-0.995 ms with 8 (one an SM) against 1.002 with 16 (two an SM);
-// batch 3-4 (the graph of 4) 1.010-1.017 ms with 8 at two an SM against 1.089-1.095 dealt
-// (bench/results/h200-2026-11-28-issue33_cluster_bounds.txt). NANOVLLM_DECODE_CLUSTER "8" /
-// "16" force that size where it fits; kDealt or "off": none.
-struct ClusterPlan {
-  int size = 0;
-  int per_sm = 0;
-};
-
-ClusterPlan cluster_plan(DecodeMerge merge, int64_t batch, int64_t hkv, int64_t cells) {
-  const std::string& v = cluster_choice();
-  if (merge == DecodeMerge::kDealt || batch > 65535 || (merge == DecodeMerge::kAuto && v == "off"))
-    return {};
-  const int64_t sms = sm_count();
-  const auto plan = [&](int c) -> ClusterPlan {
-    const int64_t ctas = batch * hkv * c;
-    if (ctas > std::min(2 * sms, cells)) return {};
-    return {c, ctas <= sms ? 1 : 2};
-  };
-  if (v == "8") return plan(8);
-  const ClusterPlan wide = plan(16);  // 16 only on one CTA an SM
-  if (v == "16") return wide.per_sm == 1 ? wide : ClusterPlan{};
-  return wide.per_sm == 1 ? wide : plan(8);
-}
-
-// The longest max_context_len at which kAuto takes a cluster plan: while each CTA's share is
-// at most 8 tiles (12 at 4 or more query heads a kv head) on a grid of one CTA an SM, 5 on one
-// of two; beyond, the dealt kernel's several CTAs an SM keep more bytes in flight. Measured
-// cluster / dealt time (bench/results/h200-2026-11-28-issue33_cluster_bounds.txt): one an SM,
-// attention_bench on an H200, at 2 query heads a kv head 0.85-0.87x up to 8 tiles a CTA, 0.98x
-// at 12, 1.07x at 16; at 4, 0.73-0.92x up to 12, 0.89-1.00x at 16; fp8 caches (an H100) the
-// same or better. Two an SM (H100): 0.83-0.93x at 4 tiles, 1.04-1.10x at 5 alone, but the
-// 0.6B decode step at context 1025 (5 tiles) took 0.95x at batch 3-4.
-template <int D, int G>
-int cluster_context_bound(ClusterPlan plan) {
-  if (plan.size == 0) return 0;
-  const int tiles = plan.per_sm == 1 ? (G >= 4 ? 12 : 8) : 5;
-  return plan.size * tiles * Layout<D>::kTokens;
+// decode_attention_cluster_plan.h's rule on this device.
+decode::ClusterPlan cluster_plan(DecodeMerge merge, int64_t batch, int64_t hkv, int64_t cells) {
+  return decode::cluster_plan(merge, cluster_choice(), batch, hkv, cells, sm_count());
 }
 
 // The cluster size a call takes, or 0 for the dealt split: under kAuto only for a context
@@ -351,9 +318,10 @@ int cluster_context_bound(ClusterPlan plan) {
 template <int D, int G>
 int cluster_size(DecodeMerge merge, int64_t batch, int64_t hkv, int64_t cells,
                  int max_context_len) {
-  const ClusterPlan plan = cluster_plan(merge, batch, hkv, cells);
+  const decode::ClusterPlan plan = cluster_plan(merge, batch, hkv, cells);
   if (merge == DecodeMerge::kAuto &&
-      (max_context_len <= 0 || max_context_len > cluster_context_bound<D, G>(plan)))
+      (max_context_len <= 0 ||
+       max_context_len > decode::cluster_context_bound(plan, G, Layout<D>::kTokens)))
     return 0;
   return plan.size;
 }
@@ -496,7 +464,8 @@ int decode_cluster_context_bound(int64_t batch, int64_t hq, int64_t hkv, int64_t
   if (hkv <= 0 || hq % hkv != 0 || !group_built(hq / hkv)) return 0;
   int bound = 0;
   dispatch_shape(head_dim, hq / hkv, [&]<int D, int G>() {
-    bound = cluster_context_bound<D, G>(cluster_plan(DecodeMerge::kAuto, batch, hkv, cells));
+    bound = decode::cluster_context_bound(cluster_plan(DecodeMerge::kAuto, batch, hkv, cells), G,
+                                          Layout<D>::kTokens);
   });
   return bound;
 }

@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/decode_attention_cluster_plan.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/decode_attention_rig.h"
 #include "tests/kernels/paged_attention_case.h"
@@ -332,33 +334,30 @@ TEST(DecodeAttentionCuda, GraphReplayFollowsLiveLengthsAndTables) {
   }
 }
 
-// The graphs' short-context twins are captured at decode_cluster_context_bound: a few tiles (32
-// tokens each at head dim 128) a CTA, 8 on a grid of one CTA an SM (12 at 4 or more query heads a
-// kv head), 5 on one of two, none where no cluster fits. The figures assume 132 SMs (H100 and
-// H200 SXM); other GPUs skip.
-TEST(DecodeAttentionCuda, ClusterContextBoundFollowsTheTilesACtaTakes) {
+// The graphs' short-context twins are captured at decode_cluster_context_bound: the rule of
+// decode_attention_cluster_plan.h (pinned by decode_attention_cluster_plan_test) on this
+// device's SM count, head shape and scratch, for every batch a twin can have.
+TEST(DecodeAttentionCuda, ClusterContextBoundIsThePlanRuleOnThisDevice) {
   SKIP_WITHOUT_CUDA();
   int dev = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  if (sms != 132) GTEST_SKIP() << "the figures are for 132 SMs, this GPU has " << sms;
-  const int64_t cells = kernels::cuda::decode_attention_split_cells(16, 8, 128);
-  const auto bound = [&](int64_t b, int64_t hq, int64_t hkv) {
-    return kernels::cuda::decode_cluster_context_bound(b, hq, hkv, 128,
-                                                       std::min<int64_t>(cells, 4 * 132));
-  };
-  // 0.6B (16 q / 8 kv heads): 16 CTAs at 1, 8 at 2 (one an SM), 8 at 3-4 (two an SM).
-  EXPECT_EQ(bound(1, 16, 8), 16 * 8 * 32);
-  EXPECT_EQ(bound(2, 16, 8), 8 * 8 * 32);
-  EXPECT_EQ(bound(4, 16, 8), 8 * 5 * 32);
-  EXPECT_EQ(bound(5, 16, 8), 0);  // 320 CTAs of 8: more than two an SM
-  // 8B at tp 2 (16 q / 4 kv heads a rank): 12 tiles at one an SM.
-  EXPECT_EQ(bound(2, 16, 4), 16 * 12 * 32);
-  EXPECT_EQ(bound(4, 16, 4), 8 * 12 * 32);
-  EXPECT_EQ(bound(8, 16, 4), 8 * 5 * 32);
-  EXPECT_EQ(bound(16, 16, 4), 0);
-  // Too little scratch for the partials: no cluster.
-  EXPECT_EQ(kernels::cuda::decode_cluster_context_bound(1, 16, 8, 128, 32), 0);
+  namespace d = kernels::cuda::decode;
+  int clustered = 0;
+  for (const auto& [hq, hkv] : {std::pair<int64_t, int64_t>{16, 8}, {16, 4}, {32, 8}, {8, 2}}) {
+    const int64_t cells = kernels::cuda::decode_attention_split_cells(hq, hkv, 128);
+    for (int64_t b = 1; b <= 8; ++b) {
+      const int want =
+          d::cluster_context_bound(d::cluster_plan(kernels::cuda::DecodeMerge::kAuto,
+                                                   d::ClusterChoice::kAuto, b, hkv, cells, sms),
+                                   hq / hkv, 32);
+      EXPECT_EQ(kernels::cuda::decode_cluster_context_bound(b, hq, hkv, 128, cells), want)
+          << "B=" << b << " " << hq << "/" << hkv;
+      clustered += want > 0;
+    }
+  }
+  EXPECT_GT(clustered, 0) << "no batch formed clusters on " << sms << " SMs";
+  EXPECT_EQ(kernels::cuda::decode_cluster_context_bound(1, 16, 8, 128, 32), 0);  // little scratch
 }
 
 // q 32 times wider than elsewhere: scores spread over tens of log2 units, so along a long
