@@ -133,7 +133,8 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
   app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o.enable_chunked_prefill,
                "prompts in chunks sharing each step's token budget with the decodes (default on)");
   app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
-                 "most prompt tokens one sequence computes in a step (0 = the whole budget)")
+                 "most prompt tokens one sequence computes in a step while others run or "
+                 "wait (0 = the whole budget)")
       ->check(CLI::Range(0, INT_MAX))
       ->capture_default_str();
   app.add_option("--chunked-step-mode", chunked_step_mode,

@@ -28,6 +28,7 @@ struct EngineConfig {
   // prefilled whole in a pure step first, as nano-vllm does; a longer one goes in chunks,
   // decodes first. 4096: measured on an H200 (0.6B), 64 decoding sequences stall 177 ms
   // while a 32k prompt arrives, against 737 ms unchunked and 543 ms at 0 (issue 18's note).
+  // A prompt alone in the scheduler (nothing else running or waiting) is not capped.
   int long_prefill_token_threshold = 4096;
   // With chunking: one step holds the decodes and the chunks (mixed), or decode steps and
   // chunk steps alternate while both are pending (false). Mixed measured as fast (issue 18).

@@ -71,10 +71,11 @@ class Scheduler {
   void schedule_running_chunked(ScheduledBatch& batch, bool take_decodes, bool take_chunks,
                                 int& budget);
   void admit_chunked(ScheduledBatch& batch, int& budget);
-  // The tokens a sequence with `remaining` to compute may take in a step with `budget` left.
+  // The tokens a sequence with `remaining` to compute may take in a step with `budget` left
+  // (within the long-prefill threshold unless it is the lone sequence).
   int chunk_size(int remaining, int budget) const;
   // Chunked prefill: a prompt with num_new_tokens to compute is prefilled whole in one
-  // step (within the budget and the long-prefill threshold).
+  // step (within the budget and, unless it is the lone sequence, the long-prefill threshold).
   bool fits_whole(int num_new_tokens) const;
   // Moves waiting_.front() (== seq) to running with blocks for its cached tokens plus
   // num_new_tokens, and schedules those.
@@ -103,6 +104,9 @@ class Scheduler {
   std::unordered_map<int64_t, std::vector<Sequence*>> siblings_;
   int64_t num_preemptions_ = 0;
   bool last_step_had_chunks_ = false;  // alternating chunked steps: what the last step was
+  // Chunked steps: this step's scheduler holds one sequence in all (running or waiting), so
+  // the long-prefill threshold, which protects the others, does not cap it.
+  bool lone_sequence_ = false;
 };
 
 }  // namespace nanovllm

@@ -205,8 +205,8 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
                    (o.enable_prefix_caching ? "on" : "off") +
                    "); --no-enable-prefix-caching: every prompt token is computed");
   app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
-                 "with chunked prefill: most tokens of one prompt per step (0 = up to the "
-                 "whole budget)")
+                 "with chunked prefill: most tokens of one prompt per step while other "
+                 "sequences run or wait (0 = up to the whole budget)")
       ->check(CLI::Range(0, INT_MAX))
       ->capture_default_str();
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,

@@ -104,6 +104,35 @@ TEST(ChunkedScheduler, TheLongPrefillThresholdCapsOneSequencesChunk) {
   EXPECT_EQ(batch.num_scheduled_tokens[1], 6);
 }
 
+TEST(ChunkedScheduler, ALonePromptTakesTheWholeBudgetUntilASecondSequenceArrives) {
+  EngineConfig c = chunked_config(16);
+  c.long_prefill_token_threshold = 6;
+  Harness h(c);
+  Sequence* lone = h.add(40, 100);
+  ScheduledBatch batch = h.scheduler.schedule();
+  ASSERT_EQ(batch.seqs.size(), 1u);
+  EXPECT_EQ(batch.num_scheduled_tokens[0], 16);  // nobody to hold: no threshold
+  h.run(batch);
+  Sequence* other = h.add(3, 200);
+  batch = h.scheduler.schedule();
+  ASSERT_EQ(batch.seqs.size(), 2u);
+  EXPECT_EQ(batch.seqs[0], lone);
+  EXPECT_EQ(batch.num_scheduled_tokens[0], 6);  // the threshold again, for the newcomer
+  EXPECT_EQ(batch.seqs[1], other);
+  EXPECT_EQ(batch.num_scheduled_tokens[1], 3);
+}
+
+TEST(ChunkedScheduler, ALonePromptOverTheThresholdButWithinTheBudgetIsPrefilledWhole) {
+  EngineConfig c = chunked_config(16);
+  c.long_prefill_token_threshold = 6;
+  Harness h(c);
+  h.add(12, 100);
+  const ScheduledBatch batch = h.scheduler.schedule();
+  ASSERT_EQ(batch.seqs.size(), 1u);
+  EXPECT_EQ(batch.num_scheduled_tokens[0], 12);
+  EXPECT_EQ(h.run(batch).size(), 1u);  // its whole prompt in one step: it samples
+}
+
 TEST(ChunkedScheduler, AlternatingStepsTakeTurnsWhileBothArePending) {
   EngineConfig c = chunked_config(16);
   c.mixed_chunked_steps = false;
