@@ -45,7 +45,7 @@ void Scheduler::schedule_chunked(ScheduledBatch& batch) {
   // a budget's worth of short prompts, and throughput is that of unchunked scheduling. Only
   // long prompts are chunked, decode-first, so they never hold the decodes for long.
   // A lone sequence (one long prompt, nothing decoding or waiting) takes the whole budget:
-  // on 4 H100s the 8B shape's 32k-token prompt took 0.977x the time at tp 1 and 0.957x at
+  // on 4 H100s the 8B shape's 32k-token prompt took 0.977x the time at tp 1 and 0.956x at
   // tp 4 in chunks of 16,384 rather than 4,096 (bench/results/h100x4-2026-11-28-issue31_
   // lone_prompt_chunks.txt).
   lone_sequence_ = running_.size() + waiting_.size() == 1;
