@@ -9,7 +9,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kernels/activation.h"
@@ -36,10 +35,9 @@ struct GateUp {
   // cpu::linear into [M, 2I] bf16, then cpu::silu_and_mul: [M, I] bf16.
   std::vector<uint16_t> cpu_reference() {
     std::vector<uint16_t> gate_up(m * 2 * inter), act(m * inter);
-    const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
     kernels::cpu::linear(host_view(gate_up.data(), DType::kBf16, {m, 2 * inter}), host_x(),
                          host_view(w.data(), DType::kBf16, {2 * inter, k}), TensorView(),
-                         static_cast<int>(threads));
+                         reference_threads());
     kernels::cpu::silu_and_mul(host_view(act.data(), DType::kBf16, {m, inter}),
                                host_view(gate_up.data(), DType::kBf16, {m, 2 * inter}));
     return act;

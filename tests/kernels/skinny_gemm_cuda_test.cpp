@@ -10,7 +10,6 @@
 #include <cstring>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "kernels/activation.h"
 #include "kernels/linear.h"
@@ -21,10 +20,6 @@ namespace nanovllm::test {
 namespace {
 
 using kernels::SkinnyGemmConfig;
-
-int cpu_threads() {
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 struct Problem {
   int64_t m, n, k;
@@ -57,9 +52,9 @@ struct Case {
     ref.resize(p.m * p.n);
     std::vector<uint8_t> raw(p.m * p.n * esize());
     const TensorView none;
-    kernels::cpu::linear(host_view(raw.data(), p.out, {p.m, p.n}), hx,
-                         host_view(w.data(), DType::kBf16, {p.n, p.k}),
-                         p.bias ? host_view(b.data(), DType::kBf16, {p.n}) : none, cpu_threads());
+    kernels::cpu::linear(
+        host_view(raw.data(), p.out, {p.m, p.n}), hx, host_view(w.data(), DType::kBf16, {p.n, p.k}),
+        p.bias ? host_view(b.data(), DType::kBf16, {p.n}) : none, reference_threads());
     for (int64_t i = 0; i < p.m * p.n; ++i) ref[i] = value(raw.data(), i);
     double ss = 0;
     for (float v : ref) ss += double{v} * v;
