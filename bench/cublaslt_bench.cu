@@ -11,18 +11,26 @@
 // (bench/machine_limits.h); then, per model, the sum over one
 // decode step (layers x the four projections) for the default and for the fastest per shape.
 // --tp N: one rank's shards of the shapes (qkv and gate_up split their N, o_proj and
-// down_proj their K), the GEMMs a rank of --tp N runs.
+// down_proj their K), the GEMMs a rank of --tp N runs. --exhaustive: also every configuration
+// the library accepts (bench/cublaslt_search.h), up to --max-candidates a shape, screened in
+// short graphs, the 8 fastest timed again like the rest and checked against the default's y.
 //
-// Usage: cublaslt_bench [--model 0.6b|8b] [--launches N] [--tp N]
+// Usage: cublaslt_bench [--model 0.6b|8b] [--launches N] [--tp N] [--tokens M,M,...]
+//                       [--gemm qkv_proj|o_proj|gate_up_proj|down_proj] [--exhaustive]
+//                       [--max-candidates N]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "bench/cublaslt_search.h"
 #include "bench/kernel_bench_util.cuh"
 #include "bench/machine_limits.h"
 #include "kernels/check.h"
@@ -33,7 +41,7 @@ namespace {
 constexpr int kMinCalls = 20;
 constexpr size_t kRotateBytes = size_t{256} << 20;
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-constexpr int64_t kTokens[] = {16, 32, 64, 128, 256};
+constexpr int64_t kTokens[] = {16, 32, 64, 128, 256};  // --tokens picks some of them
 
 struct Gemm {
   const char* model;
@@ -66,7 +74,26 @@ struct Handles {
 struct Result {
   double default_us = 0, first_lt_us = 0, best_lt_us = 0, limit_us = 0;
   std::string best_config;
+  double searched_us = 1e30;  // --exhaustive: the fastest configuration found
 };
+
+struct Search {
+  bool on = false;
+  size_t max_candidates = 4000;  // --max-candidates
+};
+
+// Largest |a - b| / max(1, |b|) over two bf16 buffers of `count` values.
+double max_rel_diff(const DeviceBuf& a, const DeviceBuf& b, size_t count) {
+  std::vector<__nv_bfloat16> ha(count), hb(count);
+  CUDA_CHECK(cudaMemcpy(ha.data(), a.ptr, count * 2, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(hb.data(), b.ptr, count * 2, cudaMemcpyDeviceToHost));
+  double worst = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double x = __bfloat162float(ha[i]), y = __bfloat162float(hb[i]);
+    worst = std::max(worst, std::abs(x - y) / std::max(1.0, std::abs(y)));
+  }
+  return worst;
+}
 
 int algo_attr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
   uint32_t v = 0;  // every attribute read here fits 32 bits (a few are 16 in the API)
@@ -91,7 +118,8 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
 
 // Row-major y[M, N] = x[M, K] w[N, K]^T is column-major y^T[N, M] = op(w)^T x^T: A = w
 // (K x N, ld K, transposed), B = x (K x M, ld K), C = D = y (N x M, ld N).
-Result run(const Gemm& g, int64_t m, const Handles& h, const MachineLimits& lim, int launches) {
+Result run(const Gemm& g, int64_t m, const Handles& h, const MachineLimits& lim, int launches,
+           const Search& search) {
   const size_t w_bytes = g.n * g.k * 2;
   const WeightCopies ws(g.n, g.k, kRotateBytes);
   DeviceBuf x(m * g.k * 2), y(m * g.n * 2);  // [M, K], [M, N] bf16
@@ -142,6 +170,45 @@ Result run(const Gemm& g, int64_t m, const Handles& h, const MachineLimits& lim,
       r.best_config = describe(found[i].algo) + " (#" + std::to_string(i) + ")";
     }
   }
+  if (search.on) {
+    const auto run_once = [&](const LtConfig& c, int i, cudaStream_t s) {
+      return cublasLtMatmul(h.lt, op, &alpha, ws[i], a_l, x.ptr, b_l, &beta, y.ptr, c_l, y.ptr, c_l,
+                            &c.algo, h.workspace, kWorkspaceBytes, s) == CUBLAS_STATUS_SUCCESS;
+    };
+    const auto graph_us = [&](const LtConfig& c, int n_launches) {
+      return time_graph_us([&](int j, cudaStream_t s) { CHECK(run_once(c, j, s)); }, calls,
+                           n_launches);
+    };
+    std::vector<LtConfig> seeds;
+    for (int i = 0; i < count; ++i)
+      if (found[i].state == CUBLAS_STATUS_SUCCESS) seeds.push_back({found[i].algo});
+    std::fprintf(stderr, "%s %s M=%lld:\n", g.model, g.name, static_cast<long long>(m));
+    const LtSearch found_best =
+        lt_search({h.lt, op, a_l, b_l, c_l, kWorkspaceBytes}, seeds, search.max_candidates,
+                  r.default_us, run_once, graph_us, launches);
+    if (!found_best.best.empty()) {
+      const LtConfig& winner = found_best.best.front().config;
+      r.searched_us = found_best.best.front().us;
+      // Correctness of the winner: y from weight copy 0 against the default's.
+      DeviceBuf y_ref(m * g.n * 2);
+      CUBLAS_CHECK(cublasSetStream(h.blas, nullptr));
+      CUBLAS_CHECK(cublasGemmEx(h.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, mm, k, &alpha, ws[0],
+                                CUDA_R_16BF, k, x.ptr, CUDA_R_16BF, k, &beta, y_ref.ptr,
+                                CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      CHECK(run_once(winner, 0, nullptr));
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const double diff = max_rel_diff(y, y_ref, static_cast<size_t>(m * g.n));
+      std::printf(
+          "  search %-5s %-13s M=%-4lld %zu candidates: default %.2f us, best %.2f us "
+          "(%.2fx) %s, max rel diff %.3g; next",
+          g.model, g.name, static_cast<long long>(m), found_best.candidates, r.default_us,
+          r.searched_us, r.default_us / r.searched_us, lt_describe(winner).c_str(), diff);
+      for (size_t i = 1; i < found_best.best.size(); ++i)
+        std::printf(" %.2f us %s;", found_best.best[i].us,
+                    lt_describe(found_best.best[i].config).c_str());
+      std::printf("\n");
+    }
+  }
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(a_l);
   cublasLtMatrixLayoutDestroy(b_l);
@@ -165,6 +232,9 @@ int main(int argc, char** argv) {
   using namespace nanovllm::bench;
   const char* model = nullptr;
   int launches = 10, tp = 1;
+  Search search;
+  std::vector<int64_t> tokens(std::begin(kTokens), std::end(kTokens));
+  const char* only_gemm = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--model") && i + 1 < argc) {
       model = argv[++i];
@@ -174,11 +244,36 @@ int main(int argc, char** argv) {
                (!std::strcmp(argv[i + 1], "1") || !std::strcmp(argv[i + 1], "2") ||
                 !std::strcmp(argv[i + 1], "4") || !std::strcmp(argv[i + 1], "8"))) {
       tp = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) {
+      tokens.clear();
+      bool ok = true;
+      for (const char* p = argv[++i]; ok && *p != '\0';) {
+        char* end = nullptr;
+        const long v = std::strtol(p, &end, 10);
+        ok = end != p && v > 0 && (*end == ',' || *end == '\0');
+        if (ok) tokens.push_back(v);
+        p = *end == ',' ? end + 1 : end;
+      }
+      if (!ok || tokens.empty()) {
+        std::fprintf(stderr, "--tokens wants a list such as 16,64\n");
+        return 2;
+      }
+    } else if (!std::strcmp(argv[i], "--gemm") && i + 1 < argc) {
+      only_gemm = argv[++i];
+    } else if (!std::strcmp(argv[i], "--exhaustive")) {
+      search.on = true;
+    } else if (!std::strcmp(argv[i], "--max-candidates") && i + 1 < argc &&
+               std::atoi(argv[i + 1]) > 0) {
+      search.max_candidates = static_cast<size_t>(std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: %s [--model 0.6b|8b] [--launches N] [--tp 1|2|4|8]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--model 0.6b|8b] [--launches N] [--tp 1|2|4|8] [--tokens M,M,...] "
+                   "[--gemm NAME] [--exhaustive] [--max-candidates N]\n",
+                   argv[0]);
       return 2;
     }
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a redirected file as they come
   Handles h;
   CUBLAS_CHECK(cublasCreate(&h.blas));
   LT_CHECK(cublasLtCreate(&h.lt));
@@ -194,12 +289,14 @@ int main(int argc, char** argv) {
               "lt_first", "lt_best", "lim/def", "lim/lt", "fastest Lt config");
   for (const char* mdl : {"0.6b", "8b"}) {
     if (model != nullptr && std::strcmp(model, mdl) != 0) continue;
-    for (int64_t m : kTokens) {
-      double step_default = 0, step_best = 0, step_limit = 0;
+    for (int64_t m : tokens) {
+      double step_default = 0, step_best = 0, step_limit = 0, step_searched = 0;
       for (const Gemm& g : kGemms) {
-        if (std::strcmp(g.model, mdl) != 0) continue;
-        const Result r = run(shard_of(g, tp), m, h, lim, launches);
+        if (std::strcmp(g.model, mdl) != 0 || (only_gemm && std::strcmp(g.name, only_gemm) != 0))
+          continue;
+        const Result r = run(shard_of(g, tp), m, h, lim, launches, search);
         step_default += g.layers * r.default_us;
+        step_searched += g.layers * std::min({r.default_us, r.best_lt_us, r.searched_us});
         step_best += g.layers * std::min(r.default_us, r.best_lt_us);
         step_limit += g.layers * r.limit_us;
       }
@@ -208,6 +305,10 @@ int main(int argc, char** argv) {
           "(%.0f %%)\n",
           mdl, static_cast<long long>(m), step_default, 100 * step_limit / step_default, step_best,
           100 * step_limit / step_best);
+      if (search.on)
+        std::printf(
+            "%-5s step M=%-4lld fastest per shape with the exhaustive search %.0f us (%.0f %%)\n",
+            mdl, static_cast<long long>(m), step_searched, 100 * step_limit / step_searched);
     }
   }
   cublasLtDestroy(h.lt);
