@@ -11,9 +11,11 @@
 // (bench/machine_limits.h); then, per model, the sum over one
 // decode step (layers x the four projections) for the default and for the fastest per shape.
 // --tp N: one rank's shards of the shapes (qkv and gate_up split their N, o_proj and
-// down_proj their K), the GEMMs a rank of --tp N runs. --exhaustive: also every configuration
-// the library accepts (bench/cublaslt_search.h), up to --max-candidates a shape, screened in
-// short graphs, the 8 fastest timed again like the rest and checked against the default's y.
+// down_proj their K), the GEMMs a rank of --tp N runs. --exhaustive: also the configurations
+// bench/cublaslt_search.h enumerates, up to --max-candidates a shape, screened in short graphs,
+// the 8 fastest timed again like the rest and the winner's y checked against the default's.
+// --tokens and --gemm pick shapes: run one a process under a time limit (a configuration that
+// never finishes cannot be stopped from inside).
 //
 // Usage: cublaslt_bench [--model 0.6b|8b] [--launches N] [--tp N] [--tokens M,M,...]
 //                       [--gemm qkv_proj|o_proj|gate_up_proj|down_proj] [--exhaustive]

@@ -1,10 +1,11 @@
-// cuBLASLt's whole configuration space for one GEMM shape, beyond what its heuristic offers:
-// every algorithm id the library lists for bf16 x bf16 -> bf16 with f32 compute, each with
-// every tile, stages id, split-K count (1-16) and reduction scheme its capabilities allow, kept
-// where cublasLtMatmulAlgoCheck accepts it. Issue 33 asks whether the 0.6B shape's decode
-// GEMMs (5.3-8 us a node at M = 16-256 whatever the heuristic picks, against 1-3 us of weights
-// at the copy bandwidth) have a faster configuration the heuristic does not offer: o_proj and
-// down_proj (N = 1024) get 8-16 CTAs from the heuristic's tiles, far fewer than 132 SMs.
+// cuBLASLt's configuration space for one GEMM shape, beyond what its heuristic offers: the
+// heuristic's picks with every split-K count (1-16) and out-of-place reduction scheme, then every
+// algorithm id the library lists for bf16 x bf16 -> bf16 with f32 compute, each with every tile,
+// split-K count and scheme its capabilities allow, kept where cublasLtMatmulAlgoCheck accepts
+// it. Issue 33 asked whether the 0.6B shape's decode GEMMs (5.3-8 us a node at M = 16-256
+// whatever the heuristic picks, against 1-3 us of weights at the copy bandwidth) have a faster
+// configuration the heuristic does not offer. On an H200 they do not (1.00-1.07x, down_proj's
+// split-K 8 1.12-1.20x; bench/results/h200-2026-11-28-issue33_cublaslt_exhaustive.txt).
 #pragma once
 
 #include <cublasLt.h>
@@ -31,15 +32,14 @@ struct LtConfig {
 };
 
 // The accepted configurations, at most `cap` of them: first the seeds (the heuristic's picks)
-// with every split-K count and reduction scheme, then every listed algorithm id's tiles, split-K
-// counts and schemes (with the library's own stages, else the first of the first two listed and
-// the seeds' stages that the library accepts) for at most
-// `seconds`, progress on stderr; when more are valid than `cap`, the seeds' variants and an
-// even stride through the rest.
+// with every split-K count and reduction scheme, then for at most `seconds` every listed
+// algorithm id's tiles, split-K counts and schemes, each under the library's own stages or else
+// the first stages id it accepts of the first two listed and the seeds'; progress on stderr.
+// When more are valid than `cap`: the seeds' variants, then an even stride through the rest.
 std::vector<LtConfig> lt_candidates(const LtProblem& p, const std::vector<LtConfig>& seeds,
                                     size_t cap, double seconds);
 
-// "id66 tile12 stages35 splitk4 red1 swz0".
+// "id66 tile12 stages35 splitk4 red2 swz0".
 std::string lt_describe(const LtConfig& config);
 
 struct LtTimed {
