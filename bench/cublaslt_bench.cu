@@ -262,6 +262,12 @@ int main(int argc, char** argv) {
       }
     } else if (!std::strcmp(argv[i], "--gemm") && i + 1 < argc) {
       only_gemm = argv[++i];
+      if (std::none_of(std::begin(kGemms), std::end(kGemms),
+                       [&](const Gemm& g) { return !std::strcmp(g.name, only_gemm); })) {
+        std::fprintf(stderr, "--gemm %s: not one of qkv_proj, o_proj, gate_up_proj, down_proj\n",
+                     only_gemm);
+        return 2;
+      }
     } else if (!std::strcmp(argv[i], "--exhaustive")) {
       search.on = true;
     } else if (!std::strcmp(argv[i], "--max-candidates") && i + 1 < argc &&
