@@ -1,8 +1,8 @@
 // The prefill side of attention_bench (issue 20): the shapes of the table, their FLOPs counted
-// over the causal part only, and the max |difference| of two bf16 outputs, which compares the
-// Hopper kernel with the mma one in the same run that times them (so a fast but broken kernel
-// shows). scripts/time_sdpa_prefill.py times PyTorch's flash attention on the same shapes, under
-// the same names and FLOP count, so its rows line up with these.
+// over the causal part only. attention_bench compares the Hopper kernel with the mma one in the
+// same run that times them (kernel_bench_util.cuh's max_abs_diff_bf16), so a fast but broken
+// kernel shows. scripts/time_sdpa_prefill.py times PyTorch's flash attention on the same shapes,
+// under the same names and FLOP count, so its rows line up with these.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -54,39 +54,6 @@ inline std::vector<PrefillShape> issue20_prefill_shapes(const std::string& heads
         {"chunked C=" + std::to_string(chunk) + " past=" + std::to_string(kPast) + " " + heads, 1,
          chunk, kPast, kChunkedTarget});
   return shapes;
-}
-
-// max |a[i] - b[i]| over n bf16 values (b null: max |a[i]|) into *max_bits, the bits of a
-// non-negative float (their unsigned order is the float order, so atomicMax works on them).
-// NaN counts as +inf so that it cannot hide behind fmaxf.
-__global__ void max_abs_diff_bf16_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n,
-                                         unsigned* max_bits) {
-  float m = 0.f;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    float d = fabsf(__bfloat162float(a[i]) - (b ? __bfloat162float(b[i]) : 0.f));
-    if (d != d) d = INFINITY;
-    m = fmaxf(m, d);
-  }
-  for (int lane_mask = 16; lane_mask > 0; lane_mask >>= 1)
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, lane_mask));
-  if (threadIdx.x % 32 == 0) atomicMax(max_bits, __float_as_uint(m));
-}
-
-// max |a - b| over two equal bf16 buffers (b null: max |a|), read back to the host.
-inline float max_abs_diff_bf16(const DeviceBuf& a, const DeviceBuf* b = nullptr) {
-  CHECK(b == nullptr || b->bytes == a.bytes);
-  DeviceBuf max_bits(4);  // [1] u32: the float bits of the running max
-  CUDA_CHECK(cudaMemset(max_bits.ptr, 0, 4));
-  max_abs_diff_bf16_kernel<<<1024, 256>>>(
-      a.as<__nv_bfloat16>(), b ? b->as<__nv_bfloat16>() : nullptr,
-      static_cast<int64_t>(a.bytes / 2), max_bits.as<unsigned>());
-  CUDA_CHECK_LAUNCH();
-  unsigned bits = 0;
-  CUDA_CHECK(cudaMemcpy(&bits, max_bits.ptr, 4, cudaMemcpyDeviceToHost));
-  float m = 0;
-  std::memcpy(&m, &bits, 4);
-  return m;
 }
 
 // A float as a JSON value: inf (NaN included, as the kernel above counts it) has no JSON

@@ -2,15 +2,18 @@
 // bf16 (never zeros: zeros run faster than real data), event timing with warm-up and median
 // (eager calls, or a CUDA graph of many calls: time_graph_us),
 // the device-to-device copy bandwidth of this GPU (bytes read + written) as the memory
-// ceiling, and one output line per result in a table and as JSON.
+// ceiling, the max |difference| of two bf16 outputs (a fast but broken kernel shows), and one
+// output line per result in a table and as JSON.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -51,6 +54,39 @@ struct DeviceBuf {
   void* ptr = nullptr;
   size_t bytes = 0;
 };
+
+// max |a[i] - b[i]| over n bf16 values (b null: max |a[i]|) into *max_bits, the bits of a
+// non-negative float (their unsigned order is the float order, so atomicMax works on them).
+// NaN counts as +inf so that it cannot hide behind fmaxf.
+__global__ void max_abs_diff_bf16_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n,
+                                         unsigned* max_bits) {
+  float m = 0.f;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    float d = fabsf(__bfloat162float(a[i]) - (b ? __bfloat162float(b[i]) : 0.f));
+    if (d != d) d = INFINITY;
+    m = fmaxf(m, d);
+  }
+  for (int lane_mask = 16; lane_mask > 0; lane_mask >>= 1)
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, lane_mask));
+  if (threadIdx.x % 32 == 0) atomicMax(max_bits, __float_as_uint(m));
+}
+
+// max |a - b| over two equal bf16 buffers (b null: max |a|), read back to the host.
+inline float max_abs_diff_bf16(const DeviceBuf& a, const DeviceBuf* b = nullptr) {
+  CHECK(b == nullptr || b->bytes == a.bytes);
+  DeviceBuf max_bits(4);  // [1] u32: the float bits of the running max
+  CUDA_CHECK(cudaMemset(max_bits.ptr, 0, 4));
+  max_abs_diff_bf16_kernel<<<1024, 256>>>(
+      a.as<__nv_bfloat16>(), b ? b->as<__nv_bfloat16>() : nullptr,
+      static_cast<int64_t>(a.bytes / 2), max_bits.as<unsigned>());
+  CUDA_CHECK_LAUNCH();
+  unsigned bits = 0;
+  CUDA_CHECK(cudaMemcpy(&bits, max_bits.ptr, 4, cudaMemcpyDeviceToHost));
+  float m = 0;
+  std::memcpy(&m, &bits, 4);
+  return m;
+}
 
 // Copies of one [N, K] bf16 weight, filled with different random data, `total_bytes` or more
 // in all (beyond any L2): calls that take copy i % count() in turn each read their weight from
