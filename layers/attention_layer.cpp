@@ -1,5 +1,6 @@
 #include "layers/attention_layer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/attention.h"
@@ -139,6 +140,25 @@ void Qwen3Attention::attend_stored(const AttentionMetadata& meta, const TensorVi
     attend_one_query_rows(o, q, kv, meta.block_tables, meta.context_lens, meta.max_context_len,
                           scale_, meta, ctx);
   }
+}
+
+void Qwen3Attention::attend_stored_rows(const AttentionMetadata& meta, const TensorView& seqlens,
+                                        int64_t row_begin, int64_t row_end, const TensorView& qkv,
+                                        const TensorView& attn, const ExecContext& ctx) const {
+  CHECK(meta.is_prefill && meta.lead_rows == 0);
+  const int64_t t = qkv.size(0), hq = qkv_proj_.num_heads(), d = head_dim_;
+  const int64_t n = seqlens.size(1);
+  const PhaseScope phase(ctx, Phase::kAttention);
+  kernels::PrefillAttentionParams p;
+  p.out = attn.reshape({t, hq, d});
+  p.q = q_heads(qkv);
+  p.kv = kernels::PagedKV{k_cache_, v_cache_, meta.block_tables, k_scale_, v_scale_};
+  p.cu_seqlens_q = seqlens.slice_rows(0, 1).reshape({n});
+  p.cu_seqlens_k = seqlens.slice_rows(1, 2).reshape({n});
+  p.max_seqlen_q = static_cast<int>(std::min<int64_t>(meta.max_seqlen_q, row_end - row_begin));
+  p.max_seqlen_k = meta.max_seqlen_k;
+  p.scale = scale_;
+  kernels::prefill_attention(p, ctx);
 }
 
 }  // namespace nanovllm

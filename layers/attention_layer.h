@@ -35,6 +35,12 @@ class Qwen3Attention {
                    const TensorView& qkv, const ExecContext& ctx) const;
   void attend_stored(const AttentionMetadata& meta, const TensorView& qkv, const TensorView& attn,
                      const ExecContext& ctx) const;
+  // attend_stored of a prefill step (no lead rows, a bf16 cache) for its rows [row_begin,
+  // row_end) only, once their K/V and every earlier row's are stored: seqlens [2, B + 1] i32 is
+  // the piece's cu_seqlens_q and _k (kernels/prefill_rows.h); qkv and attn stay whole.
+  void attend_stored_rows(const AttentionMetadata& meta, const TensorView& seqlens,
+                          int64_t row_begin, int64_t row_end, const TensorView& qkv,
+                          const TensorView& attn, const ExecContext& ctx) const;
   void attend(const TensorView& x, const TensorView& positions, const AttentionMetadata& meta,
               const TensorView& qkv, const TensorView& attn, const ExecContext& ctx) const {
     project_qkv(x, positions, meta.slot_mapping, qkv, ctx);

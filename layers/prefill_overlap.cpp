@@ -1,6 +1,7 @@
 #include "layers/prefill_overlap.h"
 
 #include <algorithm>
+#include <string>
 
 #include "kernels/check.h"
 #include "kernels/env_choice.h"
@@ -29,6 +30,18 @@ bool PrefillOverlap::allowed() {
   static const bool on =
       kernels::env_choice("NANOVLLM_PREFILL_OVERLAP", {"on", "off", "auto"}) != "off";
   return on;
+}
+
+bool PrefillOverlap::attention_by_piece(std::string_view choice, int ranks) {
+  if (choice == "on") return true;
+  if (choice == "off") return false;
+  return ranks >= kPieceAttentionFromRanks;
+}
+
+bool PrefillOverlap::attention_by_piece(int ranks) {
+  static const std::string choice =
+      kernels::env_choice("NANOVLLM_PREFILL_PIECE_ATTENTION", {"on", "off", "auto"});
+  return attention_by_piece(choice, ranks);
 }
 
 PrefillOverlap::PrefillOverlap() {

@@ -4,12 +4,15 @@
 // another piece's row-parallel output over the ranks (the sum with its residual add and norm),
 // the bytes moved by the copy engines (kernels/copy_engine_all_reduce.h), so no SM is taken from
 // the GEMMs. A layer's last MLP piece's sum runs only under the next layer's first qkv piece, as
-// attention needs every row. Why: the all-reduces of the 8B shape's 4,096-token prefill chunks
-// at tp 2 are 32 MiB each and cost 10.3 % of a 32k-token prompt, 13 % of the prefill steps of
-// nano-vllm's workload, and NCCL's kernels on a second stream never ran under the cuBLAS GEMMs
-// (bench/results/h200x2-2026-11-27-issue31_where_tp2_loses.txt). With it that prompt takes 0.947x
-// the time at tp 2 (bench/results/h200x4-2026-11-27-issue31_copy_engine.txt) and, the sums in two
-// phases, 0.97x at tp 4 (..._issue31_copy_engine_two_phase.txt).
+// attention needs every row -- or, from kPieceAttentionFromRanks ranks, attention runs piece by
+// piece too (each piece's queries against the keys up to its own last row, stored by then), so
+// that sum hides under the next layer's first pieces as well. Why: the all-reduces of the 8B
+// shape's 4,096-token prefill chunks at tp 2 are 32 MiB each and cost 10.3 % of a 32k-token prompt,
+// 13 % of the prefill steps of nano-vllm's workload, and NCCL's kernels on a second stream never
+// ran under the cuBLAS GEMMs (bench/results/h200x2-2026-11-27-issue31_where_tp2_loses.txt). With it
+// that prompt takes 0.947x the time at tp 2
+// (bench/results/h200x4-2026-11-27-issue31_copy_engine.txt) and, the sums in two phases, 0.97x at
+// tp 4 (..._issue31_copy_engine_two_phase.txt).
 //
 // Every rank enqueues the same sums in the same order, all on the second stream (the copy-engine
 // protocol numbers its calls on one stream order); the compute stream waits for the second
@@ -20,9 +23,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "kernels/exec_context.h"
+#include "layers/workspace.h"
 
 namespace nanovllm {
 
@@ -43,6 +48,17 @@ class PrefillOverlap {
   // Whether NANOVLLM_PREFILL_OVERLAP (read once) lets steps take it: unset, "on" or "auto" yes,
   // "off" no (the comparison switch).
   static bool allowed();
+  // Attention piece by piece (Qwen3ForCausalLM::run_layers_overlapped) from this many ranks:
+  // the 8B shape's 32k-token prompt at tp 4 took 0.91x the time with it (a sum costs more there
+  // against the GEMMs it hides under), at tp 2 1.005-1.015x (eight attention launches a layer
+  // cost more than the one sum they uncover): bench/results/h200x4-2026-11-28-issue31_piece_
+  // attention_tp4.txt and h200x2-2026-11-28-issue31_prefill_attention_by_piece.txt.
+  static constexpr int kPieceAttentionFromRanks = 4;
+  // Whether a step at `ranks` ranks runs attention piece by piece under `choice`: "on" yes,
+  // "off" no, "auto" from kPieceAttentionFromRanks ranks. Pure.
+  static bool attention_by_piece(std::string_view choice, int ranks);
+  // The same under NANOVLLM_PREFILL_PIECE_ATTENTION (read once; unset is "auto").
+  static bool attention_by_piece(int ranks);
 
   PrefillOverlap();  // CUDA: the sums' stream (highest priority) and its events
   ~PrefillOverlap();
@@ -57,8 +73,15 @@ class PrefillOverlap {
   void mark_summed(int piece);
   // The compute stream waits for piece p's latest mark.
   void compute_waits_for(int piece, const ExecContext& compute);
+  // Room for each of `pieces` pieces' cu_seqlens_q and _k over `n` entries (B + 1): [pieces, 2,
+  // n] i32 (kernels/prefill_rows.h). Grows with the step's sequences; prefill steps are never
+  // captured, so no graph holds it.
+  TensorView piece_seqlens(int pieces, int64_t n) {
+    return seqlens_.get(0, DType::kI32, {pieces, 2, n});
+  }
 
  private:
+  Workspace seqlens_{Device::kCuda};
   cudaStream_t stream_ = nullptr;
   cudaEvent_t to_comm_ = nullptr;        // recorded on compute, waited on at once by the other
   cudaEvent_t summed_[kMaxPieces] = {};  // per piece: recorded on the sums' stream

@@ -6,6 +6,7 @@
 #include "kernels/embedding.h"
 #include "kernels/kv_cache.h"
 #include "kernels/phase_timer.h"
+#include "kernels/prefill_rows.h"
 
 namespace nanovllm {
 
@@ -172,23 +173,53 @@ void Qwen3ForCausalLM::run_layers_overlapped(const std::vector<int64_t>& cuts,
                                              comm_ctx);
     o.mark_summed(p);
   };
+  // Attention piece by piece too where the prefill kernels take every row (no lead rows, a bf16
+  // cache): piece p's queries see only keys up to its own last row, stored by then, so its
+  // attention and output projection need not wait for the later pieces' qkv -- and so neither
+  // for the previous layer's last MLP sum, which would otherwise stand exposed before every
+  // layer's attention (from PrefillOverlap::kPieceAttentionFromRanks ranks: fewer pay more for
+  // the extra attention launches). Each piece's cu_seqlens are cut on the device from the step's.
+  const bool rows_apart = m.lead_rows == 0 && !fp8_cuda_cache_ &&
+                          PrefillOverlap::attention_by_piece(comm_->world_size());
+  TensorView seqlens;
+  if (rows_apart) {
+    seqlens = o.piece_seqlens(n, m.cu_seqlens_q.numel());
+    for (int p = 0; p < n; ++p)
+      kernels::cuda::clip_seqlens_to_rows(
+          m.cu_seqlens_q, m.cu_seqlens_k, static_cast<int32_t>(cuts[p]),
+          static_cast<int32_t>(cuts[p + 1]),
+          seqlens.slice_rows(p, p + 1).reshape({2, seqlens.size(2)}), ctx);
+  }
   layers_.front()->input_layernorm().forward(hidden, residual, ctx);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Qwen3DecoderLayer& layer = *layers_[i];
     const RMSNorm& next = i + 1 < layers_.size() ? layers_[i + 1]->input_layernorm() : norm_;
-    if (i == 0) {
-      layer.self_attn().project_qkv(hidden, positions, m.slot_mapping, qkv, ctx);
-    } else {
-      for (int p = 0; p < n; ++p) {  // the last MLP piece's sum under the first qkv projection
-        o.compute_waits_for(p, ctx);
+    if (rows_apart) {
+      for (int p = 0; p < n; ++p) {  // piece p's sum runs under piece p + 1's work
+        if (i > 0) o.compute_waits_for(p, ctx);
         layer.self_attn().project_qkv(piece(hidden, p), piece(positions, p),
                                       piece(m.slot_mapping, p), piece(qkv, p), ctx);
+        layer.self_attn().attend_stored_rows(
+            m, seqlens.slice_rows(p, p + 1).reshape({2, seqlens.size(2)}), cuts[p], cuts[p + 1],
+            qkv, attn, ctx);
+        layer.self_attn().project_out(piece(hidden, p), piece(attn, p), ctx, RowOutput::kPartial);
+        sum_piece(layer.post_attention_layernorm(), p);
       }
-    }
-    layer.self_attn().attend_stored(m, qkv, attn, ctx);
-    for (int p = 0; p < n; ++p) {  // piece p's sum runs under piece p + 1's projection
-      layer.self_attn().project_out(piece(hidden, p), piece(attn, p), ctx, RowOutput::kPartial);
-      sum_piece(layer.post_attention_layernorm(), p);
+    } else {
+      if (i == 0) {
+        layer.self_attn().project_qkv(hidden, positions, m.slot_mapping, qkv, ctx);
+      } else {
+        for (int p = 0; p < n; ++p) {  // the last MLP piece's sum under the first qkv projection
+          o.compute_waits_for(p, ctx);
+          layer.self_attn().project_qkv(piece(hidden, p), piece(positions, p),
+                                        piece(m.slot_mapping, p), piece(qkv, p), ctx);
+        }
+      }
+      layer.self_attn().attend_stored(m, qkv, attn, ctx);
+      for (int p = 0; p < n; ++p) {  // piece p's sum runs under piece p + 1's projection
+        layer.self_attn().project_out(piece(hidden, p), piece(attn, p), ctx, RowOutput::kPartial);
+        sum_piece(layer.post_attention_layernorm(), p);
+      }
     }
     for (int p = 0; p < n; ++p) {  // the last projection's sum under the first MLP, and so on
       o.compute_waits_for(p, ctx);

@@ -52,5 +52,14 @@ TEST(PrefillOverlapPieces, SmallStepsNoPathAndTooManyPiecesKeepOneStream) {
   EXPECT_TRUE(PrefillOverlap::pieces(32769, 4096, 16 * kMiB).empty());
 }
 
+TEST(PrefillOverlapPieceAttention, AutoTakesItFromFourRanksOnAndOffAtAnyCount) {
+  for (int ranks : {1, 2}) EXPECT_FALSE(PrefillOverlap::attention_by_piece("auto", ranks));
+  for (int ranks : {4, 8}) EXPECT_TRUE(PrefillOverlap::attention_by_piece("auto", ranks));
+  for (int ranks : {2, 4}) {
+    EXPECT_TRUE(PrefillOverlap::attention_by_piece("on", ranks));
+    EXPECT_FALSE(PrefillOverlap::attention_by_piece("off", ranks));
+  }
+}
+
 }  // namespace
 }  // namespace nanovllm
