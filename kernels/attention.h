@@ -89,6 +89,15 @@ const char* prefill_kernel_name(PrefillKernel kernel);
 // Whether the Hopper kernel serves this shape on the current device: the device is compute
 // capability 9.0 (read once per process) and the shape is one it supports.
 bool hopper_prefill_supports(int64_t head_dim, int64_t hq, int64_t hkv, int64_t block_size);
+// SMs of the current device (asked once per process: every rank's GPU is the same kind).
+int multiprocessor_count();
+// The Hopper kernel's CTAs over one sequence of `rows` queries: a CTA takes kHopperPrefillRows
+// query rows, the Hq / Hkv q heads of one kv head at 128 / (Hq / Hkv) positions.
+constexpr int64_t kHopperPrefillRows = 128;
+inline int64_t hopper_prefill_ctas(int64_t rows, int64_t hq, int64_t hkv) {
+  const int64_t positions = kHopperPrefillRows / (hq / hkv);
+  return (rows + positions - 1) / positions * hkv;
+}
 // The kernel prefill_attention(p, stream) picks: kHopper where it supports the shape, else kMma.
 PrefillKernel prefill_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv,
                                        int64_t block_size);

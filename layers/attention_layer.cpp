@@ -142,6 +142,18 @@ void Qwen3Attention::attend_stored(const AttentionMetadata& meta, const TensorVi
   }
 }
 
+bool Qwen3Attention::prefill_takes_hopper() const {
+  return k_cache_.data != nullptr && k_cache_.device == Device::kCuda &&
+         k_cache_.dtype == DType::kBf16 &&
+         kernels::cuda::prefill_attention_kernel(head_dim_, qkv_proj_.num_heads(), num_kv_heads(),
+                                                 k_cache_.size(1)) ==
+             kernels::cuda::PrefillKernel::kHopper;
+}
+
+int64_t Qwen3Attention::hopper_prefill_ctas(int64_t rows) const {
+  return kernels::cuda::hopper_prefill_ctas(rows, qkv_proj_.num_heads(), num_kv_heads());
+}
+
 void Qwen3Attention::attend_stored_rows(const AttentionMetadata& meta, const TensorView& seqlens,
                                         int64_t row_begin, int64_t row_end, const TensorView& qkv,
                                         const TensorView& attn, const ExecContext& ctx) const {

@@ -32,16 +32,20 @@ bool PrefillOverlap::allowed() {
   return on;
 }
 
-bool PrefillOverlap::attention_by_piece(std::string_view choice, int ranks) {
+bool PrefillOverlap::attention_by_piece(std::string_view choice, int ranks, bool hopper,
+                                        int64_t piece_ctas, int sms) {
   if (choice == "on") return true;
   if (choice == "off") return false;
-  return ranks >= kPieceAttentionFromRanks;
+  if (ranks < kPieceAttentionFromRanks || !hopper || piece_ctas <= 0 || sms <= 0) return false;
+  const int64_t waves = (piece_ctas + sms - 1) / sms;
+  return static_cast<double>(piece_ctas) >=
+         kPieceAttentionMinWaveFill * static_cast<double>(waves * sms);
 }
 
-bool PrefillOverlap::attention_by_piece(int ranks) {
+bool PrefillOverlap::attention_by_piece(int ranks, bool hopper, int64_t piece_ctas, int sms) {
   static const std::string choice =
       kernels::env_choice("NANOVLLM_PREFILL_PIECE_ATTENTION", {"on", "off", "auto"});
-  return attention_by_piece(choice, ranks);
+  return attention_by_piece(choice, ranks, hopper, piece_ctas, sms);
 }
 
 PrefillOverlap::PrefillOverlap() {

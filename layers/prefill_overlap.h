@@ -4,13 +4,13 @@
 // another piece's row-parallel output over the ranks (the sum with its residual add and norm),
 // the bytes moved by the copy engines (kernels/copy_engine_all_reduce.h), so no SM is taken from
 // the GEMMs. A layer's last MLP piece's sum runs only under the next layer's first qkv piece, as
-// attention needs every row -- or, from kPieceAttentionFromRanks ranks, attention runs piece by
-// piece too (each piece's queries against the keys up to its own last row, stored by then), so
-// that sum hides under the next layer's first pieces as well. Why: the all-reduces of the 8B
-// shape's 4,096-token prefill chunks at tp 2 are 32 MiB each and cost 10.3 % of a 32k-token prompt,
-// 13 % of the prefill steps of nano-vllm's workload, and NCCL's kernels on a second stream never
-// ran under the cuBLAS GEMMs (bench/results/h200x2-2026-11-27-issue31_where_tp2_loses.txt). With it
-// that prompt takes 0.947x the time at tp 2
+// attention needs every row -- or, where it pays (kPieceAttentionFromRanks), attention runs
+// piece by piece too (each piece's queries against the keys up to its own last row, stored by
+// then), so that sum hides under the next layer's first pieces as well. Why: the all-reduces of the
+// 8B shape's 4,096-token prefill chunks at tp 2 are 32 MiB each and cost 10.3 % of a 32k-token
+// prompt, 13 % of the prefill steps of nano-vllm's workload, and NCCL's kernels on a second stream
+// never ran under the cuBLAS GEMMs (bench/results/h200x2-2026-11-27-issue31_where_tp2_loses.txt).
+// With it that prompt takes 0.947x the time at tp 2
 // (bench/results/h200x4-2026-11-27-issue31_copy_engine.txt) and, the sums in two phases, 0.97x at
 // tp 4 (..._issue31_copy_engine_two_phase.txt).
 //
@@ -48,17 +48,22 @@ class PrefillOverlap {
   // Whether NANOVLLM_PREFILL_OVERLAP (read once) lets steps take it: unset, "on" or "auto" yes,
   // "off" no (the comparison switch).
   static bool allowed();
-  // Attention piece by piece (Qwen3ForCausalLM::run_layers_overlapped) from this many ranks:
-  // the 8B shape's 32k-token prompt at tp 4 took 0.91x the time with it (a sum costs more there
-  // against the GEMMs it hides under), at tp 2 1.005-1.015x (eight attention launches a layer
-  // cost more than the one sum they uncover): bench/results/h200x4-2026-11-28-issue31_piece_
-  // attention_tp4.txt and h200x2-2026-11-28-issue31_prefill_attention_by_piece.txt.
+  // Attention piece by piece (Qwen3ForCausalLM::run_layers_overlapped) pays where a sum is
+  // costly beside the GEMMs (from 4 ranks) and each piece's attention fills the GPU's waves: 32k
+  // prompts on 4 H200s took 0.913-0.917x the time with it for the 8B shape at tp 4 (128 CTAs a
+  // piece on 132 SMs) and 0.93x for the 0.6B (256), but 1.066x for the 4B (172: 1.3 waves) and
+  // 1.034x for the 14B (Hq / Hkv 5: the mma.sync kernel), 1.005-1.015x for the 8B at tp 2 and
+  // the same time for the 0.6B (bench/results/h200x4-2026-11-28-issue31_piece_attention_tp4.txt).
   static constexpr int kPieceAttentionFromRanks = 4;
-  // Whether a step at `ranks` ranks runs attention piece by piece under `choice`: "on" yes,
-  // "off" no, "auto" from kPieceAttentionFromRanks ranks. Pure.
-  static bool attention_by_piece(std::string_view choice, int ranks);
+  static constexpr double kPieceAttentionMinWaveFill = 0.9;
+  // Whether a step at `ranks` ranks runs attention piece by piece under `choice`: "on" yes, "off"
+  // no, "auto" from kPieceAttentionFromRanks ranks where the Hopper prefill kernel takes the
+  // shape (`hopper`) and a piece's `piece_ctas` CTAs fill at least kPieceAttentionMinWaveFill
+  // of the waves they take on `sms` SMs. Pure.
+  static bool attention_by_piece(std::string_view choice, int ranks, bool hopper,
+                                 int64_t piece_ctas, int sms);
   // The same under NANOVLLM_PREFILL_PIECE_ATTENTION (read once; unset is "auto").
-  static bool attention_by_piece(int ranks);
+  static bool attention_by_piece(int ranks, bool hopper, int64_t piece_ctas, int sms);
 
   PrefillOverlap();  // CUDA: the sums' stream (highest priority) and its events
   ~PrefillOverlap();

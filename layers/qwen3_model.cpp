@@ -177,10 +177,14 @@ void Qwen3ForCausalLM::run_layers_overlapped(const std::vector<int64_t>& cuts,
   // cache): piece p's queries see only keys up to its own last row, stored by then, so its
   // attention and output projection need not wait for the later pieces' qkv -- and so neither
   // for the previous layer's last MLP sum, which would otherwise stand exposed before every
-  // layer's attention (from PrefillOverlap::kPieceAttentionFromRanks ranks: fewer pay more for
-  // the extra attention launches). Each piece's cu_seqlens are cut on the device from the step's.
-  const bool rows_apart = m.lead_rows == 0 && !fp8_cuda_cache_ &&
-                          PrefillOverlap::attention_by_piece(comm_->world_size());
+  // layer's attention (where that pays: PrefillOverlap::attention_by_piece). Each piece's
+  // cu_seqlens are cut on the device from the step's.
+  const Qwen3Attention& attn0 = layers_.front()->self_attn();
+  const bool rows_apart =
+      m.lead_rows == 0 && !fp8_cuda_cache_ &&
+      PrefillOverlap::attention_by_piece(comm_->world_size(), attn0.prefill_takes_hopper(),
+                                         attn0.hopper_prefill_ctas(cuts[1] - cuts[0]),
+                                         kernels::cuda::multiprocessor_count());
   TensorView seqlens;
   if (rows_apart) {
     seqlens = o.piece_seqlens(n, m.cu_seqlens_q.numel());

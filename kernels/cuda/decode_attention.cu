@@ -437,6 +437,10 @@ bool lanes_forced() {
 
 }  // namespace
 
+int multiprocessor_count() {
+  return sm_count();
+}
+
 const char* decode_kernel_name(DecodeKernel kernel) {
   return kernel == DecodeKernel::kMma ? "mma" : "lanes";
 }

@@ -130,6 +130,8 @@ bool is_power_of_two(int64_t x) {
 
 using namespace hopper_prefill;
 
+static_assert(kBlockM == kHopperPrefillRows, "kernels/attention.h's hopper_prefill_ctas");
+
 bool hopper_prefill_shape_ok(int64_t head_dim, int64_t hq, int64_t hkv, int64_t block_size) {
   return head_dim == kD && hkv > 0 && hq % hkv == 0 && is_power_of_two(hq / hkv) &&
          hq / hkv <= 16 && block_size > 0 && block_size % 16 == 0;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/attention.h"
+
 namespace nanovllm {
 namespace {
 
@@ -52,13 +54,37 @@ TEST(PrefillOverlapPieces, SmallStepsNoPathAndTooManyPiecesKeepOneStream) {
   EXPECT_TRUE(PrefillOverlap::pieces(32769, 4096, 16 * kMiB).empty());
 }
 
-TEST(PrefillOverlapPieceAttention, AutoTakesItFromFourRanksOnAndOffAtAnyCount) {
-  for (int ranks : {1, 2}) EXPECT_FALSE(PrefillOverlap::attention_by_piece("auto", ranks));
-  for (int ranks : {4, 8}) EXPECT_TRUE(PrefillOverlap::attention_by_piece("auto", ranks));
-  for (int ranks : {2, 4}) {
-    EXPECT_TRUE(PrefillOverlap::attention_by_piece("on", ranks));
-    EXPECT_FALSE(PrefillOverlap::attention_by_piece("off", ranks));
-  }
+// The shapes measured on 4 H200s (132 SMs), 32k prompts: a piece's CTAs of the Hopper prefill
+// kernel (kernels/attention.h) from the pieces PrefillOverlap::pieces cuts a 16,384-row chunk in.
+int64_t piece_ctas(int64_t hidden, int64_t hq, int64_t hkv) {
+  const auto cuts = PrefillOverlap::pieces(16384, hidden, 16 * kMiB);
+  return kernels::cuda::hopper_prefill_ctas(cuts[1] - cuts[0], hq, hkv);
+}
+
+TEST(PrefillOverlapPieceAttention, AutoTakesItFromFourRanksWhereEachPieceFillsItsWaves) {
+  constexpr int kSms = 132;
+  // The 8B shape at tp 4 (8 q / 2 kv heads a rank, pieces of 2,048 rows): 128 CTAs, gained.
+  EXPECT_EQ(piece_ctas(4096, 8, 2), 128);
+  EXPECT_TRUE(PrefillOverlap::attention_by_piece("auto", 4, true, piece_ctas(4096, 8, 2), kSms));
+  // The 0.6B at tp 4 (4 q / 2 kv, 8,192 rows): 256 CTAs in two waves, gained.
+  EXPECT_EQ(piece_ctas(1024, 4, 2), 256);
+  EXPECT_TRUE(PrefillOverlap::attention_by_piece("auto", 4, true, piece_ctas(1024, 4, 2), kSms));
+  // The 4B at tp 4 (8 q / 2 kv, 2,736 rows): 172 CTAs, 1.3 waves, lost.
+  EXPECT_EQ(piece_ctas(2560, 8, 2), 172);
+  EXPECT_FALSE(PrefillOverlap::attention_by_piece("auto", 4, true, piece_ctas(2560, 8, 2), kSms));
+  // The 14B at tp 4 takes the mma.sync kernel (10 q / 2 kv heads), lost.
+  EXPECT_FALSE(PrefillOverlap::attention_by_piece("auto", 4, false, 128, kSms));
+  // Two ranks keep one attention a layer (the 8B at tp 2: 256 CTAs a piece, lost).
+  EXPECT_FALSE(PrefillOverlap::attention_by_piece("auto", 2, true, piece_ctas(4096, 16, 4), kSms));
+  EXPECT_TRUE(PrefillOverlap::attention_by_piece("auto", 8, true, 264, kSms));
+}
+
+TEST(PrefillOverlapPieceAttention, OnAndOffHoldWhateverTheShape) {
+  for (int ranks : {2, 4})
+    for (int64_t ctas : {int64_t{128}, int64_t{172}}) {
+      EXPECT_TRUE(PrefillOverlap::attention_by_piece("on", ranks, false, ctas, 132));
+      EXPECT_FALSE(PrefillOverlap::attention_by_piece("off", ranks, true, ctas, 132));
+    }
 }
 
 }  // namespace
