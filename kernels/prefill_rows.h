@@ -13,18 +13,18 @@
 #include "kernels/tensor.h"
 
 #if defined(__CUDACC__)
-#define NANOVLLM_HOST_DEVICE __host__ __device__
+#define NANOVLLM_PREFILL_ROWS_HD __host__ __device__
 #else
-#define NANOVLLM_HOST_DEVICE
+#define NANOVLLM_PREFILL_ROWS_HD
 #endif
 
 namespace nanovllm::kernels {
 
 // out_q, out_k: [batch + 1] each, from cu_q, cu_k: [batch + 1] (prefix sums of the step's q and
 // k lengths; cu_q absolute rows). Pure; the CUDA launcher runs it in one thread.
-NANOVLLM_HOST_DEVICE inline void clip_seqlens_to_rows(const int32_t* cu_q, const int32_t* cu_k,
-                                                      int batch, int32_t a, int32_t b,
-                                                      int32_t* out_q, int32_t* out_k) {
+NANOVLLM_PREFILL_ROWS_HD inline void clip_seqlens_to_rows(const int32_t* cu_q, const int32_t* cu_k,
+                                                          int batch, int32_t a, int32_t b,
+                                                          int32_t* out_q, int32_t* out_k) {
   const auto clamp = [a, b](int32_t x) { return x < a ? a : x > b ? b : x; };
   out_k[0] = 0;
   for (int j = 0; j < batch; ++j) {

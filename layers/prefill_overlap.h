@@ -4,15 +4,15 @@
 // another piece's row-parallel output over the ranks (the sum with its residual add and norm),
 // the bytes moved by the copy engines (kernels/copy_engine_all_reduce.h), so no SM is taken from
 // the GEMMs. A layer's last MLP piece's sum runs only under the next layer's first qkv piece, as
-// attention needs every row -- or, where it pays (kPieceAttentionFromRanks), attention runs
-// piece by piece too (each piece's queries against the keys up to its own last row, stored by
-// then), so that sum hides under the next layer's first pieces as well. Why: the all-reduces of the
-// 8B shape's 4,096-token prefill chunks at tp 2 are 32 MiB each and cost 10.3 % of a 32k-token
-// prompt, 13 % of the prefill steps of nano-vllm's workload, and NCCL's kernels on a second stream
-// never ran under the cuBLAS GEMMs (bench/results/h200x2-2026-11-27-issue31_where_tp2_loses.txt).
-// With it that prompt takes 0.947x the time at tp 2
-// (bench/results/h200x4-2026-11-27-issue31_copy_engine.txt) and, the sums in two phases, 0.97x at
-// tp 4 (..._issue31_copy_engine_two_phase.txt).
+// attention needs every row -- or, where it pays (attention_by_piece), attention runs piece by
+// piece too (each piece's queries against the keys up to its own last row, stored by then), so
+// that sum hides under the next layer's first pieces as well. Why: the all-reduces of the 8B
+// shape's 4,096-token prefill chunks at tp 2 are 32 MiB each and cost 10.3 % of a 32k-token
+// prompt, 13 % of the prefill steps of nano-vllm's workload, and NCCL's kernels on a second
+// stream never ran under the cuBLAS GEMMs (bench/results/h200x2-2026-11-27-issue31_where_tp2_
+// loses.txt). With it that prompt takes 0.947x the time at tp 2 (bench/results/h200x4-2026-11-27-
+// issue31_copy_engine.txt) and, the sums in two phases, 0.97x at tp 4 (..._issue31_copy_engine_
+// two_phase.txt).
 //
 // Every rank enqueues the same sums in the same order, all on the second stream (the copy-engine
 // protocol numbers its calls on one stream order); the compute stream waits for the second

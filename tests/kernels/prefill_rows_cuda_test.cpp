@@ -1,10 +1,10 @@
 // A prefill step's attention run piece by piece (kernels/prefill_rows.h, as the tensor-parallel
-// prefill overlap runs it from four ranks): each piece's launch, over the step's cu_seqlens cut
-// on the device by clip_seqlens_to_rows, writes exactly its own rows of the whole output, and
-// those rows match the CPU reference of the whole step -- every query keeps its position and so
-// its keys. Both prefill kernels (kMma everywhere, kHopper where it serves the shape); pieces
-// that cut across sequences, inside cached prefixes' chunks and off the 128-row tiles.
-// Tolerances: prefill_attention_hopper_cuda_test.cpp's (rel L2 < 1e-2, max |diff| < 2e-2).
+// prefill overlap runs it where that pays, layers/prefill_overlap.h): each piece's launch, over the
+// step's cu_seqlens cut on the device by clip_seqlens_to_rows, writes exactly its own rows of the
+// whole output, and those rows match the CPU reference of the whole step -- every query keeps its
+// position and so its keys. Both prefill kernels (kMma everywhere, kHopper where it serves the
+// shape); pieces that cut across sequences, inside cached prefixes' chunks and off the 128-row
+// tiles. Tolerances: prefill_attention_hopper_cuda_test.cpp's (rel L2 < 1e-2, max |diff| < 2e-2).
 #include <gtest/gtest.h>
 
 #include <algorithm>
