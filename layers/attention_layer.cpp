@@ -118,22 +118,11 @@ void Qwen3Attention::attend_stored(const AttentionMetadata& meta, const TensorVi
                             meta.block_tables.slice_rows(0, lead), meta.lead_context_lens,
                             meta.lead_max_context_len, scale_, meta, ctx);
     if (lead < batch) {
-      // The other sequences: q and out stay whole (cu_seqlens_q holds absolute rows); their
-      // entries of cu_seqlens_q / _k and rows of the block table.
-      kernels::PrefillAttentionParams p;
-      p.out = o;
-      p.q = q;
-      p.kv = kv;
+      // The other sequences: their entries of cu_seqlens_q / _k and rows of the block table.
+      kernels::PrefillAttentionParams p = prefill_params(meta, qkv, attn);
       p.kv.block_tables = meta.block_tables.slice_rows(lead, batch);
       p.cu_seqlens_q = meta.cu_seqlens_q.slice_rows(lead, batch + 1);
       p.cu_seqlens_k = meta.cu_seqlens_k.slice_rows(lead, batch + 1);
-      p.max_seqlen_q = meta.max_seqlen_q;
-      p.max_seqlen_k = meta.max_seqlen_k;
-      p.scale = scale_;
-      p.staging_k = meta.fp8_staging_k;
-      p.staging_v = meta.fp8_staging_v;
-      p.staging_tables = meta.fp8_staging_tables;
-      p.kv_blocks = meta.kv_blocks;
       kernels::prefill_attention(p, ctx);
     }
   } else {
@@ -158,19 +147,32 @@ void Qwen3Attention::attend_stored_rows(const AttentionMetadata& meta, const Ten
                                         int64_t row_begin, int64_t row_end, const TensorView& qkv,
                                         const TensorView& attn, const ExecContext& ctx) const {
   CHECK(meta.is_prefill && meta.lead_rows == 0);
-  const int64_t t = qkv.size(0), hq = qkv_proj_.num_heads(), d = head_dim_;
   const int64_t n = seqlens.size(1);
   const PhaseScope phase(ctx, Phase::kAttention);
-  kernels::PrefillAttentionParams p;
-  p.out = attn.reshape({t, hq, d});
-  p.q = q_heads(qkv);
-  p.kv = kernels::PagedKV{k_cache_, v_cache_, meta.block_tables, k_scale_, v_scale_};
+  kernels::PrefillAttentionParams p = prefill_params(meta, qkv, attn);
   p.cu_seqlens_q = seqlens.slice_rows(0, 1).reshape({n});
   p.cu_seqlens_k = seqlens.slice_rows(1, 2).reshape({n});
   p.max_seqlen_q = static_cast<int>(std::min<int64_t>(meta.max_seqlen_q, row_end - row_begin));
+  kernels::prefill_attention(p, ctx);
+}
+
+kernels::PrefillAttentionParams Qwen3Attention::prefill_params(const AttentionMetadata& meta,
+                                                               const TensorView& qkv,
+                                                               const TensorView& attn) const {
+  kernels::PrefillAttentionParams p;
+  p.out = attn.reshape({qkv.size(0), qkv_proj_.num_heads(), head_dim_});
+  p.q = q_heads(qkv);
+  p.kv = kernels::PagedKV{k_cache_, v_cache_, meta.block_tables, k_scale_, v_scale_};
+  p.cu_seqlens_q = meta.cu_seqlens_q;
+  p.cu_seqlens_k = meta.cu_seqlens_k;
+  p.max_seqlen_q = meta.max_seqlen_q;
   p.max_seqlen_k = meta.max_seqlen_k;
   p.scale = scale_;
-  kernels::prefill_attention(p, ctx);
+  p.staging_k = meta.fp8_staging_k;
+  p.staging_v = meta.fp8_staging_v;
+  p.staging_tables = meta.fp8_staging_tables;
+  p.kv_blocks = meta.kv_blocks;
+  return p;
 }
 
 }  // namespace nanovllm

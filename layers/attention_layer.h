@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "kernels/attention.h"
 #include "kernels/device_buffer.h"
 #include "layers/attention_metadata.h"
 #include "layers/linear.h"
@@ -60,6 +61,11 @@ class Qwen3Attention {
   int64_t num_kv_heads() const { return qkv_proj_.num_kv_heads(); }
 
  private:
+  // A prefill launch over every row of qkv / attn (q and out whole; cu_seqlens_q absolute rows)
+  // with the step's sequences, block table and fp8 staging; callers narrow the sequences.
+  kernels::PrefillAttentionParams prefill_params(const AttentionMetadata& meta,
+                                                 const TensorView& qkv,
+                                                 const TensorView& attn) const;
   // q, k, v of qkv [T, qkv_width()]: [T, heads, D] views, token stride qkv_width().
   TensorView heads(const TensorView& qkv, int64_t first_head, int64_t num) const;
   TensorView q_heads(const TensorView& qkv) const { return heads(qkv, 0, qkv_proj_.num_heads()); }

@@ -185,14 +185,16 @@ void Qwen3ForCausalLM::run_layers_overlapped(const std::vector<int64_t>& cuts,
       PrefillOverlap::attention_by_piece(comm_->world_size(), attn0.prefill_takes_hopper(),
                                          attn0.hopper_prefill_ctas(cuts[1] - cuts[0]),
                                          kernels::cuda::multiprocessor_count());
-  TensorView seqlens;
+  TensorView seqlens;  // [n, 2, B + 1]: piece p's cu_seqlens_q and _k
+  const auto piece_seqlens = [&](int p) {
+    return seqlens.slice_rows(p, p + 1).reshape({2, seqlens.size(2)});
+  };
   if (rows_apart) {
     seqlens = o.piece_seqlens(n, m.cu_seqlens_q.numel());
     for (int p = 0; p < n; ++p)
-      kernels::cuda::clip_seqlens_to_rows(
-          m.cu_seqlens_q, m.cu_seqlens_k, static_cast<int32_t>(cuts[p]),
-          static_cast<int32_t>(cuts[p + 1]),
-          seqlens.slice_rows(p, p + 1).reshape({2, seqlens.size(2)}), ctx);
+      kernels::cuda::clip_seqlens_to_rows(m.cu_seqlens_q, m.cu_seqlens_k,
+                                          static_cast<int32_t>(cuts[p]),
+                                          static_cast<int32_t>(cuts[p + 1]), piece_seqlens(p), ctx);
   }
   layers_.front()->input_layernorm().forward(hidden, residual, ctx);
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -203,9 +205,8 @@ void Qwen3ForCausalLM::run_layers_overlapped(const std::vector<int64_t>& cuts,
         if (i > 0) o.compute_waits_for(p, ctx);
         layer.self_attn().project_qkv(piece(hidden, p), piece(positions, p),
                                       piece(m.slot_mapping, p), piece(qkv, p), ctx);
-        layer.self_attn().attend_stored_rows(
-            m, seqlens.slice_rows(p, p + 1).reshape({2, seqlens.size(2)}), cuts[p], cuts[p + 1],
-            qkv, attn, ctx);
+        layer.self_attn().attend_stored_rows(m, piece_seqlens(p), cuts[p], cuts[p + 1], qkv, attn,
+                                             ctx);
         layer.self_attn().project_out(piece(hidden, p), piece(attn, p), ctx, RowOutput::kPartial);
         sum_piece(layer.post_attention_layernorm(), p);
       }

@@ -210,18 +210,6 @@ __global__ void __launch_bounds__(kThreads) decode_merge_kernel(const DecodeArgs
   decode::merge_group<D, G>(a, reinterpret_cast<float*>(stage), b, hk, group_begin, j, n, deal);
 }
 
-// Asked once per process (every rank's GPU is the same kind, as ctas_per_sm assumes): every
-// launch reads it.
-int sm_count() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  return sms;
-}
-
 // Resident CTAs per SM of one split-kernel instantiation (asked once; every rank's GPU is the
 // same kind).
 template <int D, int G, bool kFused, int FP8, bool MMA, bool kStream = false>
@@ -310,7 +298,7 @@ decode::ClusterChoice cluster_choice() {
 
 // decode_attention_cluster_plan.h's rule on this device.
 decode::ClusterPlan cluster_plan(DecodeMerge merge, int64_t batch, int64_t hkv, int64_t cells) {
-  return decode::cluster_plan(merge, cluster_choice(), batch, hkv, cells, sm_count());
+  return decode::cluster_plan(merge, cluster_choice(), batch, hkv, cells, multiprocessor_count());
 }
 
 // The cluster size a call takes, or 0 for the dealt split: under kAuto only for a context
@@ -386,7 +374,7 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
     a.split_counters = p.split_counters.ptr<int32_t>();
   }
   // The grid: every resident slot of the kernel launched, within the scratch and counters.
-  const int64_t sms = sm_count();
+  const int64_t sms = multiprocessor_count();
   const auto grid_of = [&](int per_sm) {
     int64_t ctas = std::min<int64_t>(sms * per_sm, cells / 2);
     if (fused) ctas = std::min(ctas, p.split_counters.numel());
@@ -436,10 +424,6 @@ bool lanes_forced() {
 }
 
 }  // namespace
-
-int multiprocessor_count() {
-  return sm_count();
-}
 
 const char* decode_kernel_name(DecodeKernel kernel) {
   return kernel == DecodeKernel::kMma ? "mma" : "lanes";
@@ -494,7 +478,7 @@ int64_t decode_attention_split_cells(int64_t hq, int64_t hkv, int64_t head_dim) 
     cache.template operator()<kCacheE4m3>();
     cache.template operator()<kCacheInt8>();
   });
-  return 2 * static_cast<int64_t>(sm_count()) * per_sm;
+  return 2 * static_cast<int64_t>(multiprocessor_count()) * per_sm;
 }
 
 void decode_attention(const DecodeAttentionParams& p, DecodeKernel kernel, cudaStream_t stream,

@@ -34,6 +34,17 @@ bool mma_forced() {
 
 }  // namespace
 
+// Asked once per process (every rank's GPU is the same kind): every decode launch reads it.
+int multiprocessor_count() {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  return sms;
+}
+
 const char* prefill_kernel_name(PrefillKernel kernel) {
   return kernel == PrefillKernel::kHopper ? "hopper" : "mma";
 }
