@@ -81,7 +81,7 @@ void decode_attention(const DecodeAttentionParams& p, int threads = 1);
 namespace cuda {
 // The CUDA prefill kernels: kMma (mma.sync, FlashAttention-2 style; any sm_80+ GPU, head dims
 // 64 and 128) and kHopper (sm_90a: TMA tile loads, wgmma, a warp-specialised producer /
-// consumer pipeline; head dim 128, Hq / Hkv a power of two <= 16, block_size a multiple of 16,
+// consumer pipeline; head dim 128, Hq / Hkv <= 16, block_size a multiple of 16,
 // a bf16 cache: an 8-bit cache always takes kMma, which converts its tiles to bf16; fp8's
 // exactly).
 enum class PrefillKernel { kMma, kHopper };
@@ -91,11 +91,16 @@ const char* prefill_kernel_name(PrefillKernel kernel);
 bool hopper_prefill_supports(int64_t head_dim, int64_t hq, int64_t hkv, int64_t block_size);
 // SMs of the current device (asked once per process: every rank's GPU is the same kind).
 int multiprocessor_count();
-// The Hopper kernel's CTAs over one sequence of `rows` queries: a CTA takes kHopperPrefillRows
-// query rows, the Hq / Hkv q heads of one kv head at 128 / (Hq / Hkv) positions.
+// The Hopper kernel's query positions a CTA for G = Hq / Hkv q heads a kv head (G <= 16): its
+// kHopperPrefillRows rows hold the G heads at kHopperPrefillRows / G positions each, rounded down
+// to a multiple of 8 (a head's rows start on a swizzle atom; G 5: 24 positions, 120 rows).
 constexpr int64_t kHopperPrefillRows = 128;
+constexpr int64_t hopper_prefill_positions(int64_t group) {
+  return kHopperPrefillRows / group / 8 * 8;
+}
+// Its CTAs over one sequence of `rows` queries.
 inline int64_t hopper_prefill_ctas(int64_t rows, int64_t hq, int64_t hkv) {
-  const int64_t positions = kHopperPrefillRows / (hq / hkv);
+  const int64_t positions = hopper_prefill_positions(hq / hkv);
   return (rows + positions - 1) / positions * hkv;
 }
 // The kernel prefill_attention(p, stream) picks: kHopper where it supports the shape, else kMma.

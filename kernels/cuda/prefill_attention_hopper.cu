@@ -45,8 +45,9 @@ __device__ __forceinline__ void produce(const CUtensorMap* tm_q, const CUtensorM
                                         const Barriers& bars, const HopperArgs& a,
                                         const CtaWork& w) {
   const int hk = w.hk, k_len = w.k_len;
-  const int positions = 1 << a.log2_positions;
-  mbarrier_arrive_expect_tx(bars.full_q, kTileBytes);
+  const int positions = a.positions;
+  // G x P rows of Q: all 128 where G is a power of two, else 8-row padding left unloaded.
+  mbarrier_arrive_expect_tx(bars.full_q, a.group * positions * 2 * kRowBytes);
   for (int h = 0; h < a.group; ++h) {
     unsigned char* dst = smem + kQOffset + h * positions * kRowBytes;
     tma_load_3d(dst, tm_q, bars.full_q, 0, hk * a.group + h, w.q_begin + w.m0);
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   CtaWork w;
   w.b = blockIdx.z;
   w.hk = blockIdx.y;
-  const int positions = 1 << a.log2_positions;
+  const int positions = a.positions;
   w.q_begin = a.cu_q[w.b];
   w.q_len = a.cu_q[w.b + 1] - w.q_begin;
   w.k_len = a.cu_k[w.b + 1] - a.cu_k[w.b];
@@ -121,20 +122,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-bool is_power_of_two(int64_t x) {
-  return x > 0 && (x & (x - 1)) == 0;
-}
-
 }  // namespace
 }  // namespace hopper_prefill
 
 using namespace hopper_prefill;
 
-static_assert(kBlockM == kHopperPrefillRows, "kernels/attention.h's hopper_prefill_ctas");
+static_assert(kBlockM == kHopperPrefillRows, "kernels/attention.h's hopper_prefill_positions");
 
 bool hopper_prefill_shape_ok(int64_t head_dim, int64_t hq, int64_t hkv, int64_t block_size) {
-  return head_dim == kD && hkv > 0 && hq % hkv == 0 && is_power_of_two(hq / hkv) &&
-         hq / hkv <= 16 && block_size > 0 && block_size % 16 == 0;
+  return head_dim == kD && hkv > 0 && hq % hkv == 0 && hq / hkv >= 1 && hq / hkv <= 16 &&
+         block_size > 0 && block_size % 16 == 0;
 }
 
 bool hopper_prefill_built() {
@@ -168,7 +165,9 @@ void prefill_attention_hopper(const PrefillAttentionParams& p, cudaStream_t stre
   if (batch <= 0 || p.max_seqlen_q <= 0) return;
 
   const int group = static_cast<int>(hq / hkv);
-  const int positions = kBlockM / group;
+  // Whole 8-row swizzle atoms a head, so each head's Q box starts 1024-byte aligned: 128 / G
+  // where G is a power of two; else up to 7 rows of the tile are padding (G 5: 5 x 24 rows).
+  const int positions = static_cast<int>(hopper_prefill_positions(group));
   HopperArgs a{};
   a.out = p.out.ptr<bf16>();
   a.out_tok = p.out.stride[0];
@@ -180,7 +179,7 @@ void prefill_attention_hopper(const PrefillAttentionParams& p, cudaStream_t stre
   a.block_size = static_cast<int>(block_size);
   a.rows_per_load = std::gcd(static_cast<int>(block_size), kBlockN);
   a.group = group;
-  a.log2_positions = __builtin_ctz(static_cast<unsigned>(positions));
+  a.positions = positions;
   a.scale_log2 = log2_domain_scale(p.scale);
 
   const CUtensorMap tm_q = swizzled_head_tile_map(p.q.data, hq, p.q.size(0), p.q.stride[1],

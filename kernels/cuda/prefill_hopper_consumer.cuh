@@ -133,11 +133,11 @@ __device__ __forceinline__ void pass_turn(int c) {
 __device__ __forceinline__ void consume(unsigned char* smem, const Barriers& bars,
                                         const HopperArgs& a, int c, const CtaWork& w) {
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int positions_mask = (1 << a.log2_positions) - 1;
   ThreadRows rows;
   rows.row0 = c * 64 + warp * 16 + (lane >> 2);
-  rows.pos[0] = w.m0 + (rows.row0 & positions_mask);
-  rows.pos[1] = w.m0 + ((rows.row0 + 8) & positions_mask);
+  // Tile row r is head r / P, position r % P; rows from G x P on are padding (never stored).
+  rows.pos[0] = w.m0 + rows.row0 % a.positions;
+  rows.pos[1] = w.m0 + (rows.row0 + 8) % a.positions;
   rows.t4 = lane & 3;
   const int past = w.k_len - w.q_len;  // keys before the first query (cached prefix)
   const unsigned char* q_tile = smem + kQOffset + c * 64 * kRowBytes;
@@ -197,9 +197,10 @@ __device__ __forceinline__ void consume(unsigned char* smem, const Barriers& bar
     float l = l_run[r];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    if (rows.pos[r] >= w.q_len) continue;
+    const int head_in_group = (rows.row0 + 8 * r) / a.positions;
+    if (rows.pos[r] >= w.q_len || head_in_group >= a.group) continue;
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    const int head = w.hk * a.group + ((rows.row0 + 8 * r) >> a.log2_positions);
+    const int head = w.hk * a.group + head_in_group;
     bf16* dst = a.out + (w.q_begin + rows.pos[r]) * a.out_tok + head * a.out_head + 2 * rows.t4;
 #pragma unroll
     for (int j = 0; j < 16; ++j)

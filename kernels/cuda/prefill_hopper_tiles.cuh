@@ -10,7 +10,7 @@
 namespace nanovllm::kernels::cuda::hopper_prefill {
 
 constexpr int kD = 128;
-constexpr int kBlockM = 128;   // query rows per CTA: G heads x P positions
+constexpr int kBlockM = 128;   // query rows per CTA: G heads x P positions, padded
 constexpr int kBlockN = 128;   // keys per K/V tile
 constexpr int kConsumers = 2;  // consumer warpgroups, 64 rows each
 constexpr int kThreads = 128 * (1 + kConsumers);
@@ -46,9 +46,9 @@ struct HopperArgs {
   const int32_t* cu_q;  // [B + 1]
   const int32_t* cu_k;  // [B + 1]
   int block_size;
-  int rows_per_load;   // keys per TMA box: gcd(block_size, kBlockN), so no box crosses a block
-  int group;           // G = Hq / Hkv
-  int log2_positions;  // log2(P), P = kBlockM / G query positions per CTA
+  int rows_per_load;  // keys per TMA box: gcd(block_size, kBlockN), so no box crosses a block
+  int group;          // G = Hq / Hkv
+  int positions;      // P query positions per CTA: kBlockM / G rounded down to a multiple of 8
   float scale_log2;
 };
 

@@ -107,10 +107,22 @@ std::vector<Seq> fresh_prompts(std::initializer_list<int> lens) {
 }
 
 TEST(HopperPrefillAttentionCuda, GqaGroupSizes1To16) {
-  const Heads shapes[] = {{4, 4, 256}, {16, 8, 256}, {32, 8, 256}, {16, 2, 256}, {16, 1, 256}};
+  // Powers of two fill the 128-row tile; 3, 5 (Qwen3-14B's 40 q / 8 kv heads), 7 and 12 leave
+  // padding rows (40, 24, 16 and 8 positions a head).
+  const Heads shapes[] = {{4, 4, 256},  {16, 8, 256}, {32, 8, 256}, {16, 2, 256}, {16, 1, 256},
+                          {24, 8, 256}, {40, 8, 256}, {10, 2, 256}, {56, 8, 256}, {12, 1, 256}};
   for (Heads h : shapes) SKIP_UNLESS_HOPPER_SERVES(h);
   // Two query tiles, a lone token, a chunk over a cached prefix, exactly half a tile.
   for (Heads h : shapes) check_hopper({{300, 300}, {1, 1}, {129, 500}, {64, 64}}, h, 101);
+}
+
+// G = 5 (Qwen3-14B): 24 positions a CTA and 8 padding rows, whose outputs must never land.
+// Prompts at and around multiples of 24 and a chunk over a prefix crossing them.
+TEST(HopperPrefillAttentionCuda, GroupOfFiveAroundItsTwentyFourPositionTile) {
+  const Heads h{40, 8, 256};
+  SKIP_UNLESS_HOPPER_SERVES(h);
+  check_hopper(fresh_prompts({1, 23, 24, 25, 47, 48, 49, 121}), h, 114);
+  check_hopper({{50, 77}, {24, 1000}, {97, 97}}, h, 115);
 }
 
 TEST(HopperPrefillAttentionCuda, RaggedBatchOfFreshPromptsAroundTheQueryTile) {
@@ -191,7 +203,7 @@ TEST(HopperPrefillAttentionCuda, LongPromptOf8192Tokens) {
   check_hopper({{64, 8192}}, h, 111);
 }
 
-// Shapes breaking one of the Hopper kernel's rules (head dim 128, Hq / Hkv a power of two <= 16,
+// Shapes breaking one of the Hopper kernel's rules (head dim 128, Hq / Hkv <= 16,
 // block_size % 16 == 0) take kMma whatever the device; decided from the shape alone, so this
 // runs without a GPU too.
 TEST(HopperPrefillAttentionCuda, ShapesOutsideItsRulesTakeTheMmaKernel) {
@@ -202,9 +214,9 @@ TEST(HopperPrefillAttentionCuda, ShapesOutsideItsRulesTakeTheMmaKernel) {
     const char* why;
   };
   const Unsupported shapes[] = {
-      {64, 16, 8, 256, "head dim 64"}, {128, 24, 8, 256, "Hq/Hkv 3"},
-      {128, 3, 1, 256, "Hq/Hkv 3"},    {128, 32, 1, 256, "Hq/Hkv 32 > 16"},
-      {128, 16, 8, 8, "block size 8"}, {128, 16, 8, 24, "block size 24"}};
+      {64, 16, 8, 256, "head dim 64"},     {128, 17, 1, 256, "Hq/Hkv 17 > 16"},
+      {128, 32, 1, 256, "Hq/Hkv 32 > 16"}, {128, 16, 8, 8, "block size 8"},
+      {128, 16, 8, 24, "block size 24"},   {128, 20, 8, 256, "Hq not a multiple of Hkv"}};
   for (const Unsupported& u : shapes) {
     EXPECT_FALSE(hopper_prefill_supports(u.d, u.hq, u.hkv, u.bs)) << u.why;
     EXPECT_STREQ(
