@@ -52,10 +52,9 @@ class Qwen3Attention {
     o_proj_.forward(out, attn, ctx, output);
   }
 
-  // Whether prefill steps' attention takes the Hopper kernel (kernels/attention.h) with its
-  // 128-row tiles full (Hq / Hkv a power of two, where the piece-by-piece rule was measured), and
-  // its CTAs over one sequence of `rows` queries.
-  bool prefill_takes_full_hopper_tiles() const;
+  // Whether prefill steps' attention takes the Hopper kernel (kernels/attention.h), and its CTAs
+  // over one sequence of `rows` queries.
+  bool prefill_takes_hopper() const;
   int64_t hopper_prefill_ctas(int64_t rows) const;
   int64_t q_width() const { return qkv_proj_.num_heads() * head_dim_; }
   int64_t qkv_width() const { return qkv_proj_.out_features(); }

@@ -51,16 +51,15 @@ class PrefillOverlap {
   // Attention piece by piece (Qwen3ForCausalLM::run_layers_overlapped) pays where a sum is
   // costly beside the GEMMs (from 4 ranks) and each piece's attention fills the GPU's waves: 32k
   // prompts on 4 H200s took 0.913-0.917x the time with it for the 8B shape at tp 4 (128 CTAs a
-  // piece on 132 SMs) and 0.93x for the 0.6B (256), but 1.066x for the 4B (172: 1.3 waves) and
-  // 1.034x for the 14B (Hq / Hkv 5: then the mma.sync kernel), 1.005-1.015x for the 8B at tp 2 and
-  // the same time for the 0.6B (bench/results/h200x4-2026-11-28-issue31_piece_attention_tp4.txt).
+  // piece on 132 SMs), 0.93x for the 0.6B (256) and 0.93x for the 14B (126, the Hopper kernel's
+  // padded tiles of Hq / Hkv 5), but 1.066x for the 4B (172: 1.3 waves), 1.005-1.015x for the 8B
+  // at tp 2 and the same time for the 0.6B (bench/results/h200x4-2026-11-28-*.txt).
   static constexpr int kPieceAttentionFromRanks = 4;
   static constexpr double kPieceAttentionMinWaveFill = 0.9;
   // Whether a step at `ranks` ranks runs attention piece by piece under `choice`: "on" yes, "off"
   // no, "auto" from kPieceAttentionFromRanks ranks where the Hopper prefill kernel takes the
-  // shape with full tiles (`hopper`: Qwen3Attention::prefill_takes_full_hopper_tiles; padded
-  // tiles are unmeasured) and a piece's `piece_ctas` CTAs fill at least
-  // kPieceAttentionMinWaveFill of the waves they take on `sms` SMs. Pure.
+  // shape (`hopper`) and a piece's `piece_ctas` CTAs fill at least kPieceAttentionMinWaveFill of
+  // the waves they take on `sms` SMs. Pure.
   static bool attention_by_piece(std::string_view choice, int ranks, bool hopper,
                                  int64_t piece_ctas, int sms);
   // The same under NANOVLLM_PREFILL_PIECE_ATTENTION (read once; unset is "auto").

@@ -72,8 +72,11 @@ TEST(PrefillOverlapPieceAttention, AutoTakesItFromFourRanksWhereEachPieceFillsIt
   // The 4B at tp 4 (8 q / 2 kv, 2,736 rows): 172 CTAs, 1.3 waves, lost.
   EXPECT_EQ(piece_ctas(2560, 8, 2), 172);
   EXPECT_FALSE(PrefillOverlap::attention_by_piece("auto", 4, true, piece_ctas(2560, 8, 2), kSms));
-  // The 14B at tp 4 takes the mma.sync kernel (10 q / 2 kv heads), lost.
-  EXPECT_FALSE(PrefillOverlap::attention_by_piece("auto", 4, false, 128, kSms));
+  // The 14B at tp 4 (10 q / 2 kv: G 5, the Hopper kernel's padded tiles of 24 positions; 1,504
+  // rows): 126 CTAs, gained. Under the mma.sync kernel (before G 5 took the Hopper one) it lost.
+  EXPECT_EQ(piece_ctas(5120, 10, 2), 126);
+  EXPECT_TRUE(PrefillOverlap::attention_by_piece("auto", 4, true, piece_ctas(5120, 10, 2), kSms));
+  EXPECT_FALSE(PrefillOverlap::attention_by_piece("auto", 4, false, 126, kSms));
   // Two ranks keep one attention a layer (the 8B at tp 2: 256 CTAs a piece, lost).
   EXPECT_FALSE(PrefillOverlap::attention_by_piece("auto", 2, true, piece_ctas(4096, 16, 4), kSms));
   EXPECT_TRUE(PrefillOverlap::attention_by_piece("auto", 8, true, 264, kSms));
