@@ -132,8 +132,8 @@ void Qwen3Attention::attend_stored(const AttentionMetadata& meta, const TensorVi
 }
 
 bool Qwen3Attention::prefill_takes_hopper() const {
-  return k_cache_.data != nullptr &&
-         k_cache_.device == Device::kCuda && k_cache_.dtype == DType::kBf16 &&
+  return k_cache_.data != nullptr && k_cache_.device == Device::kCuda &&
+         k_cache_.dtype == DType::kBf16 &&
          kernels::cuda::prefill_attention_kernel(head_dim_, qkv_proj_.num_heads(), num_kv_heads(),
                                                  k_cache_.size(1)) ==
              kernels::cuda::PrefillKernel::kHopper;

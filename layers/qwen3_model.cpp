@@ -182,9 +182,9 @@ void Qwen3ForCausalLM::run_layers_overlapped(const std::vector<int64_t>& cuts,
   const Qwen3Attention& attn0 = layers_.front()->self_attn();
   const bool rows_apart =
       m.lead_rows == 0 && !fp8_cuda_cache_ &&
-      PrefillOverlap::attention_by_piece(
-          comm_->world_size(), attn0.prefill_takes_hopper(),
-          attn0.hopper_prefill_ctas(cuts[1] - cuts[0]), kernels::cuda::multiprocessor_count());
+      PrefillOverlap::attention_by_piece(comm_->world_size(), attn0.prefill_takes_hopper(),
+                                         attn0.hopper_prefill_ctas(cuts[1] - cuts[0]),
+                                         kernels::cuda::multiprocessor_count());
   TensorView seqlens;  // [n, 2, B + 1]: piece p's cu_seqlens_q and _k
   const auto piece_seqlens = [&](int p) {
     return seqlens.slice_rows(p, p + 1).reshape({2, seqlens.size(2)});
