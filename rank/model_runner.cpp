@@ -15,6 +15,7 @@
 #include "layers/checkpoint.h"
 #include "rank/cuda_exec_resources.h"
 #include "rank/cuda_graph_runner.h"
+#include "rank/decode_trace_window.h"
 #include "rank/gpu_memory_budget.h"
 #include "rank/model_runner_inputs.h"
 #include "rank/prefill_attention_split.h"
@@ -107,6 +108,7 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
   startup_.load_s = seconds_since(phase_start);
   phase_start = std::chrono::steady_clock::now();
   const bool cuda_startup = device == Device::kCuda;
+  if (cuda_startup) trace_ = std::make_unique<DecodeTraceWindow>(tp_rank);
   const int blocks = cuda_startup ? agree_on_kv_blocks(options, warm_up(options, weights_bytes))
                                   : options.num_kv_blocks;
   allocate_kv_cache(blocks);
@@ -189,7 +191,9 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
   // ranks take it too (cmd.eager), so that every rank runs the same rows.
   if (graphs_ && !ctx_.phase_timer && !cmd.eager && cmd.kind == StepKind::kDecode &&
       graphs_->can_run(b)) {
+    trace_->before_replay(ctx_.stream, b);
     const DecodeGraphOutputs out = graphs_->replay(cmd, ctx_.stream);
+    trace_->after_replay(ctx_.stream, b);
     if (comm_->rank() != 0) return {};
     return {out.logits, out.out_tokens};
   }

@@ -26,6 +26,7 @@ namespace nanovllm {
 
 class CudaExecResources;
 class CudaGraphRunner;
+class DecodeTraceWindow;
 class SlotSamplingState;
 struct GpuMemoryBudget;
 
@@ -156,6 +157,7 @@ class ModelRunner final : public StepExecutor {
   std::unique_ptr<SlotSamplingState> sampling_;  // per-slot parameters (workers: draw ones)
   bool sample_from_shards_ = false;              // --tp > 1 and not turned off
   std::unique_ptr<CudaGraphRunner> graphs_;      // decode graphs; destroyed first
+  std::unique_ptr<DecodeTraceWindow> trace_;     // the kernel timeline's window (CUDA only)
   // Step timing (CUDA events, model_runner.cpp); null while off.
   struct StepEvents;
   std::unique_ptr<StepEvents> step_events_;

@@ -11,6 +11,7 @@ namespace {
 template <bool VEC>
 __global__ void silu_and_mul_kernel(bf16* __restrict__ out, int64_t out_stride,
                                     const bf16* __restrict__ x, int64_t x_stride, int inter) {
+  NANOVLLM_TRACE_SCOPE(trace::kSiluMul, x);
   wait_for_previous_grid();  // when launched early: x is the previous kernel's output
   allow_next_grid();
   const int t = blockIdx.y;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kernels/check.h"
+#include "kernels/cuda/kernel_trace.cuh"
 #include "kernels/tensor.h"
 
 namespace nanovllm::kernels::cuda {
@@ -90,6 +91,7 @@ inline int ceil_div(int64_t a, int64_t b) {
 // gpu_generation preemption check caught exactly that (see skinny_gemm_kernel.cuh's load_x16).
 __device__ __forceinline__ void wait_for_previous_grid() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  NANOVLLM_TRACE_WAITED();
 }
 __device__ __forceinline__ void allow_next_grid() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");

@@ -78,6 +78,7 @@ constexpr int kMinCtas = MMA ? 4 : (G <= 4 ? 4 : 2);
 template <int D, int G, int FP8, bool MMA>
 __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     decode_whole_kernel(const DecodeArgs a) {
+  NANOVLLM_TRACE_SCOPE(trace::kDecodeWhole, a.k_cache);
   decode::wait_then_allow_next();
   __shared__ float4 smem[Layout<D>::kSmemBytes / 16];
   const int hk = blockIdx.x, b = blockIdx.y;
@@ -92,6 +93,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
 template <int D, int G, int FP8, bool MMA, int C>
 __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     decode_cluster_kernel(const DecodeArgs a) {
+  NANOVLLM_TRACE_SCOPE(trace::kDecodeCluster, a.k_cache);
   __shared__ float4 smem[Layout<D>::kSmemBytes / 16];
   decode::attend_in_cluster<D, G, C>(
       a, smem,
@@ -116,6 +118,7 @@ __device__ void zero_padding_rows(const DecodeArgs& a) {
 template <int D, int G, bool kFused, int FP8, bool MMA, bool kStream>
 __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     decode_split_kernel(const DecodeArgs a) {
+  NANOVLLM_TRACE_SCOPE(trace::kDecodeSplit, a.k_cache);
   static_assert(!kStream || (FP8 && MMA && G <= 2));
   using L = Layout<D>;
   // The plan and the first piece's cache tiles go before the wait for the previous kernel
@@ -190,6 +193,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
 // begins in its range and goes on past it, if there is one (a group's first CTA is unique).
 template <int D, int G>
 __global__ void __launch_bounds__(kThreads) decode_merge_kernel(const DecodeArgs a) {
+  NANOVLLM_TRACE_SCOPE(trace::kDecodeMerge, a.k_cache);
   decode::wait_then_allow_next();
   __shared__ float4 stage[kThreads * 24 / 16];  // merge_group's slices
   __shared__ PlanSmem ps;

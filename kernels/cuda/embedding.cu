@@ -13,6 +13,7 @@ __global__ void embedding_kernel(bf16* __restrict__ out, int64_t out_stride,
                                  const int32_t* __restrict__ ids, const bf16* __restrict__ weight,
                                  int64_t w_stride, int64_t vocab_start, int64_t vocab_size,
                                  int hidden) {
+  NANOVLLM_TRACE_SCOPE(trace::kEmbedding, weight);
   const int t = blockIdx.x;
   const int64_t row = static_cast<int64_t>(ids[t]) - vocab_start;
   const bool inside = row >= 0 && row < vocab_size;

@@ -40,6 +40,7 @@ template <int N, bool VEC, int THREADS>
 __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
     one_shot_kernel(typename Unit<VEC>::T* io, int64_t units, int64_t per_block,
                     PeerAllReduceBuffers b) {
+  NANOVLLM_TRACE_SCOPE(trace::kPeerAllReduce, io);
   using U = typename Unit<VEC>::T;
   const uint32_t call = next_call(b);
   const int64_t begin = blockIdx.x * per_block;
@@ -67,6 +68,7 @@ template <int N, bool VEC, int THREADS>
 __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
     two_shot_kernel(typename Unit<VEC>::T* io, int64_t units, int64_t part, int64_t sub,
                     PeerAllReduceBuffers b) {
+  NANOVLLM_TRACE_SCOPE(trace::kPeerAllReduce, io);
   using U = typename Unit<VEC>::T;
   const uint32_t call = next_call(b);
   U* mine = staging<U>(b, b.rank, call);
@@ -103,6 +105,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
 template <int N, int THREADS>
 __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
     push_kernel(uint4* io, int64_t units, int64_t per_block, PeerAllReduceBuffers b) {
+  NANOVLLM_TRACE_SCOPE(trace::kPeerAllReduce, io);
   const uint32_t call = next_call(b);
   const int64_t begin = blockIdx.x * per_block;
   const int64_t end = min(units, begin + per_block);
@@ -121,6 +124,7 @@ template <int N, int THREADS>
 __global__ void __launch_bounds__(THREADS, kMinBlocks<THREADS>)
     push_two_shot_kernel(uint4* io, int64_t units, int64_t part, int64_t sub,
                          PeerAllReduceBuffers b) {
+  NANOVLLM_TRACE_SCOPE(trace::kPeerAllReduce, io);
   const uint32_t call = next_call(b);
   int64_t begin, end;
   // Scatter: part p of this rank's message to slot `rank` of rank p's scatter region.

@@ -35,6 +35,7 @@ __global__ void __launch_bounds__(kNormThreads)
     add_rms_norm_kernel(bf16* x, int64_t x_stride, bf16* residual, int64_t r_stride,
                         const bf16* __restrict__ weight, int64_t rows, int hidden, float eps,
                         PeerAllReduceBuffers b) {
+  NANOVLLM_TRACE_SCOPE(trace::kPeerAllReduceNorm, weight);
   const uint32_t call = next_call(b);
   for (int64_t t = blockIdx.x; t < rows; t += gridDim.x)
     for (int i = threadIdx.x * 8; i < hidden; i += kNormThreads * 8) {

@@ -16,6 +16,7 @@ template <bool VEC, bool FUSED>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* residual,
                     int64_t r_stride, const bf16* __restrict__ weight, int hidden, float eps) {
+  NANOVLLM_TRACE_SCOPE(trace::kRmsNorm, weight);
   // The next kernel (a projection, which only streams its weights before its own wait) may
   // launch now, so its weights are in flight while this one waits for x; allowing it only
   // after the wait put that stream on the critical path of every qkv and gate_up.

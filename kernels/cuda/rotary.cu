@@ -75,6 +75,7 @@ __device__ __forceinline__ void store_row(const RopeArgs& a, void* cache, int8_t
 // Work items per token: its q heads, its k heads, and (STORE) its v heads, in that order.
 template <int D, bool STORE, int FP8>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const RopeArgs a) {
+  NANOVLLM_TRACE_SCOPE(trace::kQkNormRope, a.k_cache);
   wait_for_previous_grid();  // launched early (launch_dependent): qkv is the previous kernel's
   allow_next_grid();
   constexpr int kPairs = D / 64;  // pairs per lane

@@ -75,6 +75,7 @@ struct Args {
 };
 
 __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
+  NANOVLLM_TRACE_SCOPE(trace::kSampler, nullptr);
   __shared__ Shared sh;
   const cg::cluster_group cluster = cg::this_cluster();
   const int row = blockIdx.y;

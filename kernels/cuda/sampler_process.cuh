@@ -184,6 +184,7 @@ __device__ __forceinline__ void process_dense(const float* x, const uint16_t* st
 // through the non-coherent path. sample_kernel is launched plainly after it, so it starts
 // once these writes are complete and visible.
 static __global__ void __launch_bounds__(kProcessThreads) process_logits_kernel(ProcessArgs a) {
+  NANOVLLM_TRACE_SCOPE(trace::kProcessLogits, nullptr);
   wait_for_previous_grid();
   const int row = static_cast<int>(blockIdx.y);
   const int32_t slot = a.slots[row];

@@ -123,6 +123,7 @@ template <int kRowTiles, int kNt, typename OutT, bool kSiluMul, bool kActOut = f
 __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kSiluMul>))
     skinny_gemm_kernel(const Params p) {
   static_assert(!(kSiluMul && kActOut), "one fused activation at a time");
+  NANOVLLM_TRACE_SCOPE(trace::kSkinnyGemm, p.w);
   constexpr int kRows = 16 * kRowTiles, kCols = 8 * kNt, kPitch = kRows + 4;
   constexpr int kOutRows = kActOut ? kRows / 2 : kRows;  // y rows a block writes
   // Chunks per loop step: 2 for one row tile, so every lane has >= 8 16-byte weight loads in
@@ -222,11 +223,15 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kSilu
     load_w(c);
     if (!waited) {
       asm volatile("griddepcontrol.wait;\n" ::: "memory");
+      NANOVLLM_TRACE_WAITED();
       waited = true;
     }
     mma_chunks(c);
   }
-  if (!waited) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if (!waited) {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    NANOVLLM_TRACE_WAITED();
+  }
 
   // Accumulator (r, j): c0, c1 = (row 16r + g, tokens 8j + 2t, +1), c2, c3 = row + 8.
   float* mine = partial + warp * kCols * kPitch;

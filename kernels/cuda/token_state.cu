@@ -19,6 +19,7 @@ struct Args {
 
 // Launched as a dependent grid (common.cuh): every access follows the wait.
 __global__ void __launch_bounds__(kThreads) scatter_token_state_kernel(Args a) {
+  NANOVLLM_TRACE_SCOPE(trace::kTokenState, nullptr);
   wait_for_previous_grid();
   const int e = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
   if (e >= a.count) return;

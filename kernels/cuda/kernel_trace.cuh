@@ -1,0 +1,117 @@
+// The device side of kernels/kernel_trace.h: the stamps a traced kernel makes, as macros that are
+// empty unless the build defines NANOVLLM_KERNEL_TRACE (so the default kernels are unchanged).
+//   NANOVLLM_TRACE_SCOPE(tag, key): at the top of a kernel; notes its start and, when the
+//     kernel's scope closes, writes the block's record (thread 0 of each block).
+//   NANOVLLM_TRACE_WAITED(): right after griddepcontrol.wait (common.cuh's
+//     wait_for_previous_grid does it for every kernel that calls it).
+#pragma once
+
+#include <cstdint>
+
+#ifdef NANOVLLM_KERNEL_TRACE
+#include <cuda_runtime_api.h>
+
+#include "kernels/kernel_trace.h"
+#endif
+
+namespace nanovllm::kernels::cuda::trace {
+
+// Which kernel a stamp is from (the report's names: scripts/kernel_trace_report.py).
+enum Tag : uint32_t {
+  kSkinnyGemm = 1,
+  kRmsNorm = 2,
+  kQkNormRope = 3,
+  kDecodeCluster = 4,
+  kDecodeSplit = 5,
+  kDecodeMerge = 6,
+  kDecodeWhole = 7,
+  kSiluMul = 8,
+  kPeerAllReduce = 9,
+  kPeerAllReduceNorm = 10,
+  kSampler = 11,
+  kTokenState = 12,
+  kEmbedding = 13,
+  kProcessLogits = 14,
+};
+
+#ifdef NANOVLLM_KERNEL_TRACE
+// One copy per translation unit (no relocatable device code): each attaches itself below.
+static __constant__ KernelTraceBuffers g_buffers;
+
+// Every stamp costs as little as it can on the kernel's path (thread 0 of each block): the
+// record's index is taken at the start (an atomic whose return is used only at the end), the
+// wait's time goes to a slot of this warp's place on the SM (a plain store), and the end writes
+// the one record of the block.
+__device__ __forceinline__ uint32_t sm_id() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t warp_slot() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%warpid;" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint64_t now_ns() {
+  uint64_t v;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
+  return v;
+}
+__device__ __forceinline__ uint64_t* wait_slot(const KernelTraceBuffers& b) {
+  return b.wait_ns + sm_id() * kKernelTraceWarpSlots + warp_slot();
+}
+
+__device__ __forceinline__ void stamp_wait() {
+  if (threadIdx.x + threadIdx.y + threadIdx.z != 0) return;
+  const KernelTraceBuffers b = g_buffers;
+  if (b.records != nullptr) *wait_slot(b) = now_ns();
+}
+
+struct Scope {
+  KernelTraceBuffers b;
+  uint64_t start = 0;
+  const void* key;
+  uint32_t tag, sm = 0, index = 0;
+  bool on;
+  __device__ Scope(uint32_t t, const void* k) : key(k), tag(t) {
+    on = threadIdx.x + threadIdx.y + threadIdx.z == 0;
+    if (!on) return;
+    start = now_ns();
+    b = g_buffers;
+    on = b.records != nullptr;
+    if (!on) return;
+    sm = sm_id();
+    *wait_slot(b) = 0;
+    index = atomicAdd(b.counts + sm, 1u);
+  }
+  __device__ ~Scope() {
+    if (!on) return;
+    const uint64_t end = now_ns();
+    const uint64_t waited = *wait_slot(b);
+    if (index >= b.per_sm) return;
+    KernelTraceRecord& r = b.records[static_cast<size_t>(sm) * b.per_sm + index];
+    r.start_ns = start;
+    r.key = reinterpret_cast<uint64_t>(key);
+    r.wait_ns = waited;
+    r.end_ns = end;
+    r.tag = tag;
+    r.block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    r.sm = sm;
+    r.grid = gridDim.x * gridDim.y * gridDim.z;
+  }
+};
+
+static void attach_module(const KernelTraceBuffers& b) {
+  cudaMemcpyToSymbol(g_buffers, &b, sizeof(b));
+}
+[[maybe_unused]] static const bool g_registered = register_kernel_trace_module(&attach_module);
+
+#define NANOVLLM_TRACE_SCOPE(tag, key) \
+  ::nanovllm::kernels::cuda::trace::Scope nanovllm_trace_scope_((tag), (key))
+#define NANOVLLM_TRACE_WAITED() ::nanovllm::kernels::cuda::trace::stamp_wait()
+#else
+#define NANOVLLM_TRACE_SCOPE(tag, key) ((void)0)
+#define NANOVLLM_TRACE_WAITED() ((void)0)
+#endif
+
+}  // namespace nanovllm::kernels::cuda::trace

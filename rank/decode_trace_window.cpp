@@ -1,0 +1,57 @@
+#include "rank/decode_trace_window.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "kernels/kernel_trace.h"
+
+namespace nanovllm {
+namespace {
+
+// Stamps a multiprocessor holds: a 0.6B batch-1 step makes about 1,600 an SM.
+constexpr unsigned int kStampsPerSm = 1u << 14;
+
+std::atomic<int> g_dumps{0};
+
+}  // namespace
+
+DecodeTraceWindow::DecodeTraceWindow(int rank) : rank_(rank) {
+  const std::string& dir = kernels::kernel_trace_dir();
+  if (dir.empty()) return;
+  if (!kernels::kernel_trace_built()) {
+    spdlog::warn(
+        "NANOVLLM_KERNEL_TRACE_DIR is set, but this build has no kernel stamps "
+        "(configure with -DNANOVLLM_KERNEL_TRACE=ON): no trace");
+    return;
+  }
+  kernels::kernel_trace_window(first_, last_, batch_);
+  const size_t modules = kernels::kernel_trace_attach(kStampsPerSm);
+  on_ = true;
+  spdlog::info("rank {}: kernel trace of decode replays {}..{}{} into {} ({} modules stamp)", rank_,
+               first_, last_, batch_ == 0 ? std::string() : " of batch " + std::to_string(batch_),
+               dir, modules);
+}
+
+void DecodeTraceWindow::before_replay(cudaStream_t stream, int64_t batch) {
+  if (on_ && (batch_ == 0 || batch == batch_) && replays_ == first_)
+    kernels::kernel_trace_reset(stream);
+}
+
+void DecodeTraceWindow::after_replay(cudaStream_t stream, int64_t batch) {
+  if (!on_ || (batch_ != 0 && batch != batch_)) return;
+  if (replays_++ != last_) return;
+  const std::string path = kernels::kernel_trace_dir() + "/trace_rank" + std::to_string(rank_) +
+                           "_pid" + std::to_string(getpid()) + "_" +
+                           std::to_string(g_dumps.fetch_add(1)) + ".bin";
+  const kernels::KernelTraceDumped d = kernels::kernel_trace_dump(stream, path);
+  spdlog::info(
+      "rank {}: kernel trace of decode replays {}..{} (batch {} at the last): {} stamps "
+      "({} dropped) in {}",
+      rank_, first_, last_, batch, d.stamps, d.dropped, path);
+}
+
+}  // namespace nanovllm
