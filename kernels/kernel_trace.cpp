@@ -125,9 +125,11 @@ KernelTraceDumped kernel_trace_dump(cudaStream_t stream, const std::string& path
   for (size_t i = 0; i < slots; ++i)
     out.write(reinterpret_cast<const char*>(records.data() + i * s.buffers.per_sm),
               static_cast<std::streamsize>(kept[i] * sizeof(KernelTraceRecord)));
+  out.flush();
+  if (!out) throw std::runtime_error("kernel trace: writing " + path + " failed");
   KernelTraceDumped d;
   for (unsigned int c : counts) {
-    d.stamps += std::min(c, s.buffers.per_sm);
+    d.records += std::min(c, s.buffers.per_sm);
     d.dropped += c > s.buffers.per_sm ? c - s.buffers.per_sm : 0;
   }
   return d;

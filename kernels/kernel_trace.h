@@ -3,8 +3,9 @@
 // timer when it starts, when its wait for the previous kernel returns (programmatic dependent
 // launch) and when it ends, so a replayed graph shows each node's start, wait and end, which
 // neither per-kernel profiles (kernels alone) nor knock-outs (a node's cost, not its parts) give.
-// Compiled in only with the CMake option NANOVLLM_KERNEL_TRACE (a build apart: the stamps cost
-// atomics); the default build has none of it. scripts/kernel_trace_report.py reads the dumps.
+// Compiled in only with the CMake option NANOVLLM_KERNEL_TRACE (a build apart: the stamps slow
+// the step, kernels/cuda/kernel_trace.cuh says how much); the default build has none of it.
+// scripts/kernel_trace_report.py reads the dumps.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -58,17 +59,17 @@ const std::string& kernel_trace_dir();
 // replays of N rows count.
 void kernel_trace_window(int& first, int& last, int64_t& batch);
 
-// Allocates the buffers (per_sm stamps a multiprocessor) and points every registered module at
-// them; call before any graph capture (it copies to device symbols). Idempotent. Returns the
+// Allocates the buffers (per_sm block records a multiprocessor) and points every registered module
+// at them; call before any graph capture (it copies to device symbols). Idempotent. Returns the
 // number of modules attached.
 size_t kernel_trace_attach(unsigned int per_sm);
-// Forgets the stamps so far (stream-ordered).
+// Forgets the records so far (stream-ordered).
 void kernel_trace_reset(cudaStream_t stream);
 // Waits for `stream`, then writes the records to `path`: a header line "nanovllm-kernel-trace
 // v2 sms=N", then N counts (uint32, each at most the records an SM holds) and each SM's
 // records in turn. Returns the records written and those that found their SM's buffer full.
 struct KernelTraceDumped {
-  size_t stamps = 0, dropped = 0;
+  size_t records = 0, dropped = 0;
 };
 KernelTraceDumped kernel_trace_dump(cudaStream_t stream, const std::string& path);
 

@@ -12,8 +12,8 @@
 namespace nanovllm {
 namespace {
 
-// Stamps a multiprocessor holds: a 0.6B batch-1 step makes about 1,600 an SM.
-constexpr unsigned int kStampsPerSm = 1u << 14;
+// Block records a multiprocessor holds: a 0.6B batch-1 step makes about 310 an SM.
+constexpr unsigned int kRecordsPerSm = 1u << 14;
 
 std::atomic<int> g_dumps{0};
 
@@ -29,7 +29,7 @@ DecodeTraceWindow::DecodeTraceWindow(int rank) : rank_(rank) {
     return;
   }
   kernels::kernel_trace_window(first_, last_, batch_);
-  const size_t modules = kernels::kernel_trace_attach(kStampsPerSm);
+  const size_t modules = kernels::kernel_trace_attach(kRecordsPerSm);
   on_ = true;
   spdlog::info("rank {}: kernel trace of decode replays {}..{}{} into {} ({} modules stamp)", rank_,
                first_, last_, batch_ == 0 ? std::string() : " of batch " + std::to_string(batch_),
@@ -49,9 +49,9 @@ void DecodeTraceWindow::after_replay(cudaStream_t stream, int64_t batch) {
                            std::to_string(g_dumps.fetch_add(1)) + ".bin";
   const kernels::KernelTraceDumped d = kernels::kernel_trace_dump(stream, path);
   spdlog::info(
-      "rank {}: kernel trace of decode replays {}..{} (batch {} at the last): {} stamps "
+      "rank {}: kernel trace of decode replays {}..{} (batch {} at the last): {} block records "
       "({} dropped) in {}",
-      rank_, first_, last_, batch, d.stamps, d.dropped, path);
+      rank_, first_, last_, batch, d.records, d.dropped, path);
 }
 
 }  // namespace nanovllm

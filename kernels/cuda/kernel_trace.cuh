@@ -38,10 +38,12 @@ enum Tag : uint32_t {
 // One copy per translation unit (no relocatable device code): each attaches itself below.
 static __constant__ KernelTraceBuffers g_buffers;
 
-// Every stamp costs as little as it can on the kernel's path (thread 0 of each block): the
-// record's index is taken at the start (an atomic whose return is used only at the end), the
-// wait's time goes to a slot of this warp's place on the SM (a plain store), and the end writes
-// the one record of the block.
+// Thread 0 of each block: the record's index is taken at the start (an atomic whose return is
+// used only at the end), the wait's time goes to a slot of this warp's place on the SM (a plain
+// store), and the end writes the block's one record. What it costs: the start reads g_buffers,
+// a constant-memory miss in every kernel's first block, ahead of the kernel's
+// launch_dependents, so each launch lets the next one go ~0.6 us later: a 0.6B batch-1 step
+// took 1.16x the default build's time (bench/results/h200-2026-11-28-issue33_kernel_timeline.txt).
 __device__ __forceinline__ uint32_t sm_id() {
   uint32_t v;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(v));
