@@ -40,10 +40,11 @@ static __constant__ KernelTraceBuffers g_buffers;
 
 // Thread 0 of each block: the record's index is taken at the start (an atomic whose return is
 // used only at the end), the wait's time goes to a slot of this warp's place on the SM (a plain
-// store), and the end writes the block's one record. What it costs: the start reads g_buffers,
-// a constant-memory miss in every kernel's first block, ahead of the kernel's
-// launch_dependents, so each launch lets the next one go ~0.6 us later: a 0.6B batch-1 step
-// took 1.16x the default build's time (bench/results/h200-2026-11-28-issue33_kernel_timeline.txt).
+// store), and the end writes the block's one record. What it costs: registers (the skinny GEMM
+// runs at its 64-register cap) and a read of g_buffers at each block's start and end; a 0.6B
+// batch-1 step took 1.13x the default build's time, 1.16x when the stamp held the buffers,
+// start, index and SM across the kernel
+// (bench/results/h200-2026-11-28-issue33_kernel_timeline.txt).
 __device__ __forceinline__ uint32_t sm_id() {
   uint32_t v;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(v));
@@ -69,32 +70,32 @@ __device__ __forceinline__ void stamp_wait() {
   if (b.records != nullptr) *wait_slot(b) = now_ns();
 }
 
+// Holds as few registers as it can across the kernel (the skinny GEMM runs at its 64-register
+// cap): the start time and the record's index; the buffers are read again at the end, the key
+// comes from the kernel's parameters and the SM from %smid.
 struct Scope {
-  KernelTraceBuffers b;
   uint64_t start = 0;
+  uint32_t index = 0xffffffffu;  // none: not thread 0, or tracing off
+  uint32_t tag;
   const void* key;
-  uint32_t tag, sm = 0, index = 0;
-  bool on;
-  __device__ Scope(uint32_t t, const void* k) : key(k), tag(t) {
-    on = threadIdx.x + threadIdx.y + threadIdx.z == 0;
-    if (!on) return;
+  __device__ Scope(uint32_t t, const void* k) : tag(t), key(k) {
+    if (threadIdx.x + threadIdx.y + threadIdx.z != 0) return;
+    const KernelTraceBuffers b = g_buffers;
+    if (b.records == nullptr) return;
     start = now_ns();
-    b = g_buffers;
-    on = b.records != nullptr;
-    if (!on) return;
-    sm = sm_id();
     *wait_slot(b) = 0;
-    index = atomicAdd(b.counts + sm, 1u);
+    index = atomicAdd(b.counts + sm_id(), 1u);
   }
   __device__ ~Scope() {
-    if (!on) return;
+    if (index == 0xffffffffu) return;
     const uint64_t end = now_ns();
-    const uint64_t waited = *wait_slot(b);
+    const KernelTraceBuffers b = g_buffers;
     if (index >= b.per_sm) return;
+    const uint32_t sm = sm_id();
     KernelTraceRecord& r = b.records[static_cast<size_t>(sm) * b.per_sm + index];
     r.start_ns = start;
     r.key = reinterpret_cast<uint64_t>(key);
-    r.wait_ns = waited;
+    r.wait_ns = *wait_slot(b);
     r.end_ns = end;
     r.tag = tag;
     r.block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
