@@ -15,8 +15,9 @@ the steps' first and last kernels one by one:
           work that runs in sequence
   span    from the previous launch's last block end to this one's: its share of the step
 
-Kernels we do not stamp (cuBLAS) show up inside the next stamped kernel's span.
-Usage: kernel_trace_report.py DUMP.bin [DUMP.bin ...]
+Kernels we do not stamp (cuBLAS) show up inside the next stamped kernel's span. --launches writes
+one CSV line a launch; --blocks STEP:PLACE,... prints the spread of those launches' blocks.
+Usage: kernel_trace_report.py DUMP.bin [DUMP.bin ...] [--launches CSV] [--blocks STEP:PLACES]
 """
 import argparse
 import array
@@ -136,7 +137,32 @@ def write_launches(steps, path):
                         f"{l['blocks']},{l['first_start'] - t0},{w},{l['last_end'] - t0}\n")
 
 
-def report(path, launches_csv=None):
+def quantiles(values):
+    """min / 10 % / median / 90 % / max of values, as text."""
+    v = sorted(values)
+    return " ".join(f"{v[int(f * (len(v) - 1))]:.2f}" for f in (0, 0.1, 0.5, 0.9, 1.0))
+
+
+def print_blocks(records, steps, step, places):
+    """The blocks of launches `places` of step `step`: when they started, came back from their
+    wait and ended (us from the step's first start), and each one's end minus its wait."""
+    s = steps[step]
+    t0 = s[0]["first_start"]
+    for p in places:
+        l = s[p]
+        rs = [x for x in records if x[4] == l["tag"] and x[1] == l["key"] and x[7] == l["grid"]
+              and l["first_start"] <= x[0] <= l["last_end"]]
+        print(f"  step {step} place {p} {TAGS.get(l['tag'], l['tag'])}: {len(rs)} blocks on "
+              f"{len({x[6] for x in rs})} SMs; min / 10 % / median / 90 % / max (us)")
+        print(f"    start      {quantiles((x[0] - t0) / 1e3 for x in rs)}")
+        waits = [x for x in rs if x[2]]
+        if waits:
+            print(f"    wait       {quantiles((x[2] - t0) / 1e3 for x in waits)}")
+            print(f"    end - wait {quantiles((x[3] - x[2]) / 1e3 for x in waits)}")
+        print(f"    end        {quantiles((x[3] - t0) / 1e3 for x in rs)}")
+
+
+def report(path, launches_csv=None, blocks=None):
     r = load(path)
     steps = steps_of(launches_of(r))
     if launches_csv:
@@ -171,15 +197,27 @@ def report(path, launches_csv=None):
         print(f"  {label:34s} {len(rs):4d} {mean('blocks'):6.0f} {fmt(mean('early'))} "
               f"{fmt(mean('wait'))} {fmt(mean('after'))} {fmt(span)}")
     print(f"  a layer's spans sum to {layer_sum:.2f} us ({layers - 1} layers averaged)")
+    if blocks:
+        step, places = blocks
+        print_blocks(r, steps, step, places)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dumps", nargs="+")
     ap.add_argument("--launches", help="also write every launch of the first dump to this CSV")
+    ap.add_argument("--blocks", metavar="STEP:PLACE[,PLACE...]",
+                    help="also the blocks of these launches (places as in the CSV)")
     args = ap.parse_args()
+    blocks = None
+    if args.blocks:
+        step, _, places = args.blocks.partition(":")
+        try:
+            blocks = (int(step), [int(p) for p in places.split(",")])
+        except ValueError:
+            ap.error(f"--blocks {args.blocks}: expected STEP:PLACE[,PLACE...], e.g. 1:51,52")
     for i, path in enumerate(args.dumps):
-        report(path, args.launches if i == 0 else None)
+        report(path, args.launches if i == 0 else None, blocks)
 
 
 if __name__ == "__main__":

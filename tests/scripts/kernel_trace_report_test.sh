@@ -59,4 +59,11 @@ grep -q "a layer's spans sum to 24.50 us (2 layers averaged)" <<<"$out" || fail 
 # The last layer and the LM head are the tail, one by one.
 grep -qE "^  tail  8 skinny_gemm +2 +32 .* 80\.00 +80\.50$" <<<"$out" || fail "LM head in the tail"
 [ "$(wc -l < "$dir/launches.csv")" -eq 53 ] || fail "one CSV line a launch (52) and a header"
+# The blocks of step 1's first down projection (place 6): 16 blocks, each waiting 0.5 us after
+# the previous launch's end and ending 6 us later, but the last, which ends 0.1 us after them.
+blocks=$(python3 "$script" "$dir/trace.bin" --blocks 1:6)
+echo "$blocks" | tail -5
+grep -q "step 1 place 6 skinny_gemm: 16 blocks on 4 SMs" <<<"$blocks" || fail "--blocks header"
+grep -qE "^    end - wait 5\.90 5\.90 5\.90 5\.90 6\.00$" <<<"$blocks" || fail "--blocks end - wait"
+python3 "$script" "$dir/trace.bin" --blocks 1-6 2>/dev/null && fail "--blocks 1-6 was taken"
 echo "kernel_trace_report_test: ok"
