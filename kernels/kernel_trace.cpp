@@ -53,25 +53,21 @@ const std::string& kernel_trace_dir() {
   return dir;
 }
 
-void kernel_trace_window(int& first, int& last, int64_t& batch) {
-  first = 8;
-  last = 11;
-  batch = 0;
+KernelTraceWindow kernel_trace_window() {
+  KernelTraceWindow w;
   if (const char* n = std::getenv("NANOVLLM_KERNEL_TRACE_BATCH"); n != nullptr && *n != '\0') {
     char* end = nullptr;
-    batch = std::strtoll(n, &end, 10);
-    if (*end != '\0' || batch < 0)
+    w.batch = std::strtoll(n, &end, 10);
+    if (*end != '\0' || w.batch < 0)
       throw std::invalid_argument(std::string("NANOVLLM_KERNEL_TRACE_BATCH=") + n +
                                   ": expected a batch size");
   }
   const char* v = std::getenv("NANOVLLM_KERNEL_TRACE_STEPS");
-  if (v == nullptr || *v == '\0') return;
-  int a = 0, b = 0;
-  if (std::sscanf(v, "%d:%d", &a, &b) != 2 || a < 0 || b < a)
+  if (v == nullptr || *v == '\0') return w;
+  if (std::sscanf(v, "%d:%d", &w.first, &w.last) != 2 || w.first < 0 || w.last < w.first)
     throw std::invalid_argument(std::string("NANOVLLM_KERNEL_TRACE_STEPS=") + v +
                                 ": expected FIRST:LAST, 0 <= FIRST <= LAST");
-  first = a;
-  last = b;
+  return w;
 }
 
 size_t kernel_trace_attach(unsigned int per_sm) {
@@ -108,30 +104,34 @@ KernelTraceDumped kernel_trace_dump(cudaStream_t stream, const std::string& path
   CUDA_CHECK(cudaStreamSynchronize(stream));
   const size_t slots = static_cast<size_t>(2 * s.sms);
   std::vector<unsigned int> counts(slots);
-  std::vector<KernelTraceRecord> records(slots * s.buffers.per_sm);
   CUDA_CHECK(cudaMemcpy(counts.data(), s.buffers.counts, slots * sizeof(unsigned int),
                         cudaMemcpyDeviceToHost));
-  CUDA_CHECK(cudaMemcpy(records.data(), s.buffers.records,
-                        records.size() * sizeof(KernelTraceRecord), cudaMemcpyDeviceToHost));
+  // Each SM's records as far as it wrote them (at most per_sm; the rest were dropped).
+  KernelTraceDumped d;
+  std::vector<unsigned int> kept(slots);
+  for (size_t i = 0; i < slots; ++i) {
+    kept[i] = std::min(counts[i], s.buffers.per_sm);
+    d.records += kept[i];
+    d.dropped += counts[i] - kept[i];
+  }
+  std::vector<KernelTraceRecord> records(d.records);
+  size_t at = 0;
+  for (size_t i = 0; i < slots; ++i) {
+    CUDA_CHECK(cudaMemcpy(records.data() + at, s.buffers.records + i * s.buffers.per_sm,
+                          kept[i] * sizeof(KernelTraceRecord), cudaMemcpyDeviceToHost));
+    at += kept[i];
+  }
   std::ofstream out(path, std::ios::binary);
   if (!out) throw std::runtime_error("kernel trace: cannot write " + path);
   char header[128];
   const int n = std::snprintf(header, sizeof(header), "nanovllm-kernel-trace v2 sms=%zu\n", slots);
   out.write(header, n);
-  std::vector<unsigned int> kept(slots);
-  for (size_t i = 0; i < slots; ++i) kept[i] = std::min(counts[i], s.buffers.per_sm);
   out.write(reinterpret_cast<const char*>(kept.data()),
             static_cast<std::streamsize>(kept.size() * sizeof(unsigned int)));
-  for (size_t i = 0; i < slots; ++i)
-    out.write(reinterpret_cast<const char*>(records.data() + i * s.buffers.per_sm),
-              static_cast<std::streamsize>(kept[i] * sizeof(KernelTraceRecord)));
+  out.write(reinterpret_cast<const char*>(records.data()),
+            static_cast<std::streamsize>(records.size() * sizeof(KernelTraceRecord)));
   out.flush();
   if (!out) throw std::runtime_error("kernel trace: writing " + path + " failed");
-  KernelTraceDumped d;
-  for (unsigned int c : counts) {
-    d.records += std::min(c, s.buffers.per_sm);
-    d.dropped += c > s.buffers.per_sm ? c - s.buffers.per_sm : 0;
-  }
   return d;
 }
 

@@ -54,10 +54,14 @@ bool kernel_trace_built();
 // NANOVLLM_KERNEL_TRACE_DIR (read once): where dumps go; empty: tracing off (and in a build
 // without the stamps, whatever it says: the runner warns).
 const std::string& kernel_trace_dir();
-// NANOVLLM_KERNEL_TRACE_STEPS=FIRST:LAST (default 8:11): the decode graph replays of a runner
-// (counted from 0) that one dump covers; NANOVLLM_KERNEL_TRACE_BATCH=N (default 0: any): only
-// replays of N rows count.
-void kernel_trace_window(int& first, int& last, int64_t& batch);
+// The decode graph replays of a runner (counted from 0) that one dump covers:
+// NANOVLLM_KERNEL_TRACE_STEPS=FIRST:LAST (default 8:11); NANOVLLM_KERNEL_TRACE_BATCH=N (default
+// 0: any): only replays of N rows count. std::invalid_argument naming the variable otherwise.
+struct KernelTraceWindow {
+  int first = 8, last = 11;
+  int64_t batch = 0;
+};
+KernelTraceWindow kernel_trace_window();
 
 // Allocates the buffers (per_sm block records a multiprocessor) and points every registered module
 // at them; call before any graph capture (it copies to device symbols). Idempotent. Returns the

@@ -28,22 +28,23 @@ DecodeTraceWindow::DecodeTraceWindow(int rank) : rank_(rank) {
         "(configure with -DNANOVLLM_KERNEL_TRACE=ON): no trace");
     return;
   }
-  kernels::kernel_trace_window(first_, last_, batch_);
+  window_ = kernels::kernel_trace_window();
   const size_t modules = kernels::kernel_trace_attach(kRecordsPerSm);
   on_ = true;
   spdlog::info("rank {}: kernel trace of decode replays {}..{}{} into {} ({} modules stamp)", rank_,
-               first_, last_, batch_ == 0 ? std::string() : " of batch " + std::to_string(batch_),
+               window_.first, window_.last,
+               window_.batch == 0 ? std::string() : " of batch " + std::to_string(window_.batch),
                dir, modules);
 }
 
 void DecodeTraceWindow::before_replay(cudaStream_t stream, int64_t batch) {
-  if (on_ && (batch_ == 0 || batch == batch_) && replays_ == first_)
+  if (on_ && (window_.batch == 0 || batch == window_.batch) && replays_ == window_.first)
     kernels::kernel_trace_reset(stream);
 }
 
 void DecodeTraceWindow::after_replay(cudaStream_t stream, int64_t batch) {
-  if (!on_ || (batch_ != 0 && batch != batch_)) return;
-  if (replays_++ != last_) return;
+  if (!on_ || (window_.batch != 0 && batch != window_.batch)) return;
+  if (replays_++ != window_.last) return;
   const std::string path = kernels::kernel_trace_dir() + "/trace_rank" + std::to_string(rank_) +
                            "_pid" + std::to_string(getpid()) + "_" +
                            std::to_string(g_dumps.fetch_add(1)) + ".bin";
@@ -51,7 +52,7 @@ void DecodeTraceWindow::after_replay(cudaStream_t stream, int64_t batch) {
   spdlog::info(
       "rank {}: kernel trace of decode replays {}..{} (batch {} at the last): {} block records "
       "({} dropped) in {}",
-      rank_, first_, last_, batch, d.records, d.dropped, path);
+      rank_, window_.first, window_.last, batch, d.records, d.dropped, path);
 }
 
 }  // namespace nanovllm

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "kernels/kernel_trace.h"
+
 namespace nanovllm {
 
 class DecodeTraceWindow {
@@ -23,9 +25,8 @@ class DecodeTraceWindow {
  private:
   bool on_ = false;
   int rank_ = 0;
-  int first_ = 0, last_ = 0;
-  int64_t batch_ = 0;  // only replays of this many rows count (0: any)
-  int replays_ = 0;    // decode graph replays (of batch_ rows) so far
+  kernels::KernelTraceWindow window_;
+  int replays_ = 0;  // decode graph replays (of window_.batch rows) so far
 };
 
 }  // namespace nanovllm

@@ -34,7 +34,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <string>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/common.cuh"
@@ -46,9 +45,9 @@
 #include "kernels/cuda/decode_attention_mma.cuh"
 #include "kernels/cuda/decode_attention_plan.cuh"
 #include "kernels/cuda/decode_attention_stream.cuh"
+#include "kernels/cuda/decode_attention_switches.h"
 #include "kernels/cuda/decode_attention_tile.cuh"
 #include "kernels/cuda/dispatch.cuh"
-#include "kernels/env_choice.h"
 
 namespace nanovllm::kernels::cuda {
 namespace {
@@ -257,18 +256,6 @@ void dispatch_group(int64_t group, F&& f) {
   }
 }
 
-// NANOVLLM_DECODE_WALK=pieces|stream|auto (read once) overrides kAuto, for whole-run
-// comparisons of the walks.
-DecodeWalk walk_from_env() {
-  static const DecodeWalk walk = [] {
-    const std::string v = env_choice("NANOVLLM_DECODE_WALK", {"pieces", "stream", "auto"});
-    return v == "pieces"   ? DecodeWalk::kPieces
-           : v == "stream" ? DecodeWalk::kStream
-                           : DecodeWalk::kAuto;
-  }();
-  return walk;
-}
-
 // Whether the split kernel streams a CTA's range through one ring (kStream) rather than piece
 // by piece: only the fp8 tensor-core path at G <= 2 has the streamed walk. It pays where CTAs
 // hold several short pieces (8 kv heads on an H200: 2048 x 128 231.5 -> 221.4 us, batch 256 at
@@ -282,27 +269,16 @@ bool stream_walk(DecodeWalk walk, int64_t batch, int64_t hkv, int64_t ctas) {
   if constexpr (!(FP8 && MMA && G <= 2)) {
     return false;
   } else {
-    if (walk == DecodeWalk::kAuto) walk = walk_from_env();
+    if (walk == DecodeWalk::kAuto) walk = decode_walk_from_env();
     if (walk != DecodeWalk::kAuto) return walk == DecodeWalk::kStream;
     return batch * hkv >= ctas;
   }
 }
 
-// NANOVLLM_DECODE_CLUSTER (read once): "auto" (unset), "off", "8" or "16".
-decode::ClusterChoice cluster_choice() {
-  static const decode::ClusterChoice c = [] {
-    const std::string v = env_choice("NANOVLLM_DECODE_CLUSTER", {"off", "8", "16", "auto"});
-    return v == "off"  ? decode::ClusterChoice::kOff
-           : v == "8"  ? decode::ClusterChoice::kForce8
-           : v == "16" ? decode::ClusterChoice::kForce16
-                       : decode::ClusterChoice::kAuto;
-  }();
-  return c;
-}
-
 // decode_attention_cluster_plan.h's rule on this device.
 decode::ClusterPlan cluster_plan(DecodeMerge merge, int64_t batch, int64_t hkv, int64_t cells) {
-  return decode::cluster_plan(merge, cluster_choice(), batch, hkv, cells, multiprocessor_count());
+  return decode::cluster_plan(merge, decode_cluster_choice(), batch, hkv, cells,
+                              multiprocessor_count());
 }
 
 // The cluster size a call takes, or 0 for the dealt split: under kAuto only for a context
@@ -418,15 +394,6 @@ void dispatch_shape(int64_t head_dim, int64_t group, F&& f) {
                     { dispatch_group(group, [&]<int G>() { f.template operator()<D, G>(); }); });
 }
 
-// The tensor-core path unless the process was started with NANOVLLM_DECODE_ATTENTION=lanes
-// (read once): whole-run comparisons of the two, and a way around the new kernel should a shape
-// misbehave. Any value but lanes, mma or auto stops the run at its first decode, naming it.
-bool lanes_forced() {
-  static const bool forced =
-      env_choice("NANOVLLM_DECODE_ATTENTION", {"lanes", "mma", "auto"}) == "lanes";
-  return forced;
-}
-
 }  // namespace
 
 const char* decode_kernel_name(DecodeKernel kernel) {
@@ -443,8 +410,8 @@ bool mma_decode_supports(int64_t head_dim, int64_t hq, int64_t hkv) {
 }
 
 DecodeKernel decode_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv) {
-  return mma_decode_supports(head_dim, hq, hkv) && !lanes_forced() ? DecodeKernel::kMma
-                                                                   : DecodeKernel::kLanes;
+  return mma_decode_supports(head_dim, hq, hkv) && !decode_lanes_forced() ? DecodeKernel::kMma
+                                                                          : DecodeKernel::kLanes;
 }
 
 bool decode_cluster_fits(int64_t batch, int64_t hkv, int64_t cells) {

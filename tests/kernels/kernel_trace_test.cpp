@@ -18,27 +18,23 @@ constexpr const char* kBatch = "NANOVLLM_KERNEL_TRACE_BATCH";
 TEST(KernelTraceWindow, UnsetCoversReplaysEightToElevenOfAnyBatch) {
   unsetenv(kSteps);
   unsetenv(kBatch);
-  int first = -1, last = -1;
-  int64_t batch = -1;
-  kernels::kernel_trace_window(first, last, batch);
-  EXPECT_EQ(first, 8);
-  EXPECT_EQ(last, 11);
-  EXPECT_EQ(batch, 0);
+  const kernels::KernelTraceWindow w = kernels::kernel_trace_window();
+  EXPECT_EQ(w.first, 8);
+  EXPECT_EQ(w.last, 11);
+  EXPECT_EQ(w.batch, 0);
 }
 
 TEST(KernelTraceWindow, StepsAndBatchAreTakenAsGiven) {
   setenv(kSteps, "4:7", 1);
   setenv(kBatch, "16", 1);
-  int first = -1, last = -1;
-  int64_t batch = -1;
-  kernels::kernel_trace_window(first, last, batch);
-  EXPECT_EQ(first, 4);
-  EXPECT_EQ(last, 7);
-  EXPECT_EQ(batch, 16);
+  kernels::KernelTraceWindow w = kernels::kernel_trace_window();
+  EXPECT_EQ(w.first, 4);
+  EXPECT_EQ(w.last, 7);
+  EXPECT_EQ(w.batch, 16);
   setenv(kSteps, "5:5", 1);  // one replay
-  kernels::kernel_trace_window(first, last, batch);
-  EXPECT_EQ(first, 5);
-  EXPECT_EQ(last, 5);
+  w = kernels::kernel_trace_window();
+  EXPECT_EQ(w.first, 5);
+  EXPECT_EQ(w.last, 5);
   unsetenv(kSteps);
   unsetenv(kBatch);
 }
@@ -46,10 +42,8 @@ TEST(KernelTraceWindow, StepsAndBatchAreTakenAsGiven) {
 TEST(KernelTraceWindow, AWindowThatIsNoRangeOrABatchThatIsNoCountFailsNamingTheVariable) {
   const auto fails_naming = [](const char* var, const char* value) {
     setenv(var, value, 1);
-    int first = 0, last = 0;
-    int64_t batch = 0;
     try {
-      kernels::kernel_trace_window(first, last, batch);
+      kernels::kernel_trace_window();
       ADD_FAILURE() << var << "=" << value << " was taken";
     } catch (const std::invalid_argument& e) {
       const std::string m = e.what();
