@@ -1,5 +1,8 @@
 // Decode-size GEMMs of Qwen3-0.6B and Qwen3-8B: cuBLAS (kernels::cuda::linear) against every
-// config of kernels::cuda::skinny_gemm that supports the size, side by side.
+// config of kernels::cuda::skinny_gemm and of kernels::cuda::hopper_gemm (sm_90 only; not for
+// the fused silu input) that supports the size, side by side; for gate_up_proj also the Hopper
+// GEMM with the activation in its epilogue ("hopper-act": it writes [M, N/2], so its bytes
+// are counted as the plain GEMM's).
 //
 // Each figure is one CUDA graph of `calls` GEMMs launched several times (time_graph_us: the
 // median launch over the calls in it), as the decode graphs run them, so host launch gaps are
@@ -28,6 +31,7 @@
 
 #include "bench/kernel_bench_util.cuh"
 #include "kernels/activation.h"
+#include "kernels/hopper_gemm.h"
 #include "kernels/linear.h"
 #include "kernels/skinny_gemm.h"
 
@@ -126,6 +130,29 @@ void run(const Gemm& g, int64_t m, const ExecContext& base_ctx, const Machine& m
                             kernels::cuda::skinny_gemm(yv, xv, weights(i), none, cfg, s);
                         },
                         calls, mc.launches)});
+  std::vector<kernels::HopperGemmConfig> hopper_configs;
+  if (!g.silu_mul) hopper_configs = kernels::hopper_gemm_configs(m, g.n, g.k);
+  for (kernels::HopperGemmConfig& cfg : hopper_configs) cfg.pdl = true;  // as linear launches it
+  for (const kernels::HopperGemmConfig& cfg : hopper_configs)
+    rows.push_back({"hopper " + cfg.name(), time_graph_us(
+                                                [&](int i, cudaStream_t s) {
+                                                  kernels::cuda::hopper_gemm(yv, xv, weights(i),
+                                                                             none, cfg, s);
+                                                },
+                                                calls, mc.launches)});
+  const bool gate_up = std::strcmp(g.name, "gate_up_proj") == 0;
+  DeviceBuf act_out(gate_up ? m * g.n : 2);  // [M, N/2] bf16
+  const TensorView act_outv = cuda_view(act_out.ptr, DType::kBf16, {m, g.n / 2});
+  std::vector<kernels::HopperGemmConfig> act_configs;
+  if (gate_up) act_configs = kernels::hopper_gemm_configs(m, g.n / 2, g.k, true);
+  for (kernels::HopperGemmConfig& cfg : act_configs) cfg.pdl = true;
+  for (const kernels::HopperGemmConfig& cfg : act_configs)
+    rows.push_back({"hopper-act " + cfg.name(), time_graph_us(
+                                                    [&](int i, cudaStream_t s) {
+                                                      kernels::cuda::hopper_gemm_gate_up_act(
+                                                          act_outv, xv, weights(i), cfg, s);
+                                                    },
+                                                    calls, mc.launches)});
 
   const double flops = 2.0 * m * g.n * g.k;
   const double bytes = static_cast<double>(m * x_width * 2 + w_bytes + m * g.n * dtype_size(g.out));
@@ -150,12 +177,15 @@ void run(const Gemm& g, int64_t m, const ExecContext& base_ctx, const Machine& m
         shape, r.variant.c_str(), r.us, tflops, gbps, gbps / mc.copy_gbps, limit_us,
         limit_us / r.us, i == best ? "true" : "false");
   }
-  size_t best_skinny = 0;  // rows[0] is cuBLAS
-  for (size_t i = 1; i < rows.size(); ++i)
-    if (best_skinny == 0 || rows[i].us < rows[best_skinny].us) best_skinny = i;
-  if (best_skinny != 0)
-    std::printf("%-40s best %s: %.2fx cuBLAS's speed\n", shape, rows[best_skinny].variant.c_str(),
-                rows[0].us / rows[best_skinny].us);
+  for (const char* family : {"skinny ", "hopper "}) {  // rows[0] is cuBLAS
+    size_t best_of = 0;
+    for (size_t i = 1; i < rows.size(); ++i)
+      if (rows[i].variant.rfind(family, 0) == 0 && (best_of == 0 || rows[i].us < rows[best_of].us))
+        best_of = i;
+    if (best_of != 0)
+      std::printf("%-40s best %s: %.2fx cuBLAS's speed\n", shape, rows[best_of].variant.c_str(),
+                  rows[0].us / rows[best_of].us);
+  }
   std::fflush(stdout);
 }
 

@@ -32,6 +32,7 @@ enum Tag : uint32_t {
   kTokenState = 12,
   kEmbedding = 13,
   kProcessLogits = 14,
+  kHopperGemm = 15,
 };
 
 #ifdef NANOVLLM_KERNEL_TRACE

@@ -1,13 +1,14 @@
-// y = x @ w^T (+ bias): decode sizes through our skinny GEMM where it is the faster path,
-// everything else through cuBLAS: bf16 operands, f32 accumulation (CUBLAS_COMPUTE_32F), bf16
-// or f32 output. On the cuBLAS path a bias is broadcast into y first and the GEMM adds onto it
-// (beta = 1), so y is rounded once.
+// y = x @ w^T (+ bias): decode sizes through our skinny GEMM or the Hopper decode GEMM where
+// one is the faster path, everything else through cuBLAS: bf16 operands, f32 accumulation
+// (CUBLAS_COMPUTE_32F), bf16 or f32 output. On the cuBLAS path a bias is broadcast into y first and
+// the GEMM adds onto it (beta = 1), so y is rounded once.
 #include <cublas_v2.h>
 
 #include <optional>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/env_choice.h"
+#include "kernels/hopper_gemm.h"
 #include "kernels/linear.h"
 #include "kernels/skinny_gemm.h"
 
@@ -65,6 +66,54 @@ std::optional<SkinnyGemmConfig> skinny_choice(int64_t m, int64_t n, int64_t k, b
   return configs.front();
 }
 
+// NANOVLLM_DECODE_GEMM (read once): "auto" (unset) takes the Hopper decode GEMM where
+// hopper_wins says, "hopper" wherever it supports the size (1-64 tokens, ahead of the skinny
+// GEMM), "off" never (whole-run comparisons).
+enum class DecodeGemm { kAuto, kHopper, kOff };
+DecodeGemm decode_gemm_setting() {
+  static const DecodeGemm v = [] {
+    const std::string e = env_choice("NANOVLLM_DECODE_GEMM", {"auto", "hopper", "off"});
+    return e == "hopper" ? DecodeGemm::kHopper : e == "off" ? DecodeGemm::kOff : DecodeGemm::kAuto;
+  }();
+  return v;
+}
+
+// The most weights (N * K) for which the Hopper decode GEMM is chosen: the 0.6B's qkv_proj
+// (4M) and gate_up_proj (6M), whose blocks' shares (<= 80 KB) are requested whole while the
+// kernel before them still runs. The 1.7B's qkv_proj (8M, 160 KB a block) made its decode step
+// 1.01-1.05x slower at batch 16-32 on an H200, so it stays on cuBLAS.
+constexpr int64_t kHopperMaxWeights = int64_t{6} << 20;
+// The most tokens for which it is chosen: the 0.6B decode step on an H200 took 0.95-0.99x
+// the time with it at batch 9-32 and 1.03-1.06x at 40-64 (two rounds, same call).
+constexpr int64_t kHopperMaxM = 32;
+
+// Where the Hopper decode GEMM is the faster path: 9 to kHopperMaxM tokens (the skinny GEMM
+// serves fewer) on the projections that widen (N > K: qkv_proj and gate_up_proj, which follow
+// an RMSNorm that lets them launch at its start) with weights of at most kHopperMaxWeights.
+// Measured inside the 0.6B decode step's timeline on an H200 at batch 16
+// (bench/results/h200-2026-11-28-issue33_hopper_gemm.txt): qkv_proj and rotary took 7.5 us a
+// layer against cuBLAS's 9.45, gate_up_proj with the activation in its epilogue 5.8 against
+// cuBLAS and silu_and_mul's 8.9; o_proj (behind the attention, whose blocks leave it no room
+// to start early) took 8.99 against the skinny GEMM's 4.40, and down_proj 8.58 against 6.41.
+bool hopper_wins(int64_t m, int64_t n, int64_t k) {
+  return m > 8 && m <= kHopperMaxM && n > k && n * k <= kHopperMaxWeights;
+}
+
+// The Hopper decode GEMM's config for this size (n: output rows; gate_up_act: act rows, w has
+// 2n), or none. Always launched early (programmatic dependent launch): requesting its weights
+// while the kernel before it ends is what it is for.
+std::optional<HopperGemmConfig> hopper_choice(int64_t m, int64_t n, int64_t k, bool gate_up_act,
+                                              const ExecContext& ctx) {
+  const DecodeGemm setting = decode_gemm_setting();
+  if (ctx.cublas_only || setting == DecodeGemm::kOff ||
+      (setting == DecodeGemm::kAuto && !hopper_wins(m, gate_up_act ? 2 * n : n, k)))
+    return {};
+  std::vector<HopperGemmConfig> configs = hopper_gemm_configs(m, n, k, gate_up_act);
+  if (configs.empty()) return {};
+  configs.front().pdl = true;
+  return configs.front();
+}
+
 void cublas_linear(const TensorView& y, const TensorView& x, const TensorView& w,
                    const TensorView& bias, const ExecContext& ctx) {
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
@@ -117,6 +166,10 @@ void linear(const TensorView& y, const TensorView& x, const TensorView& w, const
   check_linear(y, x, w, x.size(1));
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   if (m == 0 || n == 0) return;
+  if (const std::optional<HopperGemmConfig> cfg = hopper_choice(m, n, k, false, ctx)) {
+    hopper_gemm(y, x, w, bias, *cfg, ctx.stream);
+    return;
+  }
   if (const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, false, ctx)) {
     skinny_gemm(y, x, w, bias, *cfg, ctx.stream);
     return;
@@ -142,7 +195,8 @@ void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const Tenso
   check_linear(y, act, w, k);
   CHECK_EQ(act.size(0), m);
   if (m == 0 || n == 0) return;
-  if (m <= kSkinnySiluMulMaxM) {
+  const std::optional<HopperGemmConfig> hopper = hopper_choice(m, n, k, false, ctx);
+  if (m <= kSkinnySiluMulMaxM && !hopper) {
     if (const std::optional<SkinnyGemmConfig> fused = skinny_choice(m, n, k, true, ctx)) {
       skinny_gemm_silu_mul(y, gate_up, w, bias, *fused, ctx.stream);
       return;
@@ -150,8 +204,13 @@ void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const Tenso
   }
   // The skinny GEMM or cuBLAS, by the same rule as any linear; the activation launches early
   // only before the skinny GEMM (kernels/activation.h says why).
-  const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, false, ctx);
-  silu_and_mul(act, gate_up, ctx.stream, cfg.has_value());
+  const std::optional<SkinnyGemmConfig> cfg =
+      hopper ? std::nullopt : skinny_choice(m, n, k, false, ctx);
+  silu_and_mul(act, gate_up, ctx.stream, cfg.has_value() || hopper.has_value());
+  if (hopper) {
+    hopper_gemm(y, act, w, bias, *hopper, ctx.stream);
+    return;
+  }
   if (cfg) {
     skinny_gemm(y, act, w, bias, *cfg, ctx.stream);
     return;
@@ -175,7 +234,12 @@ bool linear_gate_up_act(const TensorView& act, const TensorView& x, const Tensor
   CHECK_EQ(n % 2, 0);
   CHECK_EQ(act.size(0), m);
   CHECK_EQ(act.size(1), n / 2);
-  if (in_down || bias.data != nullptr || m == 0 || m > kSkinnySiluMulMaxM) return false;
+  if (in_down || bias.data != nullptr || m == 0) return false;
+  if (const std::optional<HopperGemmConfig> hopper = hopper_choice(m, n / 2, k, true, ctx)) {
+    hopper_gemm_gate_up_act(act, x, w, *hopper, ctx.stream);
+    return true;
+  }
+  if (m > kSkinnySiluMulMaxM) return false;
   // The gate_up GEMM's own config: the same blocks, rows and K split, half of the rows out.
   const std::optional<SkinnyGemmConfig> cfg = skinny_choice(m, n, k, false, ctx);
   if (!cfg) return false;

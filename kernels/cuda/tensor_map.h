@@ -16,4 +16,10 @@ CUtensorMap swizzled_head_tile_map(const void* base, int64_t heads, int64_t rows
                                    int64_t head_stride, int64_t row_stride, int box_rows,
                                    const char* what);
 
+// A 2-D bf16 matrix [rows][cols] (row stride in elements, a multiple of 8; columns contiguous)
+// read in boxes of 64 columns x box_rows rows (box_rows <= 256) with the 128-byte swizzle, laid
+// out as above. Rows outside [0, rows) and columns outside [0, cols) read as zeros.
+CUtensorMap swizzled_matrix_tile_map(const void* base, int64_t rows, int64_t cols,
+                                     int64_t row_stride, int box_rows, const char* what);
+
 }  // namespace nanovllm::kernels::cuda

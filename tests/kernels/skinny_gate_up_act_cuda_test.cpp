@@ -13,6 +13,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/exec_context.h"
+#include "kernels/hopper_gemm.h"
 #include "kernels/linear.h"
 #include "kernels/skinny_gemm.h"
 #include "tests/kernels/cuda_test_util.h"
@@ -115,22 +116,24 @@ TEST(SkinnyGateUpActCuda, BitIdenticalToGemmThenSiluAndMulAndMatchesTheCpu) {
   check_gate_up_act(4, 768, 1024, 41);
 }
 
-// linear_gate_up_act takes the decode sizes the skinny GEMM serves (up to 8 tokens) and leaves
-// the rest, and a bias, to the two-step path: false and act untouched.
-TEST(SkinnyGateUpActCuda, LinearTakesUpToEightTokensWithoutBias) {
+// linear_gate_up_act takes the decode sizes the skinny GEMM serves (up to 8 tokens) and, where
+// the Hopper decode GEMM runs (an sm_90 device and build), 9-32 tokens of this shape (linear.cu's
+// hopper_wins); it leaves the rest, and a bias, to the two-step path: false and act untouched.
+TEST(SkinnyGateUpActCuda, LinearTakesTheDecodeSizesWithoutBias) {
   SKIP_WITHOUT_CUDA();
-  const int64_t inter = 3072, k = 1024;
+  const int64_t inter = 3072, k = 1024, most = 40;
   std::mt19937 rng(5);
-  DevVec<uint16_t> dx(random_bf16(16 * k, rng, -1.f, 1.f)),
+  DevVec<uint16_t> dx(random_bf16(most * k, rng, -1.f, 1.f)),
       dw(random_bf16(2 * inter * k, rng, -0.1f, 0.1f)), db(random_bf16(2 * inter, rng)),
-      act(16 * inter);
+      act(most * inter);
   const TensorView w = dw.view(DType::kBf16, {2 * inter, k});
   ExecContext ctx;
-  for (int64_t m : {1, 8, 9, 16}) {
+  for (int64_t m : {1, 8, 9, 16, 32, 33, 40}) {
     act.mem.poison();
     const bool took = kernels::cuda::linear_gate_up_act(
         act.view(DType::kBf16, {m, inter}), dx.view(DType::kBf16, {m, k}), w, TensorView(), ctx);
-    EXPECT_EQ(took, m <= 8) << "M=" << m;
+    const bool hopper = m <= 32 && kernels::hopper_gemm_supports(m, 2 * inter, k);
+    EXPECT_EQ(took, m <= 8 || hopper) << "M=" << m;
     const std::vector<uint16_t> got = act.host();
     EXPECT_EQ(std::isnan(bf16_to_float(got[0])), !took) << "M=" << m;
   }

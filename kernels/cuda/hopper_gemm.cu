@@ -1,0 +1,270 @@
+// Launcher and configs of the decode-size Hopper GEMM (kernels/hopper_gemm.h); the kernel and
+// its design are in hopper_gemm_kernel.cuh.
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/cuda/hopper_gemm_kernel.cuh"
+#include "kernels/cuda/tensor_map.h"
+#include "kernels/hopper_gemm.h"
+
+namespace nanovllm::kernels {
+static_assert(cuda::hgemm::kMaxSplit == kHopperGemmMaxSplit, "the kernel's sum unrolls the ranks");
+namespace {
+
+constexpr int64_t kSms = 132;        // H100 SXM / H200: the blocks a config aims to put on the GPU
+constexpr int kMinStepsPerRank = 2;  // 64-k steps a split rank keeps at least (configs only)
+
+int64_t k_steps(int64_t k) {
+  return (k + cuda::hgemm::kStepK - 1) / cuda::hgemm::kStepK;
+}
+int64_t steps_per_rank(int64_t k, int split) {
+  return (k_steps(k) + split - 1) / split;
+}
+int token_tile(int64_t m) {  // wgmma N: the smallest of 16, 32, 64 that holds M tokens
+  int tok = 16;
+  while (tok < m) tok *= 2;
+  return tok;
+}
+
+bool built_for_sm90a() {
+#if defined(NANOVLLM_SM90A)
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool device_is_sm90() {  // sm_90a code runs on exactly compute capability 9.0
+  static const bool sm90 = [] {
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      cudaGetLastError();  // no usable device: nothing supported, not an error here
+      return false;
+    }
+    return major == 9 && minor == 0;
+  }();
+  return sm90;
+}
+
+}  // namespace
+
+std::string HopperGemmConfig::name() const {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "wg%ds%d%s", warpgroups, split, pdl ? "+pdl" : "");
+  return buf;
+}
+
+bool hopper_gemm_supports(int64_t m, int64_t n, int64_t k) {
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  return m >= 1 && m <= kHopperGemmMaxM && n >= 1 && n <= kIntMax - 128 && k >= 8 && k % 8 == 0 &&
+         k <= kIntMax / 2 && built_for_sm90a() && device_is_sm90();
+}
+
+std::vector<HopperGemmConfig> hopper_gemm_configs(int64_t m, int64_t n, int64_t k,
+                                                  bool gate_up_act) {
+  std::vector<HopperGemmConfig> out;
+  if (!hopper_gemm_supports(m, gate_up_act ? 2 * n : n, k)) return out;
+  const int64_t rows_out = gate_up_act ? 32 : 64;  // output rows of a warpgroup's 64 weight rows
+  const auto add = [&](int wg, int split) {
+    const HopperGemmConfig c{wg, split};
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  };
+  // One block of R rows per tile and K split so that tiles x split first reaches 7/8 of a
+  // block per SM (then every block's weight share is small enough to be requested whole
+  // before the wait), each rank keeping >= kMinStepsPerRank steps; for the first block height
+  // also twice that split, or half where it cannot grow. 64-row blocks first: gemm_bench on an
+  // H200 (bench/results/h200-2026-11-28-issue33_hopper_gemm.txt) ran the 0.6B's qkv_proj and
+  // gate_up_proj faster with them than with 128-row ones at every M from 16 to 64.
+  for (const int wg : {1, 2}) {
+    const int64_t tiles = (n + rows_out * wg - 1) / (rows_out * wg);
+    int split = 1;
+    while (split < kHopperGemmMaxSplit && tiles * split < kSms * 7 / 8) ++split;
+    while (split > 1 && steps_per_rank(k, split) < kMinStepsPerRank) --split;
+    add(wg, split);
+    if (wg > 1) continue;
+    const int twice = std::min(2 * split, kHopperGemmMaxSplit);
+    if (twice != split && tiles * twice <= 2 * kSms && steps_per_rank(k, twice) >= kMinStepsPerRank)
+      add(wg, twice);
+    else if (split > 1)
+      add(wg, split / 2);  // fewer ranks to sum where the split is already the largest
+  }
+  return out;
+}
+
+namespace cuda {
+namespace {
+
+using hgemm::Params;
+
+template <int kTok, int kWg, bool kAct>
+void raise_smem_limit() {
+  CUDA_CHECK(cudaFuncSetAttribute(hgemm::hopper_gemm_kernel<kTok, kWg, kAct>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  hgemm::smem_bytes(kTok, kWg, hgemm::max_stages(kTok, kWg))));
+}
+
+template <bool kAct>
+void raise_smem_limits_of() {
+  raise_smem_limit<16, 1, kAct>();
+  raise_smem_limit<32, 1, kAct>();
+  raise_smem_limit<64, 1, kAct>();
+  raise_smem_limit<16, 2, kAct>();
+  raise_smem_limit<32, 2, kAct>();
+  raise_smem_limit<64, 2, kAct>();
+}
+
+// Every variant's shared-memory limit, once per process on the first call (a host-side
+// attribute: kept out of graph captures whatever size a captured call has).
+void raise_smem_limits() {
+  static const bool raised = [] {
+    raise_smem_limits_of<false>();
+    raise_smem_limits_of<true>();
+    return true;
+  }();
+  (void)raised;
+}
+
+template <int kTok, int kWg, bool kAct>
+void launch(const Params& p, const CUtensorMap& tm_w, const CUtensorMap& tm_x, int64_t tiles,
+            bool pdl, cudaStream_t stream) {
+  const auto kernel = hgemm::hopper_gemm_kernel<kTok, kWg, kAct>;
+  Params q = p;
+  // As many slots as steps where they fit: the block's whole weight share is then requested
+  // before its wait. More slots than steps buy nothing; fewer bytes let two blocks share an SM.
+  // Two at least: with one, a slot is refilled only after the next step's wgmmas were issued
+  // (deadlock).
+  q.stages = std::clamp(p.steps_per_rank, 2, hgemm::max_stages(kTok, kWg));
+  CHECK_LE(tiles * p.split, std::numeric_limits<int>::max());
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(tiles * p.split));
+  config.blockDim = dim3(hgemm::threads(kWg));
+  config.dynamicSmemBytes = hgemm::smem_bytes(kTok, kWg, q.stages);
+  config.stream = stream;
+  cudaLaunchAttribute attr[2];
+  unsigned n_attr = 0;
+  if (p.split > 1) {
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(p.split);
+    attr[n_attr].val.clusterDim.y = 1;
+    attr[n_attr].val.clusterDim.z = 1;
+    ++n_attr;
+  }
+  if (pdl) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
+  config.attrs = attr;
+  config.numAttrs = n_attr;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tm_w, tm_x, q));
+}
+
+// kAct: w holds 2 p.n rows ([gate; up]) and each 64 weight rows of a block are 32 output rows.
+template <int kWg, bool kAct>
+void dispatch_tokens(const Params& p, const TensorView& x, const TensorView& w, bool pdl,
+                     cudaStream_t stream) {
+  const int tok = token_tile(p.m);
+  constexpr int kOut = kAct ? 32 * kWg : 64 * kWg;  // output rows of a block
+  const int64_t tiles = (p.n + kOut - 1) / kOut;
+  const CUtensorMap tm_w =
+      swizzled_matrix_tile_map(w.data, w.size(0), w.size(1), w.stride[0], kOut, "hopper_gemm w");
+  const CUtensorMap tm_x =
+      swizzled_matrix_tile_map(x.data, p.m, x.size(1), x.stride[0], tok, "hopper_gemm x");
+  const auto go = [&](auto t) {
+    launch<decltype(t)::value, kWg, kAct>(p, tm_w, tm_x, tiles, pdl, stream);
+  };
+  switch (tok) {
+    case 16:
+      return go(std::integral_constant<int, 16>{});
+    case 32:
+      return go(std::integral_constant<int, 32>{});
+    default:
+      return go(std::integral_constant<int, 64>{});
+  }
+}
+
+// The checks both entry points share; kAct: w has 2 n rows.
+void check_operands(const TensorView& x, const TensorView& w, int64_t m, int64_t n, int64_t k,
+                    const HopperGemmConfig& cfg, bool act) {
+  CHECK_MSG(hopper_gemm_supports(m, act ? 2 * n : n, k),
+            "hopper_gemm: unsupported size M=" << m << " N=" << n << " K=" << k
+                                               << " (or no sm_90a build / sm_90 device)");
+  // TMA: 16-byte aligned bases and row strides.
+  CHECK_MSG(aligned16(x.data) && x.stride[0] % 8 == 0,
+            "hopper_gemm x must be 16-byte aligned with a row stride that is a multiple of 8");
+  CHECK_MSG(aligned16(w.data) && w.stride[0] % 8 == 0,
+            "hopper_gemm w must be 16-byte aligned with a row stride that is a multiple of 8");
+  CHECK(cfg.warpgroups == 1 || cfg.warpgroups == 2);
+  CHECK(cfg.split >= 1 && cfg.split <= kHopperGemmMaxSplit);
+}
+
+Params make_params(const TensorView& y, const TensorView& w, int64_t m, int64_t n, int64_t k,
+                   const HopperGemmConfig& cfg) {
+  Params p{};
+  p.w = w.data;
+  p.y = y.data;
+  p.ldy = y.stride[0];
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k_steps = static_cast<int>(k_steps(k));
+  p.split = cfg.split;
+  p.steps_per_rank = static_cast<int>(steps_per_rank(k, cfg.split));
+  p.f32_out = y.dtype == DType::kF32;
+  return p;
+}
+
+}  // namespace
+
+void hopper_gemm(const TensorView& y, const TensorView& x, const TensorView& w,
+                 const TensorView& bias, const HopperGemmConfig& cfg, cudaStream_t stream) {
+  check_cuda_tensor(x, DType::kBf16, "hopper_gemm x");
+  check_cuda_tensor(w, DType::kBf16, "hopper_gemm w");
+  CHECK_MSG(y.dtype == DType::kBf16 || y.dtype == DType::kF32, "hopper_gemm y must be bf16 or f32");
+  check_cuda_tensor(y, y.dtype, "hopper_gemm y");
+  CHECK(x.ndim == 2 && w.ndim == 2 && y.ndim == 2);
+  const int64_t m = x.size(0), n = w.size(0), k = w.size(1);
+  CHECK_EQ(x.size(1), k);
+  CHECK_EQ(y.size(0), m);
+  CHECK_EQ(y.size(1), n);
+  if (m == 0 || n == 0) return;
+  check_operands(x, w, m, n, k, cfg, false);
+  const bool has_bias = bias.data != nullptr;
+  if (has_bias) {
+    check_cuda_tensor(bias, DType::kBf16, "hopper_gemm bias");
+    CHECK_EQ(bias.numel(), n);
+  }
+  raise_smem_limits();
+  Params p = make_params(y, w, m, n, k, cfg);
+  p.bias = has_bias ? bias.ptr<bf16>() : nullptr;
+  if (cfg.warpgroups == 1)
+    dispatch_tokens<1, false>(p, x, w, cfg.pdl, stream);
+  else
+    dispatch_tokens<2, false>(p, x, w, cfg.pdl, stream);
+}
+
+void hopper_gemm_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
+                             const HopperGemmConfig& cfg, cudaStream_t stream) {
+  check_cuda_tensor(x, DType::kBf16, "hopper_gemm_gate_up_act x");
+  check_cuda_tensor(w, DType::kBf16, "hopper_gemm_gate_up_act w");
+  check_cuda_tensor(act, DType::kBf16, "hopper_gemm_gate_up_act act");
+  CHECK(x.ndim == 2 && w.ndim == 2 && act.ndim == 2);
+  const int64_t m = x.size(0), inter = act.size(1), k = w.size(1);
+  CHECK_EQ(x.size(1), k);
+  CHECK_EQ(w.size(0), 2 * inter);
+  CHECK_EQ(act.size(0), m);
+  if (m == 0 || inter == 0) return;
+  check_operands(x, w, m, inter, k, cfg, true);
+  raise_smem_limits();
+  const Params p = make_params(act, w, m, inter, k, cfg);
+  if (cfg.warpgroups == 1)
+    dispatch_tokens<1, true>(p, x, w, cfg.pdl, stream);
+  else
+    dispatch_tokens<2, true>(p, x, w, cfg.pdl, stream);
+}
+
+}  // namespace cuda
+}  // namespace nanovllm::kernels

@@ -1,0 +1,77 @@
+// Decode-size GEMM for Hopper (sm_90a): y = x @ w^T (+ bias) for 1..64 tokens, written so that
+// a decode graph's projection streams its weights while the kernel before it still runs: TMA
+// into a shared-memory ring deep enough to hold a block's whole share of the weights, all of it
+// requested before griddepcontrol.wait (programmatic dependent launch), so that after the wait
+// only x (from L2), the wgmmas and the sum remain. Semantics are exactly kernels::linear's
+// (kernels/linear.h): bf16 x and w, f32 accumulation, bias added in f32, y rounded once.
+//
+// Every config computes the same function; they differ only in how the work is cut:
+//   warpgroups: consumer warpgroups per block (1 or 2), 64 weight rows each (R = 64 or 128);
+//   split:      blocks of one cluster (1..8) splitting K into contiguous ranges, summed through
+//               distributed shared memory in rank order: no workspace, no atomics, the same
+//               sum order every run, so results are deterministic.
+// The call allocates nothing and never synchronizes the host, so it can be captured in a CUDA
+// graph; the first call sets every variant's shared-memory limit (a host-side function
+// attribute), so make one eager call before capturing.
+//
+// Requirements (hopper_gemm_supports; the call CHECKs them): an sm_90a build running on a
+// compute-capability-9.0 GPU; 1 <= M <= 64; K % 8 == 0; x and w 16-byte aligned with row
+// strides that are multiples of 8 elements. Any N: a partial last tile of weight rows and a
+// partial last 64-k step read zeros (TMA out-of-bounds fill) and are never stored.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace nanovllm::kernels {
+
+struct HopperGemmConfig {
+  int warpgroups = 1;  // consumer warpgroups, 64 weight rows each: 1 or 2
+  int split = 1;       // cluster blocks along K: 1..8
+  // Programmatic dependent launch: the kernel may start while the previous kernel on the
+  // stream finishes and streams its weights meanwhile; it reads x (and writes y) only after
+  // griddepcontrol.wait, so this is safe after any kernel. It also lets the next PDL-launched
+  // kernel start early. hopper_gemm_configs leaves it off (the caller's choice).
+  bool pdl = false;
+  std::string name() const;  // e.g. "wg1s4", "wg2s2+pdl"
+  bool operator==(const HopperGemmConfig& o) const {
+    return warpgroups == o.warpgroups && split == o.split && pdl == o.pdl;
+  }
+};
+
+constexpr int64_t kHopperGemmMaxM = 64;
+constexpr int kHopperGemmMaxSplit = 8;  // the portable cluster size
+
+// Whether hopper_gemm runs this size (M tokens, N weight rows, K inputs) on this build and
+// device (false without an sm_90a build or a compute-capability-9.0 device).
+bool hopper_gemm_supports(int64_t m, int64_t n, int64_t k);
+
+// The configs worth timing for this size (a few, best guess first); empty if unsupported.
+// gate_up_act: for hopper_gemm_gate_up_act, n being the act rows I (w has 2I rows).
+std::vector<HopperGemmConfig> hopper_gemm_configs(int64_t m, int64_t n, int64_t k,
+                                                  bool gate_up_act = false);
+
+namespace cuda {
+
+// y = x @ w^T (+ bias). x: [M, K] bf16 (row stride may exceed K); w: [N, K] bf16 (row stride
+// may exceed K); bias: [N] bf16 or data == nullptr; y: [M, N] bf16 or f32 (row stride may
+// exceed N; nothing past column N is written).
+void hopper_gemm(const TensorView& y, const TensorView& x, const TensorView& w,
+                 const TensorView& bias, const HopperGemmConfig& cfg, cudaStream_t stream);
+
+// The MLP's gate_up projection with its activation in the epilogue: act = silu(x @ gate^T) *
+// (x @ up^T). w: [2I, K] bf16 = [gate; up]; x: [M, K] bf16; act: [M, I] bf16 (row stride may
+// exceed I), no bias. Each sum is rounded to bf16 first and the activation is silu_and_mul's
+// exact form, so act is bit-identical to hopper_gemm into [M, 2I] with the same config followed
+// by kernels::silu_and_mul (a block's R weight rows are R / 2 gate rows and the same R / 2 up
+// rows, so it writes R / 2 act rows).
+void hopper_gemm_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
+                             const HopperGemmConfig& cfg, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace nanovllm::kernels
