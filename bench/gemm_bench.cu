@@ -19,7 +19,7 @@
 // overlaps the previous call's tail: more overlap than a decode step gives after a kernel
 // that does not trigger its dependents early (norm, attention).
 //
-// Usage: gemm_bench [--launches N] [--model 0.6b|8b] [--gemm NAME] [--m M]
+// Usage: gemm_bench [--launches N] [--model 0.6b|8b|8b-tp4] [--gemm NAME] [--m M]
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -51,7 +51,7 @@ struct Gemm {
 };
 
 // Qwen3-0.6B: hidden 1024, 16 q / 8 kv heads of 128, intermediate 3072, vocab 151936.
-// Qwen3-8B: hidden 4096, 32 q / 8 kv heads of 128, intermediate 12288.
+// Qwen3-8B: hidden 4096, 32 q / 8 kv heads of 128, intermediate 12288; "8b-tp4": its shards.
 constexpr Gemm kGemms[] = {
     {"0.6b", "qkv_proj", 4096, 1024, DType::kBf16},
     {"0.6b", "o_proj", 1024, 2048, DType::kBf16},
@@ -65,6 +65,11 @@ constexpr Gemm kGemms[] = {
     {"8b", "down_proj", 4096, 12288, DType::kBf16},
     {"8b", "down_proj+silu", 4096, 12288, DType::kBf16, true},
     {"8b", "lm_head", 151936, 4096, DType::kF32},
+    // One rank's shards at --tp 4 (column-parallel N / 4, row-parallel K / 4; issue 31).
+    {"8b-tp4", "qkv_proj", 1536, 4096, DType::kBf16},
+    {"8b-tp4", "o_proj", 4096, 1024, DType::kBf16},
+    {"8b-tp4", "gate_up_proj", 6144, 4096, DType::kBf16},
+    {"8b-tp4", "down_proj", 4096, 3072, DType::kBf16},
 };
 
 struct Machine {
@@ -224,7 +229,8 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--m") && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
       only_m = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--launches N] [--model 0.6b|8b] [--gemm NAME] [--m M]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--launches N] [--model 0.6b|8b|8b-tp4] [--gemm NAME] [--m M]\n",
                    argv[0]);
       return 2;
     }

@@ -16,11 +16,12 @@ void linear(const TensorView& y, const TensorView& x, const TensorView& w, const
 namespace cuda {
 // Decode sizes (M <= 64) run our skinny GEMM (kernels/skinny_gemm.h) or, on an H100/H200, the
 // Hopper decode GEMM (kernels/hopper_gemm.h) where one beats cuBLAS (the rules in linear.cu,
-// measured in the decode step), else cuBLAS. NANOVLLM_DECODE_GEMM=off never takes the Hopper
-// GEMM, =hopper takes it wherever it runs (comparisons; another value than those or auto stops
-// the run naming the variable).
+// measured in the decode step), else cuBLAS. behind_norm: x was just written by an RMSNorm,
+// which lets this GEMM launch at its start (the Hopper GEMM's rule takes only such GEMMs).
+// NANOVLLM_DECODE_GEMM=off never takes the Hopper GEMM, =hopper takes it wherever it runs
+// (comparisons; another value than those or auto stops the run naming the variable).
 void linear(const TensorView& y, const TensorView& x, const TensorView& w, const TensorView& bias,
-            const ExecContext& ctx);
+            const ExecContext& ctx, bool behind_norm = false);
 // y = silu_and_mul(gate_up) @ w^T (+ bias): on the skinny path at up to 8 tokens one kernel
 // (the activation computed as the weights stream in), else silu_and_mul into act and then
 // linear.
@@ -29,21 +30,21 @@ void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const Tenso
                      const TensorView& w, const TensorView& bias, const ExecContext& ctx);
 // act = silu_and_mul(x @ w^T) in one kernel where the skinny GEMM serves the gate_up projection
 // at up to 8 tokens, or the Hopper decode GEMM at 9-32 (the activation in its epilogue,
-// bit-identical to the two steps); false (nothing done) elsewhere, with a bias, or under
-// NANOVLLM_MLP_ACTIVATION=down, where the caller takes the two steps (the activation then fused
-// into the down projection: linear_silu_mul). Measured in the decode step: bench/README.md,
-// issue 33. x: [M, K] bf16; w: [2I, K] bf16 =
+// bit-identical to the two steps; x is taken to be an RMSNorm's output, as the MLP's is); false
+// (nothing done) elsewhere, with a bias, or under NANOVLLM_MLP_ACTIVATION=down, where the caller
+// takes the two steps (the activation then fused into the down projection: linear_silu_mul).
+// Measured in the decode step: bench/README.md, issue 33. x: [M, K] bf16; w: [2I, K] bf16 =
 // [gate; up]; act: [M, I] bf16.
 bool linear_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
                         const TensorView& bias, const ExecContext& ctx);
 }  // namespace cuda
 
 inline void linear(const TensorView& y, const TensorView& x, const TensorView& w,
-                   const TensorView& bias, const ExecContext& ctx) {
+                   const TensorView& bias, const ExecContext& ctx, bool behind_norm = false) {
   if (x.on_cpu())
     cpu::linear(y, x, w, bias, ctx.cpu_threads);
   else
-    cuda::linear(y, x, w, bias, ctx);
+    cuda::linear(y, x, w, bias, ctx, behind_norm);
 }
 
 // The MLP's down projection with its input activation (kernels/activation.h): on the CPU

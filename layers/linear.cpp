@@ -13,7 +13,8 @@ RowRange even_rows(const CheckpointTensor& t, int64_t n, int rank, int size) {
 
 void LinearBase::forward(const TensorView& y, const TensorView& x, const ExecContext& ctx) const {
   const PhaseScope phase(ctx, Phase::kGemm);
-  kernels::linear(y, x, weight_.view(), bias_.empty() ? TensorView() : bias_.view(), ctx);
+  kernels::linear(y, x, weight_.view(), bias_.empty() ? TensorView() : bias_.view(), ctx,
+                  behind_norm_);
 }
 
 ColumnParallelLinear::ColumnParallelLinear(const Checkpoint& ckpt, const std::string& prefix,
@@ -30,6 +31,7 @@ ColumnParallelLinear::ColumnParallelLinear(const Checkpoint& ckpt, const std::st
 MergedColumnParallelLinear::MergedColumnParallelLinear(const Checkpoint& ckpt,
                                                        const std::vector<std::string>& prefixes,
                                                        bool bias, const ShardInfo& s) {
+  behind_norm_ = true;  // the MLP's gate_up_proj, after post_attention_layernorm
   std::vector<RowRange> w_rows, b_rows;
   int64_t in = -1;
   for (const std::string& prefix : prefixes) {
@@ -59,6 +61,7 @@ bool MergedColumnParallelLinear::forward_act(const TensorView& act, const Tensor
 QKVParallelLinear::QKVParallelLinear(const Checkpoint& ckpt, const std::string& attn_prefix,
                                      int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                                      bool bias, const ShardInfo& s) {
+  behind_norm_ = true;  // after input_layernorm
   CHECK_MSG(num_heads % s.tp_size == 0,
             num_heads << " attention heads over " << s.tp_size << " ranks");
   num_heads_ = num_heads / s.tp_size;

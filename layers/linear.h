@@ -31,6 +31,9 @@ class LinearBase {
  protected:
   Parameter weight_;
   Parameter bias_;  // empty when the layer has no bias
+  // The input is an RMSNorm's output (qkv_proj and gate_up_proj, in every Qwen3 layer): the norm
+  // lets the GEMM after it launch at its start, which kernels::linear's Hopper rule asks for.
+  bool behind_norm_ = false;
 };
 
 class ColumnParallelLinear : public LinearBase {

@@ -78,35 +78,37 @@ DecodeGemm decode_gemm_setting() {
   return v;
 }
 
-// The most weights (N * K) for which the Hopper decode GEMM is chosen: the 0.6B's qkv_proj
-// (4M) and gate_up_proj (6M), whose blocks' shares (<= 80 KB) are requested whole while the
-// kernel before them still runs. The 1.7B's qkv_proj (8M, 160 KB a block) made its decode step
-// 1.01-1.05x slower at batch 16-32 on an H200, so it stays on cuBLAS.
+// The most weights (N * K) and inputs (K) for which the Hopper decode GEMM is chosen: the
+// 0.6B's qkv_proj (4M) and gate_up_proj (6M) at K = 1024, whose blocks' shares (<= 80 KB) are
+// requested whole while the norm before them still runs. The 1.7B's qkv_proj (K = 2048, 8M,
+// 160 KB a block) made its decode step 1.01-1.05x slower at batch 16-32 on an H200.
 constexpr int64_t kHopperMaxWeights = int64_t{6} << 20;
+constexpr int64_t kHopperMaxK = 1024;
 // The most tokens for which it is chosen: the 0.6B decode step on an H200 took 0.95-0.99x
 // the time with it at batch 9-32 and 1.03-1.06x at 40-64 (two rounds, same call).
 constexpr int64_t kHopperMaxM = 32;
 
 // Where the Hopper decode GEMM is the faster path: 9 to kHopperMaxM tokens (the skinny GEMM
-// serves fewer) on the projections that widen (N > K: qkv_proj and gate_up_proj, which follow
-// an RMSNorm that lets them launch at its start) with weights of at most kHopperMaxWeights.
+// serves fewer) on projections behind an RMSNorm (which lets them launch at its start: qkv_proj
+// and gate_up_proj) that widen (N > K) with at most kHopperMaxWeights and kHopperMaxK.
 // Measured inside the 0.6B decode step's timeline on an H200 at batch 16
 // (bench/results/h200-2026-11-28-issue33_hopper_gemm.txt): qkv_proj and rotary took 7.5 us a
 // layer against cuBLAS's 9.45, gate_up_proj with the activation in its epilogue 5.8 against
 // cuBLAS and silu_and_mul's 8.9; o_proj (behind the attention, whose blocks leave it no room
 // to start early) took 8.99 against the skinny GEMM's 4.40, and down_proj 8.58 against 6.41.
-bool hopper_wins(int64_t m, int64_t n, int64_t k) {
-  return m > 8 && m <= kHopperMaxM && n > k && n * k <= kHopperMaxWeights;
+bool hopper_wins(int64_t m, int64_t n, int64_t k, bool behind_norm) {
+  return behind_norm && m > 8 && m <= kHopperMaxM && n > k && k <= kHopperMaxK &&
+         n * k <= kHopperMaxWeights;
 }
 
 // The Hopper decode GEMM's config for this size (n: output rows; gate_up_act: act rows, w has
 // 2n), or none. Always launched early (programmatic dependent launch): requesting its weights
 // while the kernel before it ends is what it is for.
 std::optional<HopperGemmConfig> hopper_choice(int64_t m, int64_t n, int64_t k, bool gate_up_act,
-                                              const ExecContext& ctx) {
+                                              bool behind_norm, const ExecContext& ctx) {
   const DecodeGemm setting = decode_gemm_setting();
   if (ctx.cublas_only || setting == DecodeGemm::kOff ||
-      (setting == DecodeGemm::kAuto && !hopper_wins(m, gate_up_act ? 2 * n : n, k)))
+      (setting == DecodeGemm::kAuto && !hopper_wins(m, gate_up_act ? 2 * n : n, k, behind_norm)))
     return {};
   std::vector<HopperGemmConfig> configs = hopper_gemm_configs(m, n, k, gate_up_act);
   if (configs.empty()) return {};
@@ -162,11 +164,11 @@ void check_linear(const TensorView& y, const TensorView& x, const TensorView& w,
 }  // namespace
 
 void linear(const TensorView& y, const TensorView& x, const TensorView& w, const TensorView& bias,
-            const ExecContext& ctx) {
+            const ExecContext& ctx, bool behind_norm) {
   check_linear(y, x, w, x.size(1));
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   if (m == 0 || n == 0) return;
-  if (const std::optional<HopperGemmConfig> cfg = hopper_choice(m, n, k, false, ctx)) {
+  if (const std::optional<HopperGemmConfig> cfg = hopper_choice(m, n, k, false, behind_norm, ctx)) {
     hopper_gemm(y, x, w, bias, *cfg, ctx.stream);
     return;
   }
@@ -195,7 +197,7 @@ void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const Tenso
   check_linear(y, act, w, k);
   CHECK_EQ(act.size(0), m);
   if (m == 0 || n == 0) return;
-  const std::optional<HopperGemmConfig> hopper = hopper_choice(m, n, k, false, ctx);
+  const std::optional<HopperGemmConfig> hopper = hopper_choice(m, n, k, false, false, ctx);
   if (m <= kSkinnySiluMulMaxM && !hopper) {
     if (const std::optional<SkinnyGemmConfig> fused = skinny_choice(m, n, k, true, ctx)) {
       skinny_gemm_silu_mul(y, gate_up, w, bias, *fused, ctx.stream);
@@ -235,7 +237,7 @@ bool linear_gate_up_act(const TensorView& act, const TensorView& x, const Tensor
   CHECK_EQ(act.size(0), m);
   CHECK_EQ(act.size(1), n / 2);
   if (in_down || bias.data != nullptr || m == 0) return false;
-  if (const std::optional<HopperGemmConfig> hopper = hopper_choice(m, n / 2, k, true, ctx)) {
+  if (const std::optional<HopperGemmConfig> hopper = hopper_choice(m, n / 2, k, true, true, ctx)) {
     hopper_gemm_gate_up_act(act, x, w, *hopper, ctx.stream);
     return true;
   }
