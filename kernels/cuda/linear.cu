@@ -88,17 +88,31 @@ constexpr int64_t kHopperMaxK = 1024;
 // the time with it at batch 9-32 and 1.03-1.06x at 40-64 (two rounds, same call).
 constexpr int64_t kHopperMaxM = 32;
 
-// Where the Hopper decode GEMM is the faster path: 9 to kHopperMaxM tokens (the skinny GEMM
-// serves fewer) on projections behind an RMSNorm (which lets them launch at its start: qkv_proj
-// and gate_up_proj) that widen (N > K) with at most kHopperMaxWeights and kHopperMaxK.
-// Measured inside the 0.6B decode step's timeline on an H200 at batch 16
-// (bench/results/h200-2026-11-28-issue33_hopper_gemm.txt): qkv_proj and rotary took 7.5 us a
-// layer against cuBLAS's 9.45, gate_up_proj with the activation in its epilogue 5.8 against
-// cuBLAS and silu_and_mul's 8.9; o_proj (behind the attention, whose blocks leave it no room
-// to start early) took 8.99 against the skinny GEMM's 4.40, and down_proj 8.58 against 6.41.
+// The fewest tokens for which projections that are not behind an RMSNorm take it (the skinny
+// GEMM, launched early, is faster below), their most outputs (N) and their fewest inputs (K):
+// the 0.6B's o_proj (K 2048) and down_proj (K 3072) at --tp 1. Their --tp 2 shards (K 1024 and
+// 1536) measured 0.94-1.01x the step of cuBLAS at batch 17-32 on two H200s, within that call's
+// spread, so they stay on cuBLAS.
+constexpr int64_t kHopperRowMinM = 17;
+constexpr int64_t kHopperRowMaxN = 1024;
+constexpr int64_t kHopperRowMinK = 2048;
+
+// Where the Hopper decode GEMM is the faster path, measured inside the 0.6B decode step on an
+// H200 (bench/results/h200-2026-11-28-issue33_hopper_gemm.txt), at most kHopperMaxM tokens and
+// kHopperMaxWeights weights:
+//   - behind an RMSNorm (which lets it launch at its start: qkv_proj and gate_up_proj), from 9
+//     tokens (the skinny GEMM serves fewer) on projections that widen (N > K, K <= kHopperMaxK).
+//     At batch 16 qkv_proj and rotary took 7.5 us a layer against cuBLAS's 9.45, gate_up_proj
+//     with the activation in its epilogue 5.8 against cuBLAS and silu_and_mul's 8.9.
+//   - elsewhere (o_proj behind the attention, down_proj behind gate_up_proj), from 17 tokens on
+//     at most kHopperRowMaxN outputs and kHopperRowMinK inputs: there it replaces cuBLAS,
+//     0.93-0.96x the step at batch 17-32. Up to 16 tokens the skinny GEMM stays: behind the
+//     attention the Hopper GEMM's blocks find no room to start early (o_proj 8.99 us a layer at
+//     batch 16 against the skinny GEMM's 4.40; down_proj 8.58 against 6.41).
 bool hopper_wins(int64_t m, int64_t n, int64_t k, bool behind_norm) {
-  return behind_norm && m > 8 && m <= kHopperMaxM && n > k && k <= kHopperMaxK &&
-         n * k <= kHopperMaxWeights;
+  if (m > kHopperMaxM || n * k > kHopperMaxWeights) return false;
+  if (behind_norm) return m > 8 && n > k && k <= kHopperMaxK;
+  return m >= kHopperRowMinM && n <= kHopperRowMaxN && k >= kHopperRowMinK;
 }
 
 // The Hopper decode GEMM's config for this size (n: output rows; gate_up_act: act rows, w has
