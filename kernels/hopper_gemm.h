@@ -51,6 +51,12 @@ constexpr int kHopperGemmMaxSplit = 8;  // the portable cluster size
 // device (false without an sm_90a build or a compute-capability-9.0 device).
 bool hopper_gemm_supports(int64_t m, int64_t n, int64_t k);
 
+// Where the Hopper decode GEMM is the faster path for M tokens of a GEMM with N outputs and K
+// inputs (the weights' shape only: hopper_gemm_supports says whether it runs here), as measured
+// inside the decode step (kernels/cuda/hopper_gemm_rule.cpp gives the figures). behind_norm:
+// x was just written by an RMSNorm, which lets the GEMM launch at the norm's start.
+bool hopper_gemm_wins(int64_t m, int64_t n, int64_t k, bool behind_norm);
+
 // The configs worth timing for this size (a few, best guess first); empty if unsupported.
 // gate_up_act: for hopper_gemm_gate_up_act, n being the act rows I (w has 2I rows).
 std::vector<HopperGemmConfig> hopper_gemm_configs(int64_t m, int64_t n, int64_t k,
