@@ -182,8 +182,8 @@ void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const Tenso
       return;
     }
   }
-  // The skinny GEMM or cuBLAS, by the same rule as any linear; the activation launches early
-  // only before the skinny GEMM (kernels/activation.h says why).
+  // The Hopper GEMM, the skinny GEMM or cuBLAS, by the same rules as any linear (not behind a
+  // norm); the activation launches early only before our GEMMs (kernels/activation.h says why).
   const std::optional<SkinnyGemmConfig> cfg =
       hopper ? std::nullopt : skinny_choice(m, n, k, false, ctx);
   silu_and_mul(act, gate_up, ctx.stream, cfg.has_value() || hopper.has_value());
