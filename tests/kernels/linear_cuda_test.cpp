@@ -17,7 +17,9 @@ struct Cublas {
   cublasHandle_t h = nullptr;
 };
 
-void check_linear(int64_t m, int64_t n, int64_t k, bool bias, DType out, uint32_t seed) {
+// behind_norm: linear's hint that x is an RMSNorm's output (the Hopper decode GEMM's rule).
+void check_linear(int64_t m, int64_t n, int64_t k, bool bias, DType out, uint32_t seed,
+                  bool behind_norm = false) {
   std::mt19937 rng(seed);
   const int64_t pitch = k + 16;  // x rows strided, as a view into a wider buffer
   auto x = random_bf16(m * pitch, rng);
@@ -41,7 +43,7 @@ void check_linear(int64_t m, int64_t n, int64_t k, bool bias, DType out, uint32_
   TensorView none_dev;
   none_dev.device = Device::kCuda;
   kernels::cuda::linear(dy.view(out, {m, n}), vx, dw.view(DType::kBf16, {n, k}),
-                        bias ? db.view(DType::kBf16, {n}) : none_dev, ctx);
+                        bias ? db.view(DType::kBf16, {n}) : none_dev, ctx, behind_norm);
   const auto got = dy.host();
   if (out == DType::kF32) {
     std::vector<float> g(m * n), r(m * n);
@@ -63,6 +65,19 @@ void check_linear(int64_t m, int64_t n, int64_t k, bool bias, DType out, uint32_
 TEST(LinearCuda, DecodeShapesBf16Out) {
   SKIP_WITHOUT_CUDA();
   for (int64_t m : {1, 2, 17, 512}) check_linear(m, 4096, 1024, false, DType::kBf16, 1);
+}
+
+// The sizes where linear's rules pick each path on an H100/H200 (kernels/hopper_gemm.h's
+// hopper_gemm_wins): the 0.6B's qkv_proj behind its norm at 9-32 tokens, o_proj and down_proj
+// (with a bias, which the checkpoints lack but linear takes) at 17-32, and the sizes around them
+// on the skinny GEMM or cuBLAS; elsewhere every size runs cuBLAS or the skinny GEMM.
+TEST(LinearCuda, TheDecodeRulesPathsMatchTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  for (int64_t m : {8, 9, 16, 32, 33}) check_linear(m, 4096, 1024, false, DType::kBf16, 5, true);
+  for (int64_t m : {16, 17, 24, 32}) {
+    check_linear(m, 1024, 2048, false, DType::kBf16, 6);
+    check_linear(m, 1024, 3072, true, DType::kBf16, 7);
+  }
 }
 
 TEST(LinearCuda, PrefillShapeAndOddSizes) {
