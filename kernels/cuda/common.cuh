@@ -133,6 +133,36 @@ inline cudaLaunchConfig_t cluster_launch_config(dim3 grid, dim3 block, unsigned 
   return config;
 }
 
+// The launch of a GEMM that splits K over clusters of `split` blocks along x (the skinny and
+// Hopper decode GEMMs): `smem` bytes of dynamic shared memory, a cluster attribute only where
+// split > 1 (a plain launch otherwise, unlike cluster_launch_config), launched early where
+// `early`; the config points at `attrs`, which must outlive the launch.
+inline cudaLaunchConfig_t split_k_launch_config(dim3 grid, dim3 block, size_t smem, unsigned split,
+                                                bool early, cudaStream_t stream,
+                                                cudaLaunchAttribute (&attrs)[2]) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  unsigned n = 0;
+  if (split > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = split;
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (early) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  config.attrs = attrs;
+  config.numAttrs = n;
+  return config;
+}
+
 // launch_dependent where `early`, else a plain launch (for kernels that wait first, whose early
 // launch pays only before some kernels: the caller knows which).
 template <typename... Params, typename... Args>

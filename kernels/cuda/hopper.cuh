@@ -102,10 +102,12 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
-// Keeps the compiler from moving accumulator reads/writes across an asynchronous wgmma.
-__device__ __forceinline__ void wgmma_fence_operand(float (&d)[64]) {
+// Keeps the compiler from moving accumulator reads/writes across an asynchronous wgmma (any
+// accumulator count: 64 for the prefill's m64n128, kTok / 2 for the decode GEMM's m64nTok).
+template <int kN>
+__device__ __forceinline__ void wgmma_fence_operand(float (&d)[kN]) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 // The 64 f32 accumulators of an m64n128 wgmma: their operand list in the PTX string, and the

@@ -139,27 +139,10 @@ void launch(const Params& p, const CUtensorMap& tm_w, const CUtensorMap& tm_x, i
   // (deadlock).
   q.stages = std::clamp(p.steps_per_rank, 2, hgemm::max_stages(kTok, kWg));
   CHECK_LE(tiles * p.split, std::numeric_limits<int>::max());
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(tiles * p.split));
-  config.blockDim = dim3(hgemm::threads(kWg));
-  config.dynamicSmemBytes = hgemm::smem_bytes(kTok, kWg, q.stages);
-  config.stream = stream;
-  cudaLaunchAttribute attr[2];
-  unsigned n_attr = 0;
-  if (p.split > 1) {
-    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(p.split);
-    attr[n_attr].val.clusterDim.y = 1;
-    attr[n_attr].val.clusterDim.z = 1;
-    ++n_attr;
-  }
-  if (pdl) {
-    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
-    ++n_attr;
-  }
-  config.attrs = attr;
-  config.numAttrs = n_attr;
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t config = split_k_launch_config(
+      dim3(static_cast<unsigned>(tiles * p.split)), dim3(hgemm::threads(kWg)),
+      hgemm::smem_bytes(kTok, kWg, q.stages), static_cast<unsigned>(p.split), pdl, stream, attrs);
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tm_w, tm_x, q));
 }
 

@@ -167,7 +167,7 @@ __device__ __forceinline__ void consume(float (&acc)[kTok / 2], const Ring<kTok,
     mbarrier_wait(&ring.full[s], (t / ring.stages) & 1);
     const unsigned char* a = ring.w_slot(s) + c * 64 * kRowBytes;
     const unsigned char* b = ring.x_slot(s);
-    fence_accumulators(acc);
+    wgmma_fence_operand(acc);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kStepK / 16; ++kk)
@@ -175,14 +175,14 @@ __device__ __forceinline__ void consume(float (&acc)[kTok / 2], const Ring<kTok,
                          smem_desc_sw128(b + 32 * kk, 16, 1024));
     wgmma_commit();
     wgmma_wait<1>();  // step t - 1's wgmmas are done: its slot may be refilled
-    fence_accumulators(acc);
+    wgmma_fence_operand(acc);
     if (t > 0) {
       __syncwarp();
       if (lane == 0) mbarrier_arrive(&ring.empty[(t - 1) % ring.stages]);
     }
   }
   wgmma_wait<0>();
-  fence_accumulators(acc);
+  wgmma_fence_operand(acc);
 }
 
 __device__ __forceinline__ void add4(float4& a, const float4& b) {

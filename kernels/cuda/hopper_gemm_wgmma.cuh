@@ -59,12 +59,4 @@ __device__ __forceinline__ void wgmma_tokens(float (&d)[kTok / 2], uint64_t desc
     wgmma_m64n64k16(d, desc_a, desc_b);
 }
 
-// Pins the accumulators: the compiler may not move their reads or writes across this point
-// while a wgmma that writes them may still be running.
-template <int kN>
-__device__ __forceinline__ void fence_accumulators(float (&d)[kN]) {
-#pragma unroll
-  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 }  // namespace nanovllm::kernels::cuda::hgemm

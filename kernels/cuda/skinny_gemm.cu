@@ -111,27 +111,11 @@ void launch(const Params& p, int warps, bool pdl, cudaStream_t stream) {
   constexpr int kOutRows = kFused == kActOut ? 8 * kRowTiles : 16 * kRowTiles;  // y rows a block
   const int64_t tiles = (int64_t{p.n} + kOutRows - 1) / kOutRows;
   CHECK_LE(tiles * p.cluster, std::numeric_limits<int>::max());
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(tiles * p.cluster));
-  config.blockDim = dim3(static_cast<unsigned>(32 * warps));
-  config.dynamicSmemBytes = skinny::smem_bytes(kRowTiles, kNt, warps);
-  config.stream = stream;
-  cudaLaunchAttribute attr[2];
-  unsigned n_attr = 0;
-  if (p.cluster > 1) {
-    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(p.cluster);
-    attr[n_attr].val.clusterDim.y = 1;
-    attr[n_attr].val.clusterDim.z = 1;
-    ++n_attr;
-  }
-  if (pdl) {
-    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
-    ++n_attr;
-  }
-  config.attrs = attr;
-  config.numAttrs = n_attr;
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t config = split_k_launch_config(
+      dim3(static_cast<unsigned>(tiles * p.cluster)), dim3(static_cast<unsigned>(32 * warps)),
+      skinny::smem_bytes(kRowTiles, kNt, warps), static_cast<unsigned>(p.cluster), pdl, stream,
+      attrs);
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
 }
 
