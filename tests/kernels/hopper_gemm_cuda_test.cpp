@@ -2,27 +2,22 @@
 // reference kernels::cpu::linear, for every config hopper_gemm_configs offers plus split 1 and
 // the largest split of both block heights, on every token tile (16, 32 and 64 tokens); and its
 // gate_up form with the activation in the epilogue against the same config's plain GEMM
-// followed by silu_and_mul (bit for bit) and against the CPU reference.
-// Every element is checked, not only a norm: |got - ref| <= rtol |ref| + atol rms(ref), with
-// f32 output rtol 1e-4 (both sum in f32, in another order) and bf16 output rtol 1/64 (two
-// roundings of nearly equal sums may land one bf16 step apart, 2^-7 relative at most), so one
-// wrong element fails. y is poisoned first (NaN) and its row padding must stay poisoned; x and
-// y rows are strided (pitches K + 24 and N + 5).
+// followed by silu_and_mul (bit for bit) and against the CPU reference. Every element is
+// checked and y's row padding must stay poisoned (tests/kernels/gemm_case.h).
 // The GPU tests skip without a device, and where hopper_gemm_supports is false (no sm_90
 // device, or a build without sm_90a code: SupportedExactlyOnSm90 fails if an sm_90 one refuses).
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "kernels/activation.h"
 #include "kernels/hopper_gemm.h"
 #include "kernels/linear.h"
 #include "kernels/rms_norm.h"
 #include "tests/kernels/cuda_test_util.h"
+#include "tests/kernels/gemm_case.h"
 
 namespace nanovllm::test {
 namespace {
@@ -43,127 +38,21 @@ std::string device_arch() {
                    << device_arch();                                                     \
   } while (0)
 
-struct Problem {
-  int64_t m, n, k;
-  bool bias = false;
-  DType out = DType::kBf16;
-  uint32_t seed = 1;
-};
+using Problem = GemmProblem;
+using Case = GemmCase;
+using DeviceCase = GemmDeviceCase;
 
-// Host data and the CPU reference y of one problem. `weights_of`: reuse another case's w and
-// bias (same shapes). `given_x`: x [M, K] contiguous instead of random, strided rows.
-struct Case {
-  Case(const Problem& p, const Case* weights_of = nullptr,
-       const std::vector<uint16_t>* given_x = nullptr)
-      : p(p), x_pitch(given_x ? p.k : p.k + 24), y_pitch(p.n + 5) {
-    std::mt19937 rng(p.seed);
-    x = given_x ? *given_x : random_bf16(p.m * x_pitch, rng);
-    w = weights_of ? weights_of->w : random_bf16(p.n * p.k, rng, -0.1f, 0.1f);
-    b = weights_of ? weights_of->b : random_bf16(p.n, rng);
-    TensorView hx = host_view(x.data(), DType::kBf16, {p.m, p.k});
-    hx.stride[0] = x_pitch;
-    std::vector<uint8_t> raw(p.m * p.n * esize());  // [M, N] in y's dtype
-    const TensorView none;
-    kernels::cpu::linear(host_view(raw.data(), p.out, {p.m, p.n}), hx,
-                         host_view(w.data(), DType::kBf16, {p.n, p.k}),
-                         p.bias ? host_view(b.data(), DType::kBf16, {p.n}) : none,
-                         static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    ref.resize(p.m * p.n);
-    double ss = 0;
-    for (int64_t i = 0; i < p.m * p.n; ++i) {
-      ref[i] = value(raw.data(), i);
-      ss += double{ref[i]} * ref[i];
-    }
-    rms = std::sqrt(ss / static_cast<double>(ref.size()));
-  }
-  size_t esize() const { return p.out == DType::kF32 ? 4 : 2; }
-  float value(const uint8_t* base, int64_t i) const {
-    if (p.out == DType::kF32) {
-      float f;
-      std::memcpy(&f, base + i * 4, 4);
-      return f;
-    }
-    uint16_t h;
-    std::memcpy(&h, base + i * 2, 2);
-    return bf16_to_float(h);
-  }
-
-  Problem p;
-  int64_t x_pitch, y_pitch;
-  std::vector<uint16_t> x, w, b;  // [M, x_pitch], [N, K], [N] bf16
-  std::vector<float> ref;         // [M, N]
-  double rms = 0;
-};
-
-// Device copies of a Case's inputs and a poisoned, strided y.
-struct DeviceCase {
-  explicit DeviceCase(const Case& c)
-      : c(c), dx(c.x), dw(c.w), db(c.b), dy(c.p.m * c.y_pitch * c.esize()) {}
-  TensorView x() const {
-    TensorView v = dx.view(DType::kBf16, {c.p.m, c.p.k});
-    v.stride[0] = c.x_pitch;
-    return v;
-  }
-  TensorView y() const {
-    TensorView v = dy.view(c.p.out, {c.p.m, c.p.n});
-    v.stride[0] = c.y_pitch;
-    return v;
-  }
-  TensorView w() const { return dw.view(DType::kBf16, {c.p.n, c.p.k}); }
-  TensorView bias() const {
-    TensorView none;
-    none.device = Device::kCuda;
-    return c.p.bias ? db.view(DType::kBf16, {c.p.n}) : none;
-  }
-  void run(const HopperGemmConfig& cfg, cudaStream_t stream,
-           const TensorView* x_over = nullptr) const {
-    kernels::cuda::hopper_gemm(y(), x_over ? *x_over : x(), w(), bias(), cfg, stream);
-    CUDA_CHECK(cudaGetLastError());
-  }
-  // Synchronous: cudaMemset runs on the legacy stream, which the tests' non-blocking streams
-  // do not wait for.
-  void poison_y() const {
-    CUDA_CHECK(cudaMemset(dy.mem.get(), 0xFF, dy.mem.bytes()));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-
-  const Case& c;
-  DevVec<uint16_t> dx, dw, db;
-  DevVec<uint8_t> dy;
-};
-
-std::string describe(const Problem& p, const HopperGemmConfig& cfg) {
-  std::ostringstream os;
-  os << "M=" << p.m << " N=" << p.n << " K=" << p.k << (p.bias ? " bias" : "")
-     << (p.out == DType::kF32 ? " f32 " : " bf16 ") << cfg.name();
-  return os.str();
-}
-
-// Every element of the downloaded y against the reference; the padding of each row untouched.
-void expect_matches(const Case& c, const std::vector<uint8_t>& got, const std::string& what) {
-  const double rtol = c.p.out == DType::kF32 ? 1e-4 : 1.0 / 64, atol = rtol * c.rms + 1e-6;
-  int64_t bad = 0, first = 0;
-  for (int64_t r = 0; r < c.p.m; ++r)
-    for (int64_t j = 0; j < c.p.n; ++j) {
-      const double g = c.value(got.data(), r * c.y_pitch + j), ref = c.ref[r * c.p.n + j];
-      if (!(std::abs(g - ref) <= rtol * std::abs(ref) + atol) && bad++ == 0) first = r * c.p.n + j;
-    }
-  EXPECT_EQ(bad, 0) << what << ": first bad element (token " << first / c.p.n << ", row "
-                    << first % c.p.n << "): got "
-                    << c.value(got.data(), (first / c.p.n) * c.y_pitch + first % c.p.n) << ", want "
-                    << c.ref[first];
-  int64_t touched = 0;
-  for (int64_t r = 0; r < c.p.m; ++r)
-    for (int64_t j = c.p.n; j < c.y_pitch; ++j)
-      for (size_t byte = 0; byte < c.esize(); ++byte)
-        touched += got[(r * c.y_pitch + j) * c.esize() + byte] != 0xFF;
-  EXPECT_EQ(touched, 0) << what << ": bytes written past N in y's row padding";
+// One config on a problem's device buffers (x_over: another x of the same shape).
+void run(const DeviceCase& d, const HopperGemmConfig& cfg, cudaStream_t stream,
+         const TensorView* x_over = nullptr) {
+  kernels::cuda::hopper_gemm(d.y(), x_over ? *x_over : d.x(), d.w(), d.bias(), cfg, stream);
+  CUDA_CHECK(cudaGetLastError());
 }
 
 // The offered configs plus split 1 and the largest split of both block heights.
 std::vector<HopperGemmConfig> variants(const Problem& p) {
   std::vector<HopperGemmConfig> out = kernels::hopper_gemm_configs(p.m, p.n, p.k);
-  EXPECT_FALSE(out.empty()) << describe(p, {});
+  EXPECT_FALSE(out.empty()) << describe_gemm(p, HopperGemmConfig{});
   for (int wg : {1, 2})
     for (int split : {1, kernels::kHopperGemmMaxSplit})
       if (std::find(out.begin(), out.end(), HopperGemmConfig{wg, split}) == out.end())
@@ -176,8 +65,8 @@ void check_configs(const Problem& p, const std::vector<HopperGemmConfig>& config
   const DeviceCase d(c);
   for (const HopperGemmConfig& cfg : configs) {
     d.poison_y();
-    d.run(cfg, nullptr);
-    expect_matches(c, d.dy.host(), describe(p, cfg));
+    run(d, cfg, nullptr);
+    expect_gemm_matches(c, d.dy.host(), describe_gemm(p, cfg));
   }
 }
 
@@ -229,25 +118,25 @@ TEST(HopperGemmConfigs, SplitKFillsTheGpuOnModelShapesWithTwoStepsPerRank) {
 TEST(HopperGemmCuda, EveryTokenTileSmallWeightN256K512) {
   SKIP_UNLESS_HOPPER_GEMM();
   for (int64_t m : kTokens)
-    check_configs({m, 256, 512, false, DType::kBf16, 10}, variants({m, 256, 512}));
+    check_configs({m, 256, 512, false, DType::kBf16, false, 10}, variants({m, 256, 512}));
 }
 
 TEST(HopperGemmCuda, EveryTokenTileOProjN1024K2048WithBias) {
   SKIP_UNLESS_HOPPER_GEMM();
   for (int64_t m : kTokens)
-    check_configs({m, 1024, 2048, true, DType::kBf16, 11}, variants({m, 1024, 2048}));
+    check_configs({m, 1024, 2048, true, DType::kBf16, false, 11}, variants({m, 1024, 2048}));
 }
 
 TEST(HopperGemmCuda, EveryTokenTileQkvN4096K1024F32Out) {
   SKIP_UNLESS_HOPPER_GEMM();
   for (int64_t m : kTokens)
-    check_configs({m, 4096, 1024, false, DType::kF32, 12}, variants({m, 4096, 1024}));
+    check_configs({m, 4096, 1024, false, DType::kF32, false, 12}, variants({m, 4096, 1024}));
 }
 
 TEST(HopperGemmCuda, EveryTokenTileDownProjN1024K3072BiasF32Out) {
   SKIP_UNLESS_HOPPER_GEMM();
   for (int64_t m : kTokens)
-    check_configs({m, 1024, 3072, true, DType::kF32, 13}, variants({m, 1024, 3072}));
+    check_configs({m, 1024, 3072, true, DType::kF32, false, 13}, variants({m, 1024, 3072}));
 }
 
 TEST(HopperGemmCuda, PartialTilesOfNAndKReadZerosAndRanksWithoutStepsAddNothing) {
@@ -258,23 +147,23 @@ TEST(HopperGemmCuda, PartialTilesOfNAndKReadZerosAndRanksWithoutStepsAddNothing)
   for (int wg : {1, 2})
     for (int split = 1; split <= kernels::kHopperGemmMaxSplit; ++split) all.push_back({wg, split});
   for (int64_t m : {1, 17, 40, 64}) {
-    check_configs({m, 333, 200, true, DType::kBf16, static_cast<uint32_t>(20 + m)}, all);
-    check_configs({m, 70, 8, false, DType::kF32, static_cast<uint32_t>(30 + m)}, all);
+    check_configs({m, 333, 200, true, DType::kBf16, false, static_cast<uint32_t>(20 + m)}, all);
+    check_configs({m, 70, 8, false, DType::kF32, false, static_cast<uint32_t>(30 + m)}, all);
   }
 }
 
 TEST(HopperGemmCuda, DeterministicAcrossRuns) {
   SKIP_UNLESS_HOPPER_GEMM();
   for (int64_t m : {9, 64}) {
-    const Problem p{m, 4096, 2048, true, DType::kF32, 50};
+    const Problem p{m, 4096, 2048, true, DType::kF32, false, 50};
     const Case c(p);
     const DeviceCase d(c);
     for (const HopperGemmConfig& cfg : variants(p)) {
-      d.run(cfg, nullptr);
+      run(d, cfg, nullptr);
       const auto first = d.dy.host();
       d.poison_y();
-      d.run(cfg, nullptr);
-      EXPECT_TRUE(first == d.dy.host()) << describe(p, cfg) << ": results differ between runs";
+      run(d, cfg, nullptr);
+      EXPECT_TRUE(first == d.dy.host()) << describe_gemm(p, cfg) << ": results differ between runs";
     }
   }
 }
@@ -282,7 +171,7 @@ TEST(HopperGemmCuda, DeterministicAcrossRuns) {
 TEST(HopperGemmCuda, GraphCaptureReplaysWithNewInputs) {
   SKIP_UNLESS_HOPPER_GEMM();
   // Same shapes and weights, different x: one graph, replayed on each x in turn.
-  const Problem p1{33, 1024, 3072, true, DType::kBf16, 60};
+  const Problem p1{33, 1024, 3072, true, DType::kBf16, false, 60};
   Problem p2 = p1;
   p2.seed = 61;
   const Case c1(p1);
@@ -293,12 +182,12 @@ TEST(HopperGemmCuda, GraphCaptureReplaysWithNewInputs) {
     for (bool pdl : {false, true}) {
       cfg.pdl = pdl;
       DeviceCase d(c1);
-      d.run(cfg, stream);  // eager first: the one-time attribute stays out of the capture
+      run(d, cfg, stream);  // eager first: the one-time attribute stays out of the capture
       CUDA_CHECK(cudaStreamSynchronize(stream));
       cudaGraph_t graph;
       cudaGraphExec_t exec;
       CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-      d.run(cfg, stream);
+      run(d, cfg, stream);
       CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
       CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       for (int replay = 0; replay < 2; ++replay) {
@@ -307,7 +196,8 @@ TEST(HopperGemmCuda, GraphCaptureReplaysWithNewInputs) {
         d.poison_y();
         CUDA_CHECK(cudaGraphLaunch(exec, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
-        expect_matches(c, d.dy.host(), describe(c.p, cfg) + " replay " + std::to_string(replay));
+        expect_gemm_matches(c, d.dy.host(),
+                            describe_gemm(c.p, cfg) + " replay " + std::to_string(replay));
       }
       CUDA_CHECK(cudaGraphExecDestroy(exec));
       CUDA_CHECK(cudaGraphDestroy(graph));
@@ -334,7 +224,7 @@ TEST(HopperGemmCuda, PdlLaunchWaitsForTheRmsNormThatWritesX) {
     };
     norm(nullptr);
     const std::vector<uint16_t> x = normed.host();
-    const Case c({m, n, k, true, DType::kBf16, static_cast<uint32_t>(80 + m)}, nullptr, &x);
+    const Case c({m, n, k, true, DType::kBf16, false, static_cast<uint32_t>(80 + m)}, nullptr, &x);
     const DeviceCase d(c);
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -343,12 +233,12 @@ TEST(HopperGemmCuda, PdlLaunchWaitsForTheRmsNormThatWritesX) {
       const auto round = [&] {
         CUDA_CHECK(cudaMemsetAsync(normed.mem.get(), 0xFF, normed.mem.bytes(), stream));
         norm(stream);
-        d.run(cfg, stream, &xv);
+        run(d, cfg, stream, &xv);
       };
       d.poison_y();
       round();
       CUDA_CHECK(cudaStreamSynchronize(stream));
-      expect_matches(c, d.dy.host(), describe(c.p, cfg) + " eager");
+      expect_gemm_matches(c, d.dy.host(), describe_gemm(c.p, cfg) + " eager");
       cudaGraph_t graph;
       cudaGraphExec_t exec;
       CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
@@ -358,7 +248,7 @@ TEST(HopperGemmCuda, PdlLaunchWaitsForTheRmsNormThatWritesX) {
       d.poison_y();
       CUDA_CHECK(cudaGraphLaunch(exec, stream));
       CUDA_CHECK(cudaStreamSynchronize(stream));
-      expect_matches(c, d.dy.host(), describe(c.p, cfg) + " graph");
+      expect_gemm_matches(c, d.dy.host(), describe_gemm(c.p, cfg) + " graph");
       CUDA_CHECK(cudaGraphExecDestroy(exec));
       CUDA_CHECK(cudaGraphDestroy(graph));
     }
@@ -380,8 +270,7 @@ void check_gate_up_act(int64_t m, int64_t inter, int64_t k, uint32_t seed) {
   std::vector<uint16_t> cpu_gate_up(m * 2 * inter), cpu_act(m * inter);
   kernels::cpu::linear(host_view(cpu_gate_up.data(), DType::kBf16, {m, 2 * inter}), host_x,
                        host_view(const_cast<uint16_t*>(hw.data()), DType::kBf16, {2 * inter, k}),
-                       TensorView(),
-                       static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+                       TensorView(), reference_threads());
   kernels::cpu::silu_and_mul(host_view(cpu_act.data(), DType::kBf16, {m, inter}),
                              host_view(cpu_gate_up.data(), DType::kBf16, {m, 2 * inter}));
   double ss = 0;

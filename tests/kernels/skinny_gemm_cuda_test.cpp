@@ -1,13 +1,9 @@
 // skinny_gemm (the decode-size GEMM) against the CPU reference kernels::cpu::linear, for every
-// config skinny_gemm_configs offers and every kernel variant (rows x warps x cluster).
-// Every element is checked, not only a norm: |got - ref| <= rtol |ref| + atol rms(ref), with
-// f32 output rtol 1e-4 (both sum in f32, in another order) and bf16 output rtol 1/64 (two
-// roundings of nearly equal sums may land one bf16 step apart, 2^-7 relative at most), so one
-// wrong element fails. y is poisoned first (NaN) and its row padding must stay poisoned.
+// config skinny_gemm_configs offers and every kernel variant (rows x warps x cluster), every
+// element checked and y's row padding left poisoned (tests/kernels/gemm_case.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <sstream>
 #include <string>
 
@@ -15,142 +11,36 @@
 #include "kernels/linear.h"
 #include "kernels/skinny_gemm.h"
 #include "tests/kernels/cuda_test_util.h"
+#include "tests/kernels/gemm_case.h"
 
 namespace nanovllm::test {
 namespace {
 
 using kernels::SkinnyGemmConfig;
 
-struct Problem {
-  int64_t m, n, k;
-  bool bias = false;
-  DType out = DType::kBf16;
-  bool silu_mul = false;  // x is gate_up [M, 2K], the kernel applies silu_and_mul on load
-  uint32_t seed = 1;
-};
+using Problem = GemmProblem;
+using Case = GemmCase;
+using DeviceCase = GemmDeviceCase;
 
-// Host data and the CPU reference y of one problem; x and y rows are strided (x pitch K + 24,
-// y pitch N + 5) to prove the strides are honoured. `weights_of`: reuse another case's w and
-// bias (same shapes), drawing only a new x.
-struct Case {
-  explicit Case(const Problem& p, const Case* weights_of = nullptr) : p(p) {
-    std::mt19937 rng(p.seed);
-    x_width = p.silu_mul ? 2 * p.k : p.k;
-    x_pitch = x_width + 24;
-    y_pitch = p.n + 5;
-    x = random_bf16(p.m * x_pitch, rng, p.silu_mul ? -3.f : -1.f, p.silu_mul ? 3.f : 1.f);
-    w = weights_of ? weights_of->w : random_bf16(p.n * p.k, rng, -0.1f, 0.1f);
-    b = weights_of ? weights_of->b : random_bf16(p.n, rng);
-    TensorView hx = host_view(x.data(), DType::kBf16, {p.m, x_width});
-    hx.stride[0] = x_pitch;
-    std::vector<uint16_t> act;  // [M, K] bf16: silu_and_mul(gate_up), the fused input
-    if (p.silu_mul) {
-      act.resize(p.m * p.k);
-      kernels::cpu::silu_and_mul(host_view(act.data(), DType::kBf16, {p.m, p.k}), hx);
-      hx = host_view(act.data(), DType::kBf16, {p.m, p.k});
-    }
-    ref.resize(p.m * p.n);
-    std::vector<uint8_t> raw(p.m * p.n * esize());
-    const TensorView none;
-    kernels::cpu::linear(
-        host_view(raw.data(), p.out, {p.m, p.n}), hx, host_view(w.data(), DType::kBf16, {p.n, p.k}),
-        p.bias ? host_view(b.data(), DType::kBf16, {p.n}) : none, reference_threads());
-    for (int64_t i = 0; i < p.m * p.n; ++i) ref[i] = value(raw.data(), i);
-    double ss = 0;
-    for (float v : ref) ss += double{v} * v;
-    rms = std::sqrt(ss / static_cast<double>(ref.size()));
-  }
-  size_t esize() const { return p.out == DType::kF32 ? 4 : 2; }
-  float value(const uint8_t* base, int64_t i) const {
-    if (p.out == DType::kF32) {
-      float f;
-      std::memcpy(&f, base + i * 4, 4);
-      return f;
-    }
-    uint16_t h;
-    std::memcpy(&h, base + i * 2, 2);
-    return bf16_to_float(h);
-  }
-
-  Problem p;
-  int64_t x_width = 0, x_pitch = 0, y_pitch = 0;
-  std::vector<uint16_t> x, w, b;  // [M, x_pitch], [N, K], [N] bf16
-  std::vector<float> ref;         // [M, N]
-  double rms = 0;
-};
-
-// Device copies of a Case's inputs and a poisoned, strided y.
-struct DeviceCase {
-  explicit DeviceCase(const Case& c)
-      : c(c), dx(c.x), dw(c.w), db(c.b), dy(c.p.m * c.y_pitch * c.esize()) {}
-  TensorView x() const {
-    TensorView v = dx.view(DType::kBf16, {c.p.m, c.x_width});
-    v.stride[0] = c.x_pitch;
-    return v;
-  }
-  TensorView y() const {
-    TensorView v = dy.view(c.p.out, {c.p.m, c.p.n});
-    v.stride[0] = c.y_pitch;
-    return v;
-  }
-  void run(const SkinnyGemmConfig& cfg, cudaStream_t stream) const {
-    TensorView none;
-    none.device = Device::kCuda;
-    const TensorView w = dw.view(DType::kBf16, {c.p.n, c.p.k});
-    const TensorView bias = c.p.bias ? db.view(DType::kBf16, {c.p.n}) : none;
-    if (c.p.silu_mul)
-      kernels::cuda::skinny_gemm_silu_mul(y(), x(), w, bias, cfg, stream);
-    else
-      kernels::cuda::skinny_gemm(y(), x(), w, bias, cfg, stream);
-    CUDA_CHECK(cudaGetLastError());
-  }
-  void poison_y() const { dy.mem.poison(); }
-
-  const Case& c;
-  DevVec<uint16_t> dx, dw, db;
-  DevVec<uint8_t> dy;
-};
-
-std::string describe(const Problem& p, const SkinnyGemmConfig& cfg) {
-  std::ostringstream os;
-  os << "M=" << p.m << " N=" << p.n << " K=" << p.k << (p.bias ? " bias" : "")
-     << (p.out == DType::kF32 ? " f32" : " bf16") << (p.silu_mul ? " silu_mul" : "") << " "
-     << cfg.name();
-  return os.str();
-}
-
-// Every element of the downloaded y against the reference; the padding of each row untouched.
-void expect_matches(const Case& c, const std::vector<uint8_t>& got, const std::string& what) {
-  const double rtol = c.p.out == DType::kF32 ? 1e-4 : 1.0 / 64, atol = rtol * c.rms + 1e-6;
-  int64_t bad = 0, first = -1;
-  for (int64_t r = 0; r < c.p.m; ++r)
-    for (int64_t j = 0; j < c.p.n; ++j) {
-      const double g = c.value(got.data(), r * c.y_pitch + j), ref = c.ref[r * c.p.n + j];
-      if (!(std::abs(g - ref) <= rtol * std::abs(ref) + atol)) {
-        if (bad++ == 0) first = r * c.p.n + j;
-      }
-    }
-  EXPECT_EQ(bad, 0) << what << ": first bad element (token " << first / c.p.n << ", row "
-                    << first % c.p.n << "): got "
-                    << c.value(got.data(), (first / c.p.n) * c.y_pitch + first % c.p.n) << ", want "
-                    << c.ref[std::max<int64_t>(first, 0)];
-  int64_t touched = 0;
-  for (int64_t r = 0; r < c.p.m; ++r)
-    for (int64_t j = c.p.n; j < c.y_pitch; ++j)
-      for (size_t byte = 0; byte < c.esize(); ++byte)
-        touched += got[(r * c.y_pitch + j) * c.esize() + byte] != 0xFF;
-  EXPECT_EQ(touched, 0) << what << ": bytes written past N in y's row padding";
+// One config on a problem's device buffers: the activation fused into the input where the
+// problem says so.
+void run(const DeviceCase& d, const SkinnyGemmConfig& cfg, cudaStream_t stream) {
+  if (d.c.p.silu_mul)
+    kernels::cuda::skinny_gemm_silu_mul(d.y(), d.x(), d.w(), d.bias(), cfg, stream);
+  else
+    kernels::cuda::skinny_gemm(d.y(), d.x(), d.w(), d.bias(), cfg, stream);
+  CUDA_CHECK(cudaGetLastError());
 }
 
 // Runs each config on one problem and checks it (y poisoned before each run).
 void check_configs(const Problem& p, const std::vector<SkinnyGemmConfig>& configs) {
-  ASSERT_FALSE(configs.empty()) << describe(p, {});
+  ASSERT_FALSE(configs.empty()) << describe_gemm(p, SkinnyGemmConfig{});
   const Case c(p);
   const DeviceCase d(c);
   for (const SkinnyGemmConfig& cfg : configs) {
     d.poison_y();
-    d.run(cfg, nullptr);
-    expect_matches(c, d.dy.host(), describe(p, cfg));
+    run(d, cfg, nullptr);
+    expect_gemm_matches(c, d.dy.host(), describe_gemm(p, cfg));
   }
 }
 
@@ -267,10 +157,10 @@ TEST(SkinnyGemmCuda, DeterministicAcrossRuns) {
   const Case c(p);
   const DeviceCase d(c);
   for (const SkinnyGemmConfig& cfg : kernels::skinny_gemm_configs(p.m, p.n, p.k)) {
-    d.run(cfg, nullptr);
+    run(d, cfg, nullptr);
     const auto first = d.dy.host();
     d.poison_y();
-    d.run(cfg, nullptr);
+    run(d, cfg, nullptr);
     EXPECT_TRUE(first == d.dy.host()) << cfg.name() << ": results differ between two runs";
   }
 }
@@ -301,7 +191,7 @@ TEST(SkinnyGemmCuda, PdlLaunchWaitsForTheKernelThatWritesX) {
     d.poison_y();
     round();
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    expect_matches(c, d.dy.host(), describe(p, cfg) + " eager");
+    expect_gemm_matches(c, d.dy.host(), describe_gemm(p, cfg) + " eager");
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
@@ -311,7 +201,7 @@ TEST(SkinnyGemmCuda, PdlLaunchWaitsForTheKernelThatWritesX) {
     d.poison_y();
     CUDA_CHECK(cudaGraphLaunch(exec, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    expect_matches(c, d.dy.host(), describe(p, cfg) + " graph");
+    expect_gemm_matches(c, d.dy.host(), describe_gemm(p, cfg) + " graph");
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
   }
@@ -331,12 +221,12 @@ TEST(SkinnyGemmCuda, GraphCaptureReplaysWithNewInputs) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (const SkinnyGemmConfig& cfg : kernels::skinny_gemm_configs(p1.m, p1.n, p1.k)) {
     DeviceCase d(c1);
-    d.run(cfg, stream);  // eager first: one-time set-up stays out of the capture
+    run(d, cfg, stream);  // eager first: one-time set-up stays out of the capture
     CUDA_CHECK(cudaStreamSynchronize(stream));
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    d.run(cfg, stream);
+    run(d, cfg, stream);
     CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     for (int replay = 0; replay < 2; ++replay) {
@@ -345,7 +235,8 @@ TEST(SkinnyGemmCuda, GraphCaptureReplaysWithNewInputs) {
       d.poison_y();
       CUDA_CHECK(cudaGraphLaunch(exec, stream));
       CUDA_CHECK(cudaStreamSynchronize(stream));
-      expect_matches(c, d.dy.host(), describe(c.p, cfg) + " replay " + std::to_string(replay));
+      expect_gemm_matches(c, d.dy.host(),
+                          describe_gemm(c.p, cfg) + " replay " + std::to_string(replay));
     }
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
