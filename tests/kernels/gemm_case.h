@@ -134,10 +134,9 @@ inline void expect_gemm_matches(const GemmCase& c, const std::vector<uint8_t>& g
       }
     }
   const int64_t at = std::max<int64_t>(first, 0);
-  EXPECT_EQ(bad, 0) << what << ": first bad element (token " << at / c.p.n << ", row "
-                    << at % c.p.n << "): got "
-                    << c.value(got.data(), (at / c.p.n) * c.y_pitch + at % c.p.n) << ", want "
-                    << c.ref[at];
+  EXPECT_EQ(bad, 0) << what << ": first bad element (token " << at / c.p.n << ", row " << at % c.p.n
+                    << "): got " << c.value(got.data(), (at / c.p.n) * c.y_pitch + at % c.p.n)
+                    << ", want " << c.ref[at];
   int64_t touched = 0;
   for (int64_t r = 0; r < c.p.m; ++r)
     for (int64_t j = c.p.n; j < c.y_pitch; ++j)
