@@ -90,7 +90,8 @@ void Qwen3Attention::project_qkv(const TensorView& x, const TensorView& position
                                  const TensorView& slot_mapping, const TensorView& qkv,
                                  const ExecContext& ctx) const {
   CHECK_MSG(k_cache_.data != nullptr, "KV cache not bound");
-  qkv_proj_.forward(qkv, x, ctx);
+  if (!knocked_out(LayerOp::kQkvProj)) qkv_proj_.forward(qkv, x, ctx);
+  if (knocked_out(LayerOp::kRope)) return;
   // Element-wise: the q/k norm + rotary and the KV store are one kernel on CUDA, so the store is
   // counted here rather than with attention.
   const PhaseScope phase(ctx, Phase::kElementwise);
@@ -104,6 +105,7 @@ void Qwen3Attention::project_qkv(const TensorView& x, const TensorView& position
 
 void Qwen3Attention::attend_stored(const AttentionMetadata& meta, const TensorView& qkv,
                                    const TensorView& attn, const ExecContext& ctx) const {
+  if (knocked_out(LayerOp::kAttention)) return;
   const int64_t t = qkv.size(0), hq = qkv_proj_.num_heads(), d = head_dim_;
   const TensorView q = q_heads(qkv);
   const PhaseScope phase(ctx, Phase::kAttention);

@@ -7,6 +7,7 @@
 #include "kernels/attention.h"
 #include "kernels/device_buffer.h"
 #include "layers/attention_metadata.h"
+#include "layers/knock_out.h"
 #include "layers/linear.h"
 #include "layers/model_config.h"
 
@@ -49,7 +50,7 @@ class Qwen3Attention {
   }
   void project_out(const TensorView& out, const TensorView& attn, const ExecContext& ctx,
                    RowOutput output) const {
-    o_proj_.forward(out, attn, ctx, output);
+    if (!knocked_out(LayerOp::kOProj)) o_proj_.forward(out, attn, ctx, output);
   }
 
   // Whether prefill steps' attention takes the Hopper kernel (kernels/attention.h), and its CTAs

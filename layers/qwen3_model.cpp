@@ -7,6 +7,7 @@
 #include "kernels/kv_cache.h"
 #include "kernels/phase_timer.h"
 #include "kernels/prefill_rows.h"
+#include "layers/knock_out.h"
 
 namespace nanovllm {
 
@@ -26,13 +27,19 @@ Qwen3MLP::Qwen3MLP(const Checkpoint& ckpt, int layer, const ShardInfo& shard, Co
 
 void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorView& gate_up,
                        const TensorView& act, const ExecContext& ctx, RowOutput output) const {
+  const bool down = !knocked_out(LayerOp::kDown);
+  // Knock-outs (layers/knock_out.h): without gate_up, down runs on act as at decode sizes.
+  if (knocked_out(LayerOp::kGateUp)) {
+    if (down) down_proj_.forward(out, act, ctx, output);
+    return;
+  }
   // Decode sizes: the activation in the gate_up GEMM's epilogue, then the plain down projection.
   if (gate_up_proj_.forward_act(act, x, ctx)) {
-    down_proj_.forward(out, act, ctx, output);
+    if (down) down_proj_.forward(out, act, ctx, output);
     return;
   }
   gate_up_proj_.forward(gate_up, x, ctx);
-  down_proj_.forward_silu_mul(out, gate_up, act, ctx, output);
+  if (down) down_proj_.forward_silu_mul(out, gate_up, act, ctx, output);
 }
 
 Qwen3DecoderLayer::Qwen3DecoderLayer(const ModelConfig& c, const Checkpoint& ckpt, int layer,
@@ -140,14 +147,17 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
       return hidden;
     }
   }
+  const bool norms = !knocked_out(LayerOp::kNorm);  // a timing experiment (layers/knock_out.h)
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Qwen3DecoderLayer& layer = *layers_[i];
-    if (i == 0)
-      layer.input_layernorm().forward(hidden, residual, ctx);
-    else
-      add_norm(layer.input_layernorm());
+    if (norms) {
+      if (i == 0)
+        layer.input_layernorm().forward(hidden, residual, ctx);
+      else
+        add_norm(layer.input_layernorm());
+    }
     layer.self_attn().forward(hidden, hidden, positions, m, qkv, attn, ctx, rows);
-    add_norm(layer.post_attention_layernorm());
+    if (norms) add_norm(layer.post_attention_layernorm());
     layer.mlp().forward(hidden, hidden, gate_up, act, ctx, rows);
   }
   add_norm(norm_);
