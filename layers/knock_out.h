@@ -2,7 +2,7 @@
 // that the step's time without them (in its CUDA graphs, as it really runs) gives each one's
 // marginal cost. The kernel timeline (bench/README.md) places kernels but adds its own stamps,
 // and a span there is not what the step saves without the kernel: o_proj's 5 us span at batch 1
-// was worth 0.5-1 us (bench/results/h200-2026-11-28-issue33_fold_out_proj.txt).
+// costs the step 2.2 us (bench/results/h200-2026-11-28-issue33_layer_knockouts.txt).
 //
 // NANOVLLM_KNOCK_OUT=op[,op...], read once per process (every rank inherits it): qkv_proj, rope
 // (q/k norm, rotary and the KV store), attention, o_proj, norm (both of a layer's norms, with
