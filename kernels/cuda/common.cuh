@@ -112,43 +112,22 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStre
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
-// The launch of `grid` in clusters of `cluster_x` blocks along x, launched early (programmatic
+// The launch of `grid` with `smem` bytes of dynamic shared memory, in clusters of `cluster_x`
+// blocks along x (no cluster attribute where cluster_x is 0), launched early (programmatic
 // dependent launch, as launch_dependent) where `early`; the config points at `attrs`, which must
 // outlive the launch (cudaLaunchKernelEx, or cudaOccupancyMaxActiveClusters with a null stream).
-inline cudaLaunchConfig_t cluster_launch_config(dim3 grid, dim3 block, unsigned cluster_x,
-                                                bool early, cudaStream_t stream,
-                                                cudaLaunchAttribute (&attrs)[2]) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.stream = stream;
-  attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = cluster_x;
-  attrs[0].val.clusterDim.y = 1;
-  attrs[0].val.clusterDim.z = 1;
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attrs;
-  config.numAttrs = early ? 2 : 1;
-  return config;
-}
-
-// The launch of a GEMM that splits K over clusters of `split` blocks along x (the skinny and
-// Hopper decode GEMMs): `smem` bytes of dynamic shared memory, a cluster attribute only where
-// split > 1 (a plain launch otherwise, unlike cluster_launch_config), launched early where
-// `early`; the config points at `attrs`, which must outlive the launch.
-inline cudaLaunchConfig_t split_k_launch_config(dim3 grid, dim3 block, size_t smem, unsigned split,
-                                                bool early, cudaStream_t stream,
-                                                cudaLaunchAttribute (&attrs)[2]) {
+inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t smem, unsigned cluster_x,
+                                        bool early, cudaStream_t stream,
+                                        cudaLaunchAttribute (&attrs)[2]) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   unsigned n = 0;
-  if (split > 1) {
+  if (cluster_x > 0) {
     attrs[n].id = cudaLaunchAttributeClusterDimension;
-    attrs[n].val.clusterDim.x = split;
+    attrs[n].val.clusterDim.x = cluster_x;
     attrs[n].val.clusterDim.y = 1;
     attrs[n].val.clusterDim.z = 1;
     ++n;
@@ -161,6 +140,21 @@ inline cudaLaunchConfig_t split_k_launch_config(dim3 grid, dim3 block, size_t sm
   config.attrs = attrs;
   config.numAttrs = n;
   return config;
+}
+
+// launch_config of a cluster kernel: clusters of `cluster_x` blocks, no dynamic shared memory.
+inline cudaLaunchConfig_t cluster_launch_config(dim3 grid, dim3 block, unsigned cluster_x,
+                                                bool early, cudaStream_t stream,
+                                                cudaLaunchAttribute (&attrs)[2]) {
+  return launch_config(grid, block, 0, cluster_x, early, stream, attrs);
+}
+
+// launch_config of a GEMM that splits K over clusters of `split` blocks along x (the skinny and
+// Hopper decode GEMMs): a cluster attribute only where split > 1 (a plain launch otherwise).
+inline cudaLaunchConfig_t split_k_launch_config(dim3 grid, dim3 block, size_t smem, unsigned split,
+                                                bool early, cudaStream_t stream,
+                                                cudaLaunchAttribute (&attrs)[2]) {
+  return launch_config(grid, block, smem, split > 1 ? split : 0, early, stream, attrs);
 }
 
 // launch_dependent where `early`, else a plain launch (for kernels that wait first, whose early

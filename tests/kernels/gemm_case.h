@@ -145,4 +145,31 @@ inline void expect_gemm_matches(const GemmCase& c, const std::vector<uint8_t>& g
   EXPECT_EQ(touched, 0) << what << ": bytes written past N in y's row padding";
 }
 
+// One GEMM launch (run(d, stream) on the device case d) captured in a CUDA graph after an eager
+// run, then replayed with c1's x and with c2's (same shapes and weights) uploaded under it: each
+// replay must give its own case's result. what: describe_gemm of the launch.
+template <class Run>
+void expect_graph_replays_follow_x(const GemmCase& c1, const GemmCase& c2, const std::string& what,
+                                   cudaStream_t stream, const Run& run) {
+  GemmDeviceCase d(c1);
+  run(d, stream);  // eager first: one-time set-up (attributes) stays out of the capture
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  run(d, stream);
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    const GemmCase& c = replay == 0 ? c1 : c2;
+    d.dx.mem.upload(c.x);
+    d.poison_y();
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_gemm_matches(c, d.dy.host(), what + " replay " + std::to_string(replay));
+  }
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
 }  // namespace nanovllm::test

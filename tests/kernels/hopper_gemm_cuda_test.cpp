@@ -181,26 +181,8 @@ TEST(HopperGemmCuda, GraphCaptureReplaysWithNewInputs) {
   for (HopperGemmConfig cfg : variants(p1))
     for (bool pdl : {false, true}) {
       cfg.pdl = pdl;
-      DeviceCase d(c1);
-      run(d, cfg, stream);  // eager first: the one-time attribute stays out of the capture
-      CUDA_CHECK(cudaStreamSynchronize(stream));
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-      run(d, cfg, stream);
-      CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-      CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      for (int replay = 0; replay < 2; ++replay) {
-        const Case& c = replay == 0 ? c1 : c2;
-        d.dx.mem.upload(c.x);
-        d.poison_y();
-        CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        expect_gemm_matches(c, d.dy.host(),
-                            describe_gemm(c.p, cfg) + " replay " + std::to_string(replay));
-      }
-      CUDA_CHECK(cudaGraphExecDestroy(exec));
-      CUDA_CHECK(cudaGraphDestroy(graph));
+      expect_graph_replays_follow_x(c1, c2, describe_gemm(p1, cfg), stream,
+                                    [&](const DeviceCase& d, cudaStream_t s) { run(d, cfg, s); });
     }
   CUDA_CHECK(cudaStreamDestroy(stream));
 }

@@ -219,28 +219,9 @@ TEST(SkinnyGemmCuda, GraphCaptureReplaysWithNewInputs) {
   const Case c2(p2, &c1);
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (const SkinnyGemmConfig& cfg : kernels::skinny_gemm_configs(p1.m, p1.n, p1.k)) {
-    DeviceCase d(c1);
-    run(d, cfg, stream);  // eager first: one-time set-up stays out of the capture
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    run(d, cfg, stream);
-    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int replay = 0; replay < 2; ++replay) {
-      const Case& c = replay == 0 ? c1 : c2;
-      d.dx.mem.upload(c.x);
-      d.poison_y();
-      CUDA_CHECK(cudaGraphLaunch(exec, stream));
-      CUDA_CHECK(cudaStreamSynchronize(stream));
-      expect_gemm_matches(c, d.dy.host(),
-                          describe_gemm(c.p, cfg) + " replay " + std::to_string(replay));
-    }
-    CUDA_CHECK(cudaGraphExecDestroy(exec));
-    CUDA_CHECK(cudaGraphDestroy(graph));
-  }
+  for (const SkinnyGemmConfig& cfg : kernels::skinny_gemm_configs(p1.m, p1.n, p1.k))
+    expect_graph_replays_follow_x(c1, c2, describe_gemm(p1, cfg), stream,
+                                  [&](const DeviceCase& d, cudaStream_t s) { run(d, cfg, s); });
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
