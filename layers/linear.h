@@ -85,6 +85,11 @@ class RowParallelLinear : public LinearBase {
   // gate_up: [T, 2 in_local] bf16; act: [T, in_local] bf16 scratch.
   void forward_silu_mul(const TensorView& y, const TensorView& gate_up, const TensorView& act,
                         const ExecContext& ctx, RowOutput output = RowOutput::kReduced) const;
+  // The all-reduce that forward ends with, for an output another kernel computed with this
+  // layer's weights (the fused MLP): y summed over the ranks where output is kReduced.
+  void reduce(const TensorView& y, const ExecContext& ctx, RowOutput output) const {
+    if (output == RowOutput::kReduced) all_reduce(y, ctx);
+  }
 
  private:
   void all_reduce(const TensorView& y, const ExecContext& ctx) const;

@@ -4,6 +4,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/embedding.h"
+#include "kernels/fused_mlp.h"
 #include "kernels/kv_cache.h"
 #include "kernels/phase_timer.h"
 #include "kernels/prefill_rows.h"
@@ -23,7 +24,12 @@ std::string layer_name(int layer, const char* what) {
 Qwen3MLP::Qwen3MLP(const Checkpoint& ckpt, int layer, const ShardInfo& shard, Communicator& comm)
     : gate_up_proj_(ckpt, {mlp_prefix(layer) + "gate_proj", mlp_prefix(layer) + "up_proj"}, false,
                     shard),
-      down_proj_(ckpt, mlp_prefix(layer) + "down_proj", false, shard, comm) {}
+      down_proj_(ckpt, mlp_prefix(layer) + "down_proj", false, shard, comm) {
+  if (shard.device == Device::kCuda) {
+    fused_barrier_ = DeviceBuffer(sizeof(uint64_t), Device::kCuda);
+    fused_barrier_.zero();
+  }
+}
 
 void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorView& gate_up,
                        const TensorView& act, const ExecContext& ctx, RowOutput output) const {
@@ -32,6 +38,19 @@ void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorV
   if (knocked_out(LayerOp::kGateUp)) {
     if (down) down_proj_.forward(out, act, ctx, output);
     return;
+  }
+  // A few tokens of a small shape: the whole MLP in one kernel (kernels/fused_mlp.h).
+  if (down && !fused_barrier_.empty()) {
+    bool fused = false;
+    {
+      const PhaseScope phase(ctx, Phase::kGemm);
+      fused = kernels::fused_mlp(out, x, gate_up_proj_.weight(), down_proj_.weight(), act,
+                                 static_cast<uint64_t*>(fused_barrier_.data()), ctx);
+    }
+    if (fused) {
+      down_proj_.reduce(out, ctx, output);
+      return;
+    }
   }
   // Decode sizes: the activation in the gate_up GEMM's epilogue, then the plain down projection.
   if (gate_up_proj_.forward_act(act, x, ctx)) {

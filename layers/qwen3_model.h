@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/device_buffer.h"
 #include "layers/attention_layer.h"
 #include "layers/prefill_overlap.h"
 #include "layers/rms_norm_layer.h"
@@ -26,6 +27,7 @@ class Qwen3MLP {
  private:
   MergedColumnParallelLinear gate_up_proj_;
   RowParallelLinear down_proj_;
+  DeviceBuffer fused_barrier_;  // [1] u64 on CUDA: the fused MLP's grid barrier counter
 };
 
 class Qwen3DecoderLayer {

@@ -1,0 +1,396 @@
+// The fused decode MLP (kernels/fused_mlp.h): gate_up, the activation and down in one kernel of
+// one block an SM, the two halves joined by a grid barrier.
+//
+// Block b owns act columns [b A, b A + A) (gate rows b A.. and up rows I + b A.. of w_gate_up)
+// and down_proj output rows [b R, b R + R); each of its 8 warps takes a contiguous share of
+// both, and lane 0 of the warp requests that share's rows with bulk copies into shared memory
+// (one mbarrier for its gate and up rows, one for its down rows) before griddepcontrol.wait.
+// After the wait: x into shared memory, each lane's x chunks into registers, the warp's gate
+// and up dot products (lanes over H, a warp sum), act = silu(bf16 gate) * bf16 up rounded to
+// bf16 into the act scratch; the grid barrier; the whole act into shared memory; the warp's
+// down rows (lanes over I), y rounded to bf16.
+#include <cstdio>
+
+#include "kernels/check.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/hopper.cuh"
+#include "kernels/cuda/silu_mul.cuh"
+#include "kernels/env_choice.h"
+#include "kernels/fused_mlp.h"
+
+namespace nanovllm::kernels::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+// A grid barrier wait this long means a block never arrived (the plan keeps every block
+// resident, so only a fault elsewhere gets here): trap, naming the kernel, rather than hang.
+constexpr uint64_t kBarrierTimeoutNs = 2'000'000'000ull;
+
+struct Params {
+  const bf16* x;  // [M, H], row stride ldx
+  int64_t ldx;
+  const bf16* w_gate_up;  // [2I, H] = [gate; up], contiguous
+  const bf16* w_down;     // [H, I], contiguous
+  bf16* act;              // [M, I], row stride ld_act
+  int64_t ld_act;
+  bf16* y;  // [M, H], row stride ldy
+  int64_t ldy;
+  unsigned long long* barrier;  // monotonic arrivals of every call of this call site
+  int m, hidden, inter;
+  int act_per_block, rows_per_block, blocks;
+};
+
+// One bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global
+// memory into this block's shared memory, completing on `bar`.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+__device__ __forceinline__ unsigned long long load_acquire_gpu(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Every block of the grid arrives before any goes on; what a block wrote before it is visible
+// to every block after it (thread 0's fence and acquire, ordered for the block by the CTA
+// barriers around them, as cooperative groups' grid sync).
+__device__ __forceinline__ void grid_barrier(unsigned long long* counter, int blocks) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned long long old = atomicAdd(counter, 1ull);
+    const unsigned long long target = (old / blocks + 1) * blocks;
+    const uint64_t start = global_ns();
+    while (load_acquire_gpu(counter) < target) {
+      if (global_ns() - start > kBarrierTimeoutNs) {
+        printf("fused_mlp: block %d waited over 2 s at the grid barrier (%llu of %llu arrived)\n",
+               static_cast<int>(blockIdx.x), load_acquire_gpu(counter) % blocks,
+               static_cast<unsigned long long>(blocks));
+        __trap();
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// sum += w . v over 8 bf16 pairs, in f32.
+__device__ __forceinline__ float dot8(const Bf16x8& w, const Bf16x8& v, float sum) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) sum = fmaf(to_f32(w.v[i]), to_f32(v.v[i]), sum);
+  return sum;
+}
+
+__device__ __forceinline__ Bf16x8 lds8(const bf16* p) {
+  return *reinterpret_cast<const Bf16x8*>(p);
+}
+
+// [rows, cols) rows of a warp's contiguous share `per` of a block's `count`.
+struct Share {
+  int first, count;
+};
+__device__ __forceinline__ Share warp_share(int block_count, int warp) {
+  const int per = (block_count + kWarps - 1) / kWarps;
+  const int first = warp * per;
+  return {first, max(0, min(block_count - first, per))};
+}
+
+// Shared memory (bf16 unless said): gate [A][H], up [A][H], down [R][I], x [kTok][H],
+// act [kTok][I], then the mbarriers (u64): gate_up [8], down [8].
+template <int kTok, int kXChunks>
+__global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kHidden = 256 * kXChunks;  // a lane's kXChunks 16-byte chunks of x
+  const int A = p.act_per_block, R = p.rows_per_block, I = p.inter;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* s_gate = reinterpret_cast<bf16*>(smem_raw);
+  bf16* s_up = s_gate + A * kHidden;
+  bf16* s_down = s_up + A * kHidden;
+  bf16* s_x = s_down + static_cast<int64_t>(R) * I;
+  bf16* s_act = s_x + kTok * kHidden;
+  uint64_t* bar_gate_up = reinterpret_cast<uint64_t*>(s_act + kTok * I);
+  uint64_t* bar_down = bar_gate_up + kWarps;
+
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int b = static_cast<int>(blockIdx.x);
+  const int act0 = b * A, row0 = b * R;
+  const int block_cols = max(0, min(I - act0, A)), block_rows = max(0, min(kHidden - row0, R));
+  const Share cols = warp_share(block_cols, warp), rows = warp_share(block_rows, warp);
+  if (threadIdx.x == 0) {
+    for (int w = 0; w < kWarps; ++w) {
+      mbarrier_init(&bar_gate_up[w], 1);
+      mbarrier_init(&bar_down[w], 1);
+    }
+    mbarrier_init_fence();
+  }
+  // The weights are constants: request them before the wait, every warp's gate and up rows
+  // first, then the down rows, so that the gate_up half can start before the down rows land.
+  if (threadIdx.x == 0) {
+    for (int w = 0; w < kWarps; ++w) {
+      const Share c = warp_share(block_cols, w);
+      if (c.count == 0) continue;
+      const uint32_t bytes = static_cast<uint32_t>(c.count) * kHidden * 2;
+      mbarrier_arrive_expect_tx(&bar_gate_up[w], 2 * bytes);
+      const int64_t gate_row = act0 + c.first;
+      bulk_copy(s_gate + c.first * kHidden, p.w_gate_up + gate_row * kHidden, bytes,
+                &bar_gate_up[w]);
+      bulk_copy(s_up + c.first * kHidden, p.w_gate_up + (I + gate_row) * kHidden, bytes,
+                &bar_gate_up[w]);
+    }
+    for (int w = 0; w < kWarps; ++w) {
+      const Share r = warp_share(block_rows, w);
+      if (r.count == 0) continue;
+      const uint32_t bytes = static_cast<uint32_t>(r.count) * I * 2;
+      mbarrier_arrive_expect_tx(&bar_down[w], bytes);
+      bulk_copy(s_down + static_cast<int64_t>(r.first) * I,
+                p.w_down + static_cast<int64_t>(row0 + r.first) * I, bytes, &bar_down[w]);
+    }
+  }
+  allow_next_grid();  // every block is resident once the next kernel may launch
+  wait_for_previous_grid();
+
+  __syncthreads();  // the barriers are initialised
+
+  // x: [kTok][H] into shared memory (token rows past M zero), then a lane's chunks
+  // lane + 32 i of each token into registers as f32 (converted once, used by every row).
+  constexpr int kXRowChunks = kHidden / 8;
+  for (int i = static_cast<int>(threadIdx.x); i < kTok * kXRowChunks; i += kThreads) {
+    const int t = i / kXRowChunks, c = i % kXRowChunks;
+    cp_async16(s_x + t * kHidden + c * 8, t < p.m ? p.x + t * p.ldx + c * 8 : p.x,
+               t < p.m ? 16 : 0);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  float xr[kTok][kXChunks][8];
+#pragma unroll
+  for (int t = 0; t < kTok; ++t)
+#pragma unroll
+    for (int i = 0; i < kXChunks; ++i) {
+      const Bf16x8 v = lds8(s_x + t * kHidden + (lane + 32 * i) * 8);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) xr[t][i][e] = to_f32(v.v[e]);
+    }
+
+  if (cols.count > 0) mbarrier_wait(&bar_gate_up[warp], 0);
+  for (int j = 0; j < cols.count; ++j) {
+    const bf16* gate = s_gate + (cols.first + j) * kHidden;
+    const bf16* up = s_up + (cols.first + j) * kHidden;
+    float g[kTok] = {}, u[kTok] = {};
+#pragma unroll
+    for (int i = 0; i < kXChunks; ++i) {
+      const Bf16x8 wg = lds8(gate + (lane + 32 * i) * 8), wu = lds8(up + (lane + 32 * i) * 8);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float fg = to_f32(wg.v[e]), fu = to_f32(wu.v[e]);
+#pragma unroll
+        for (int t = 0; t < kTok; ++t) {
+          g[t] = fmaf(fg, xr[t][i][e], g[t]);
+          u[t] = fmaf(fu, xr[t][i][e], u[t]);
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) {
+      g[t] = warp_sum(g[t]);
+      u[t] = warp_sum(u[t]);
+      if (lane == t && t < p.m)
+        p.act[t * p.ld_act + act0 + cols.first + j] =
+            to_bf16(silu_mul_exact(to_f32(to_bf16(g[t])), to_f32(to_bf16(u[t]))));
+    }
+  }
+
+  grid_barrier(p.barrier, p.blocks);
+
+  // The whole act: [kTok][I] into shared memory (through L2: other blocks wrote it).
+  const int act_row_chunks = I / 8;
+  for (int i = static_cast<int>(threadIdx.x); i < kTok * act_row_chunks; i += kThreads) {
+    const int t = i / act_row_chunks, c = i % act_row_chunks;
+    cp_async16(s_act + t * I + c * 8, t < p.m ? p.act + t * p.ld_act + c * 8 : p.act,
+               t < p.m ? 16 : 0);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  if (rows.count > 0) mbarrier_wait(&bar_down[warp], 0);
+  for (int j = 0; j < rows.count; ++j) {
+    const bf16* w = s_down + static_cast<int64_t>(rows.first + j) * I;
+    float s[kTok] = {};
+    for (int c = lane; c < act_row_chunks; c += 32) {
+      const Bf16x8 wv = lds8(w + c * 8);
+#pragma unroll
+      for (int t = 0; t < kTok; ++t) s[t] = dot8(wv, lds8(s_act + t * I + c * 8), s[t]);
+    }
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) {
+      s[t] = warp_sum(s[t]);
+      if (lane == t && t < p.m) p.y[t * p.ldy + row0 + rows.first + j] = to_bf16(s[t]);
+    }
+  }
+#else
+  __trap();  // built without sm_90: the host never launches it (fused_mlp_supports)
+#endif
+}
+
+bool built_for_sm90() {
+#if defined(NANOVLLM_SM90A)
+  return true;
+#else
+  return false;
+#endif
+}
+
+struct Device {
+  bool sm90 = false;
+  int sms = 0;
+  int smem_optin = 0;
+};
+const Device& device() {
+  static const Device d = [] {
+    Device out;
+    int id = 0, major = 0;
+    if (cudaGetDevice(&id) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, id) != cudaSuccess ||
+        cudaDeviceGetAttribute(&out.sms, cudaDevAttrMultiProcessorCount, id) != cudaSuccess ||
+        cudaDeviceGetAttribute(&out.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, id) !=
+            cudaSuccess) {
+      cudaGetLastError();  // no usable device: nothing supported, not an error here
+      return Device{};
+    }
+    out.sm90 = major == 9;
+    return out;
+  }();
+  return d;
+}
+
+// NANOVLLM_FUSED_MLP (read once): "auto" (unset) takes the fused MLP up to kFusedMlpAutoMaxM
+// tokens, "on" wherever it runs, "off" never (whole-run comparisons).
+enum class FusedMlpSetting { kAuto, kOn, kOff };
+FusedMlpSetting fused_mlp_setting() {
+  static const FusedMlpSetting v = [] {
+    const std::string e = env_choice("NANOVLLM_FUSED_MLP", {"auto", "on", "off"});
+    return e == "on"    ? FusedMlpSetting::kOn
+           : e == "off" ? FusedMlpSetting::kOff
+                        : FusedMlpSetting::kAuto;
+  }();
+  return v;
+}
+constexpr int64_t kFusedMlpAutoMaxM = 1;
+
+template <int kTok, int kXChunks>
+void launch(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
+  auto* kernel = fused_mlp_kernel<kTok, kXChunks>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(plan.smem_bytes)));
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t config =
+      launch_config(dim3(plan.blocks), dim3(kThreads), static_cast<size_t>(plan.smem_bytes), 0,
+                    true, stream, attrs);
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
+}
+
+template <int kXChunks>
+void launch_tokens(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
+  if (plan.token_tile == 1)
+    launch<1, kXChunks>(p, plan, stream);
+  else
+    launch<2, kXChunks>(p, plan, stream);
+}
+
+}  // namespace
+
+bool fused_mlp_supports(int64_t m, int64_t hidden, int64_t inter) {
+  const Device& d = device();
+  return built_for_sm90() && d.sm90 && fused_mlp_plan(m, hidden, inter, d.sms, d.smem_optin);
+}
+
+namespace {
+
+// Launches the kernel where it takes the shape and layout (by_rule: and NANOVLLM_FUSED_MLP's
+// rule takes M); false, nothing done, elsewhere.
+bool launch_where_taken(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
+                        const TensorView& w_down, const TensorView& act, uint64_t* barrier,
+                        const ExecContext& ctx, bool by_rule) {
+  check_cuda_tensor(x, DType::kBf16, "fused_mlp x");
+  check_cuda_tensor(y, DType::kBf16, "fused_mlp y");
+  check_cuda_tensor(w_gate_up, DType::kBf16, "fused_mlp w_gate_up");
+  check_cuda_tensor(w_down, DType::kBf16, "fused_mlp w_down");
+  check_cuda_tensor(act, DType::kBf16, "fused_mlp act");
+  CHECK(x.ndim == 2 && y.ndim == 2 && w_gate_up.ndim == 2 && w_down.ndim == 2 && act.ndim == 2);
+  const int64_t m = x.size(0), hidden = x.size(1), inter = w_down.size(1);
+  CHECK_EQ(w_gate_up.size(0), 2 * inter);
+  CHECK_EQ(w_gate_up.size(1), hidden);
+  CHECK_EQ(w_down.size(0), hidden);
+  CHECK_EQ(y.size(0), m);
+  CHECK_EQ(y.size(1), hidden);
+  CHECK_EQ(act.size(0), m);
+  CHECK_EQ(act.size(1), inter);
+  if (m == 0) return false;
+  if (by_rule) {
+    const FusedMlpSetting setting = fused_mlp_setting();
+    if (setting == FusedMlpSetting::kOff || ctx.cublas_only ||
+        (setting == FusedMlpSetting::kAuto && m > kFusedMlpAutoMaxM))
+      return false;
+  }
+  // Whole rows in bulk copies, and 16-byte chunks of x and act.
+  if (w_gate_up.stride[0] != hidden || w_down.stride[0] != inter || x.stride[0] % 8 != 0 ||
+      act.stride[0] % 8 != 0 || !aligned16(x.data) || !aligned16(act.data) ||
+      !aligned16(w_gate_up.data) || !aligned16(w_down.data))
+    return false;
+  const Device& d = device();
+  if (!built_for_sm90() || !d.sm90) return false;
+  const std::optional<FusedMlpPlan> plan = fused_mlp_plan(m, hidden, inter, d.sms, d.smem_optin);
+  if (!plan) return false;
+  CHECK_MSG(barrier != nullptr, "fused_mlp needs its call site's barrier counter");
+  Params p;
+  p.x = x.ptr<bf16>();
+  p.ldx = x.stride[0];
+  p.w_gate_up = w_gate_up.ptr<bf16>();
+  p.w_down = w_down.ptr<bf16>();
+  p.act = act.ptr<bf16>();
+  p.ld_act = act.stride[0];
+  p.y = y.ptr<bf16>();
+  p.ldy = y.stride[0];
+  p.barrier = reinterpret_cast<unsigned long long*>(barrier);
+  p.m = static_cast<int>(m);
+  p.hidden = static_cast<int>(hidden);
+  p.inter = static_cast<int>(inter);
+  p.act_per_block = plan->act_per_block;
+  p.rows_per_block = plan->rows_per_block;
+  p.blocks = plan->blocks;
+  if (hidden == 1024)
+    launch_tokens<4>(p, *plan, ctx.stream);
+  else
+    launch_tokens<8>(p, *plan, ctx.stream);
+  return true;
+}
+
+}  // namespace
+
+bool fused_mlp(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
+               const TensorView& w_down, const TensorView& act, uint64_t* barrier,
+               const ExecContext& ctx) {
+  return launch_where_taken(y, x, w_gate_up, w_down, act, barrier, ctx, true);
+}
+
+bool fused_mlp_any_rule(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
+                        const TensorView& w_down, const TensorView& act, uint64_t* barrier,
+                        const ExecContext& ctx) {
+  return launch_where_taken(y, x, w_gate_up, w_down, act, barrier, ctx, false);
+}
+
+}  // namespace nanovllm::kernels::cuda

@@ -1,0 +1,40 @@
+// The fused decode MLP's cut over the SMs (kernels/fused_mlp.h's fused_mlp_plan). Host code
+// only, so that CI pins the arithmetic without a GPU.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/fused_mlp.h"
+
+namespace nanovllm::kernels {
+namespace {
+
+constexpr int64_t kWarps = 8;  // a block's warps: its act columns and down rows go round them
+constexpr int64_t kBarrierBytes = 2 * kWarps * 8;  // a gate_up and a down mbarrier a warp
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+}  // namespace
+
+std::optional<FusedMlpPlan> fused_mlp_plan(int64_t m, int64_t hidden, int64_t inter, int sms,
+                                           int64_t smem_limit) {
+  if (m < 1 || m > kFusedMlpMaxM || (hidden != 1024 && hidden != 2048) || inter < 8 ||
+      inter % 8 != 0 || sms < 1)
+    return {};
+  FusedMlpPlan plan;
+  plan.token_tile = static_cast<int>(m);
+  // The fewest columns and rows a block that spread both over every SM: then as few blocks as
+  // still take them all (the 0.6B on 132 SMs: 24 act columns and 8 down rows, 128 blocks).
+  const int64_t act = ceil_div(inter, sms), rows = ceil_div(hidden, sms);
+  plan.act_per_block = static_cast<int>(act);
+  plan.rows_per_block = static_cast<int>(rows);
+  plan.blocks = static_cast<int>(std::max(ceil_div(inter, act), ceil_div(hidden, rows)));
+  // bf16: [2 act][H] gate and up rows, [rows][I] down rows, [tile][H] x, [tile][I] act.
+  plan.smem_bytes =
+      2 * (2 * act * hidden + rows * inter + plan.token_tile * (hidden + inter)) + kBarrierBytes;
+  if (plan.smem_bytes > smem_limit) return {};
+  return plan;
+}
+
+}  // namespace nanovllm::kernels

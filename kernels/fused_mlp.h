@@ -1,0 +1,77 @@
+// The MLP of a decode step at a few tokens in one kernel (kernels/cuda/fused_mlp.cu):
+// y = (silu(x @ gate^T) * (x @ up^T)) @ down^T, for weights small enough that every block's
+// share of both projections fits its shared memory (the 0.6B shape, and the 1.7B's shard at
+// --tp 4). Why: at batch 1 the gate_up and down GEMMs cost 5.3 and 4.3 us a layer inside the
+// step for 4.5 us of weights at bandwidth (bench/README.md, the knock-out table), and down's
+// blocks cannot start streaming until gate_up's leave the SMs. Here one block an SM requests
+// its share of gate_up's rows and of down's rows at its start (before griddepcontrol.wait, as
+// the weights are constants), computes its act columns, meets every other block at a grid
+// barrier, and computes its down rows from the whole act: one launch, no second weight ramp.
+//
+// The grid barrier needs every block resident at once: the plan takes one block per SM at
+// most, and a kernel that follows on the stream can launch (programmatic dependent launch)
+// only once every block of this one has started. The barrier is a monotonic 64-bit counter
+// owned by the caller (zeroed once, never reset: call c waits for it to reach c x blocks), so
+// the kernel can be captured in a CUDA graph and replayed; a wait past a generous bound traps
+// with a message, so a stuck barrier is an error rather than a hang.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kernels/exec_context.h"
+#include "kernels/tensor.h"
+
+namespace nanovllm::kernels {
+
+constexpr int64_t kFusedMlpMaxM = 2;  // tokens (a lane holds x in f32 registers)
+
+// How the kernel cuts an MLP of hidden size H and intermediate size I over the SMs.
+struct FusedMlpPlan {
+  int blocks = 0;          // <= the SMs: one block each, all resident at once
+  int act_per_block = 0;   // act columns of a block (its gate rows and as many up rows)
+  int rows_per_block = 0;  // down_proj output rows of a block
+  int token_tile = 0;      // 1 or 2: M
+  int64_t smem_bytes = 0;  // dynamic shared memory of a block
+};
+
+// The plan for M tokens on `sms` SMs of `smem_limit` bytes of shared memory a block, or none
+// where the kernel does not take the shape: M > kFusedMlpMaxM, H not 1024 or 2048 (a lane
+// holds H / 256 16-byte chunks of x), I not a multiple of 8, or the shares past smem_limit.
+std::optional<FusedMlpPlan> fused_mlp_plan(int64_t m, int64_t hidden, int64_t inter, int sms,
+                                           int64_t smem_limit);
+
+namespace cuda {
+
+// Whether fused_mlp runs M tokens of this shape here (an sm_90 build and device, and a plan for
+// this device's SMs and shared memory).
+bool fused_mlp_supports(int64_t m, int64_t hidden, int64_t inter);
+
+// y = silu_and_mul(x @ w_gate_up^T) @ w_down^T where the fused kernel takes the shape and is the
+// faster path (NANOVLLM_FUSED_MLP: "auto" (unset) as measured in the decode step, one token;
+// "on" wherever it runs; "off" never); false, nothing done, elsewhere (the caller runs the
+// projections one by one). act is silu_and_mul's exact form of the bf16-rounded
+// gate and up sums (as the two-kernel path gives), y each sum rounded once.
+// x: [M, H] bf16; w_gate_up: [2I, H] bf16 = [gate; up], contiguous; w_down: [H, I] bf16,
+// contiguous; act: [M, I] bf16 scratch (written); y: [M, H] bf16 (row strides may exceed the
+// widths); barrier: the call site's own counter, 8 zeroed device bytes.
+bool fused_mlp(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
+               const TensorView& w_down, const TensorView& act, uint64_t* barrier,
+               const ExecContext& ctx);
+// The same wherever the kernel takes the shape and layout, whatever the rule and
+// NANOVLLM_FUSED_MLP say (the kernel's tests).
+bool fused_mlp_any_rule(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
+                        const TensorView& w_down, const TensorView& act, uint64_t* barrier,
+                        const ExecContext& ctx);
+
+}  // namespace cuda
+
+// The fused MLP on CUDA where it takes the shape; false on the CPU (the caller runs the
+// projections one by one).
+inline bool fused_mlp(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
+                      const TensorView& w_down, const TensorView& act, uint64_t* barrier,
+                      const ExecContext& ctx) {
+  return !x.on_cpu() && cuda::fused_mlp(y, x, w_gate_up, w_down, act, barrier, ctx);
+}
+
+}  // namespace nanovllm::kernels

@@ -1,0 +1,201 @@
+// The fused decode MLP (kernels::cuda::fused_mlp_any_rule, and fused_mlp's rule): act and y within
+// bf16 rounding of the CPU reference (cpu::linear, cpu::silu_and_mul, cpu::linear) for 1-2 tokens
+// of the shapes it serves, including one whose last blocks own no act column; y written over its
+// own input x (the model's call); and a CUDA graph of two calls replayed with new inputs each time,
+// which passes the grid barrier's counter through many generations.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/activation.h"
+#include "kernels/exec_context.h"
+#include "kernels/fused_mlp.h"
+#include "kernels/linear.h"
+#include "tests/kernels/cuda_test_util.h"
+
+namespace nanovllm::test {
+namespace {
+
+// x [M, H] (pitch H + 8), w_gate_up [2I, H] = [gate; up], w_down [H, I].
+struct Mlp {
+  Mlp(int64_t m, int64_t hidden, int64_t inter, uint32_t seed)
+      : m(m), hidden(hidden), inter(inter) {
+    std::mt19937 rng(seed);
+    x = random_bf16(m * (hidden + 8), rng, -1.f, 1.f);
+    w_gate_up = random_bf16(2 * inter * hidden, rng, -0.1f, 0.1f);
+    w_down = random_bf16(hidden * inter, rng, -0.1f, 0.1f);
+  }
+  TensorView host_x() {
+    TensorView v = host_view(x.data(), DType::kBf16, {m, hidden});
+    v.stride[0] = hidden + 8;
+    return v;
+  }
+  // act [M, I] and y [M, H] of the CPU reference.
+  void reference(std::vector<uint16_t>& act, std::vector<uint16_t>& y) {
+    std::vector<uint16_t> gate_up(m * 2 * inter);
+    act.assign(m * inter, 0);
+    y.assign(m * hidden, 0);
+    kernels::cpu::linear(host_view(gate_up.data(), DType::kBf16, {m, 2 * inter}), host_x(),
+                         host_view(w_gate_up.data(), DType::kBf16, {2 * inter, hidden}),
+                         TensorView(), reference_threads());
+    kernels::cpu::silu_and_mul(host_view(act.data(), DType::kBf16, {m, inter}),
+                               host_view(gate_up.data(), DType::kBf16, {m, 2 * inter}));
+    kernels::cpu::linear(host_view(y.data(), DType::kBf16, {m, hidden}),
+                         host_view(act.data(), DType::kBf16, {m, inter}),
+                         host_view(w_down.data(), DType::kBf16, {hidden, inter}), TensorView(),
+                         reference_threads());
+  }
+  std::string name() const {
+    std::ostringstream os;
+    os << "M=" << m << " H=" << hidden << " I=" << inter;
+    return os.str();
+  }
+  int64_t m, hidden, inter;
+  std::vector<uint16_t> x, w_gate_up, w_down;
+};
+
+// The device side of one Mlp: x with its pitch, act and y poisoned, the barrier zeroed.
+struct DeviceMlp {
+  explicit DeviceMlp(const Mlp& p)
+      : p(p),
+        dx(p.x),
+        dgu(p.w_gate_up),
+        ddown(p.w_down),
+        act(p.m * p.inter),
+        y(p.m * p.hidden),
+        barrier(1) {
+    CUDA_CHECK(cudaMemset(barrier.mem.get(), 0, sizeof(uint64_t)));
+    finish_legacy_stream();
+  }
+  TensorView x() const {
+    TensorView v = dx.view(DType::kBf16, {p.m, p.hidden});
+    v.stride[0] = p.hidden + 8;
+    return v;
+  }
+  bool run(const TensorView& out, const ExecContext& ctx) const {
+    return kernels::cuda::fused_mlp_any_rule(
+        out, x(), dgu.view(DType::kBf16, {2 * p.inter, p.hidden}),
+        ddown.view(DType::kBf16, {p.hidden, p.inter}), act.view(DType::kBf16, {p.m, p.inter}),
+        static_cast<uint64_t*>(barrier.mem.get()), ctx);
+  }
+  TensorView y_view() const { return y.view(DType::kBf16, {p.m, p.hidden}); }
+  const Mlp& p;
+  DevVec<uint16_t> dx, dgu, ddown, act, y;
+  DevVec<uint64_t> barrier;
+};
+
+void expect_matches(Mlp& p, const std::vector<uint16_t>& act, const std::vector<uint16_t>& y,
+                    const std::string& what) {
+  std::vector<uint16_t> want_act, want_y;
+  p.reference(want_act, want_y);
+  const ErrorStats ea = compare_bf16(act, want_act), ey = compare_bf16(y, want_y);
+  EXPECT_TRUE(ea.finite && ey.finite) << what << ": unwritten or NaN output";
+  EXPECT_LT(ea.rel_l2, 1e-2) << what << ": act against the CPU reference";
+  EXPECT_LT(ey.rel_l2, 1e-2) << what << ": y against the CPU reference";
+}
+
+#define SKIP_WITHOUT_FUSED_MLP(m, h, i)                                                    \
+  do {                                                                                     \
+    SKIP_WITHOUT_CUDA();                                                                   \
+    if (!kernels::cuda::fused_mlp_supports(m, h, i))                                       \
+      GTEST_SKIP() << "the fused MLP needs an sm_90 build and device (and a plan for it)"; \
+  } while (0)
+
+// The 0.6B (H 1024, I 3072), its tp-2 shard (I 1536), the 1.7B's tp-4 shard (H 2048, I 1536),
+// and I 1000, whose plan leaves the last blocks without act columns (8 a block, 125 blocks'
+// worth) but with down rows.
+TEST(FusedMlpCuda, MatchesTheCpuForOneAndTwoTokens) {
+  SKIP_WITHOUT_FUSED_MLP(1, 1024, 3072);
+  const int64_t shapes[][2] = {{1024, 3072}, {1024, 1536}, {2048, 1536}, {1024, 1000}};
+  ExecContext ctx;
+  for (const auto& s : shapes) {
+    for (int64_t m = 1; m <= 2; ++m) {
+      Mlp p(m, s[0], s[1], 7 + static_cast<uint32_t>(m + s[1]));
+      DeviceMlp d(p);
+      ASSERT_TRUE(d.run(d.y_view(), ctx)) << p.name() << ": not taken";
+      CUDA_CHECK(cudaGetLastError());
+      expect_matches(p, d.act.host(), d.y.host(), p.name());
+    }
+  }
+}
+
+// The decoder calls it with out == x: every block reads x before the grid barrier and writes
+// y only after it.
+TEST(FusedMlpCuda, WritesOverItsOwnInput) {
+  SKIP_WITHOUT_FUSED_MLP(2, 1024, 3072);
+  Mlp p(2, 1024, 3072, 99);
+  DeviceMlp d(p);
+  ExecContext ctx;
+  ASSERT_TRUE(d.run(d.x(), ctx));
+  const std::vector<uint16_t> xs = d.dx.host();
+  std::vector<uint16_t> y(p.m * p.hidden);
+  for (int64_t t = 0; t < p.m; ++t)
+    for (int64_t c = 0; c < p.hidden; ++c) y[t * p.hidden + c] = xs[t * (p.hidden + 8) + c];
+  expect_matches(p, d.act.host(), y, "y over x");
+}
+
+// Two calls captured in one graph (y, then y again from the same x), replayed four times with
+// a new x each time: each replay's y matches that x's reference, so the barrier's counter
+// (2 x 128 arrivals a replay, never reset) keeps separating the calls.
+TEST(FusedMlpCuda, GraphReplaysFollowNewInputs) {
+  SKIP_WITHOUT_FUSED_MLP(2, 1024, 3072);
+  Mlp p(2, 1024, 3072, 5);
+  DeviceMlp d(p);
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ExecContext ctx;
+  ctx.stream = stream;
+  ASSERT_TRUE(d.run(d.y_view(), ctx));  // eager first: the shared-memory attribute
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  d.run(d.y_view(), ctx);
+  d.run(d.y_view(), ctx);
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 4; ++replay) {
+    Mlp next(2, 1024, 3072, 50 + static_cast<uint32_t>(replay));
+    p.x = next.x;
+    d.dx.mem.upload(p.x);
+    d.y.mem.poison();
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_matches(p, d.act.host(), d.y.host(), "replay " + std::to_string(replay));
+  }
+  const std::vector<uint64_t> arrivals = d.barrier.host();
+  EXPECT_EQ(arrivals[0], uint64_t{128} * (1 + 2 * 4)) << "every block of every call arrived once";
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// By the rule (NANOVLLM_FUSED_MLP unset): one token only; three tokens and a hidden size the
+// lanes cannot hold are left to the caller, whatever the rule.
+TEST(FusedMlpCuda, LeavesWhatItDoesNotServe) {
+  SKIP_WITHOUT_FUSED_MLP(1, 1024, 3072);
+  ExecContext ctx;
+  for (int64_t m : {1, 2}) {
+    Mlp p(m, 1024, 3072, 8);
+    DeviceMlp d(p);
+    const bool took = kernels::cuda::fused_mlp(
+        d.y_view(), d.x(), d.dgu.view(DType::kBf16, {2 * p.inter, p.hidden}),
+        d.ddown.view(DType::kBf16, {p.hidden, p.inter}), d.act.view(DType::kBf16, {m, p.inter}),
+        static_cast<uint64_t*>(d.barrier.mem.get()), ctx);
+    EXPECT_EQ(took, m == 1) << "M=" << m;
+  }
+  Mlp three(3, 1024, 3072, 3);
+  DeviceMlp d3(three);
+  EXPECT_FALSE(d3.run(d3.y_view(), ctx));
+  Mlp wide(1, 2560, 1024, 4);
+  DeviceMlp dw(wide);
+  EXPECT_FALSE(dw.run(dw.y_view(), ctx));
+  const std::vector<uint16_t> y = dw.y.host();
+  EXPECT_TRUE(std::isnan(bf16_to_float(y[0]))) << "y untouched";
+}
+
+}  // namespace
+}  // namespace nanovllm::test
