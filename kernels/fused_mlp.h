@@ -41,6 +41,15 @@ struct FusedMlpPlan {
 std::optional<FusedMlpPlan> fused_mlp_plan(int64_t m, int64_t hidden, int64_t inter, int sms,
                                            int64_t smem_limit);
 
+// The post-attention norm taken in front of the MLP (fused_mlp's post_norm): residual =
+// bf16(x + residual), then x = rms_norm(residual) * weight, rms_norm.cu's fused form bit for bit.
+// residual: [M, H] bf16, read and written; weight: [H] bf16.
+struct FusedMlpNorm {
+  TensorView residual;
+  TensorView weight;
+  float eps = 0.f;
+};
+
 namespace cuda {
 
 // Whether fused_mlp runs M tokens of this shape here (an sm_90 build and device, and a plan for
@@ -54,15 +63,16 @@ bool fused_mlp_supports(int64_t m, int64_t hidden, int64_t inter);
 // gate and up sums (as the two-kernel path gives), y each sum rounded once.
 // x: [M, H] bf16; w_gate_up: [2I, H] bf16 = [gate; up], contiguous; w_down: [H, I] bf16,
 // contiguous; act: [M, I] bf16 scratch (written); y: [M, H] bf16 (row strides may exceed the
-// widths); barrier: the call site's own counter, 8 zeroed device bytes.
+// widths; y may be x); barrier: the call site's own counter, 8 zeroed device bytes; post_norm:
+// null, or the norm to take first (x is then the attention block's output).
 bool fused_mlp(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
                const TensorView& w_down, const TensorView& act, uint64_t* barrier,
-               const ExecContext& ctx);
+               const FusedMlpNorm* post_norm, const ExecContext& ctx);
 // The same wherever the kernel takes the shape and layout, whatever the rule and
 // NANOVLLM_FUSED_MLP say (the kernel's tests).
 bool fused_mlp_any_rule(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
                         const TensorView& w_down, const TensorView& act, uint64_t* barrier,
-                        const ExecContext& ctx);
+                        const FusedMlpNorm* post_norm, const ExecContext& ctx);
 
 }  // namespace cuda
 
@@ -70,8 +80,8 @@ bool fused_mlp_any_rule(const TensorView& y, const TensorView& x, const TensorVi
 // projections one by one).
 inline bool fused_mlp(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
                       const TensorView& w_down, const TensorView& act, uint64_t* barrier,
-                      const ExecContext& ctx) {
-  return !x.on_cpu() && cuda::fused_mlp(y, x, w_gate_up, w_down, act, barrier, ctx);
+                      const FusedMlpNorm* post_norm, const ExecContext& ctx) {
+  return !x.on_cpu() && cuda::fused_mlp(y, x, w_gate_up, w_down, act, barrier, post_norm, ctx);
 }
 
 }  // namespace nanovllm::kernels

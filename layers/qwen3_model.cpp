@@ -45,7 +45,7 @@ void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorV
     {
       const PhaseScope phase(ctx, Phase::kGemm);
       fused = kernels::fused_mlp(out, x, gate_up_proj_.weight(), down_proj_.weight(), act,
-                                 static_cast<uint64_t*>(fused_barrier_.data()), ctx);
+                                 static_cast<uint64_t*>(fused_barrier_.data()), nullptr, ctx);
     }
     if (fused) {
       down_proj_.reduce(out, ctx, output);
@@ -59,6 +59,17 @@ void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorV
   }
   gate_up_proj_.forward(gate_up, x, ctx);
   if (down) down_proj_.forward_silu_mul(out, gate_up, act, ctx, output);
+}
+
+bool Qwen3MLP::forward_add_norm(const TensorView& hidden, const TensorView& residual,
+                                const RMSNorm& norm, const TensorView& act,
+                                const ExecContext& ctx) const {
+  if (fused_barrier_.empty() || knocked_out(LayerOp::kGateUp) || knocked_out(LayerOp::kDown))
+    return false;
+  const PhaseScope phase(ctx, Phase::kGemm);
+  const kernels::FusedMlpNorm post_norm{residual, norm.weight(), norm.eps()};
+  return kernels::fused_mlp(hidden, hidden, gate_up_proj_.weight(), down_proj_.weight(), act,
+                            static_cast<uint64_t*>(fused_barrier_.data()), &post_norm, ctx);
 }
 
 Qwen3DecoderLayer::Qwen3DecoderLayer(const ModelConfig& c, const Checkpoint& ckpt, int layer,
@@ -176,6 +187,10 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
         add_norm(layer.input_layernorm());
     }
     layer.self_attn().forward(hidden, hidden, positions, m, qkv, attn, ctx, rows);
+    // One token on one GPU: the post-attention norm inside the fused MLP's kernel.
+    if (norms && rows == RowOutput::kReduced &&
+        layer.mlp().forward_add_norm(hidden, residual, layer.post_attention_layernorm(), act, ctx))
+      continue;
     if (norms) add_norm(layer.post_attention_layernorm());
     layer.mlp().forward(hidden, hidden, gate_up, act, ctx, rows);
   }

@@ -22,6 +22,12 @@ class Qwen3MLP {
   void forward(const TensorView& out, const TensorView& x, const TensorView& gate_up,
                const TensorView& act, const ExecContext& ctx,
                RowOutput output = RowOutput::kReduced) const;
+  // residual = hidden + residual, hidden = MLP(norm(residual)), in the fused MLP's one kernel
+  // where it takes the size (kernels/fused_mlp.h: one token of a small shape on an H100/H200);
+  // false, nothing done, elsewhere (the caller takes the norm and forward). hidden, residual:
+  // [T, H] bf16; act: [T, I_local] scratch.
+  bool forward_add_norm(const TensorView& hidden, const TensorView& residual, const RMSNorm& norm,
+                        const TensorView& act, const ExecContext& ctx) const;
   int64_t inter_local() const { return down_proj_.in_features(); }
 
  private:

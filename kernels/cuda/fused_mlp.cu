@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "kernels/check.h"
+#include "kernels/cuda/add_rms_norm_row.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/hopper.cuh"
 #include "kernels/cuda/silu_mul.cuh"
@@ -37,6 +38,12 @@ struct Params {
   bf16* y;  // [M, H], row stride ldy
   int64_t ldy;
   unsigned long long* barrier;  // monotonic arrivals of every call of this call site
+  // kNorm: x is the attention block's output, and the kernel first takes the post-attention
+  // norm: residual = bf16(x + residual) (written back by block 0), x = rms_norm(residual) * w.
+  bf16* residual;  // [M, H], row stride ld_res
+  int64_t ld_res;
+  const bf16* norm_weight;  // [H]
+  float eps;
   int m, hidden, inter;
   int act_per_block, rows_per_block, blocks;
 };
@@ -109,8 +116,8 @@ __device__ __forceinline__ Share warp_share(int block_count, int warp) {
 }
 
 // Shared memory (bf16 unless said): gate [A][H], up [A][H], down [R][I], x [kTok][H],
-// act [kTok][I], then the mbarriers (u64): gate_up [8], down [8].
-template <int kTok, int kXChunks>
+// residual [kTok][H] (kNorm), act [kTok][I], then the mbarriers (u64): gate_up [8], down [8].
+template <int kTok, int kXChunks, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kHidden = 256 * kXChunks;  // a lane's kXChunks 16-byte chunks of x
@@ -120,7 +127,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
   bf16* s_up = s_gate + A * kHidden;
   bf16* s_down = s_up + A * kHidden;
   bf16* s_x = s_down + static_cast<int64_t>(R) * I;
-  bf16* s_act = s_x + kTok * kHidden;
+  bf16* s_res = s_x + kTok * kHidden;
+  bf16* s_act = s_res + kTok * kHidden;
   uint64_t* bar_gate_up = reinterpret_cast<uint64_t*>(s_act + kTok * I);
   uint64_t* bar_down = bar_gate_up + kWarps;
 
@@ -167,13 +175,34 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
   // x: [kTok][H] into shared memory (token rows past M zero), then a lane's chunks
   // lane + 32 i of each token into registers as f32 (converted once, used by every row).
   constexpr int kXRowChunks = kHidden / 8;
-  for (int i = static_cast<int>(threadIdx.x); i < kTok * kXRowChunks; i += kThreads) {
-    const int t = i / kXRowChunks, c = i % kXRowChunks;
-    cp_async16(s_x + t * kHidden + c * 8, t < p.m ? p.x + t * p.ldx + c * 8 : p.x,
-               t < p.m ? 16 : 0);
+  if constexpr (kNorm) {
+    // The post-attention norm, every block for itself: rms_norm.cu's fused form at its block
+    // size and in its order (add_residual_unit, block_sum, write_normed_row), so the residual
+    // and x carry its exact bits.
+    for (int t = 0; t < kTok; ++t) {
+      bf16* res = s_res + t * kHidden;
+      if (t >= p.m) {
+        for (int i = static_cast<int>(threadIdx.x) * 8; i < kHidden; i += kThreads * 8)
+          store8(s_x + t * kHidden + i, Bf16x8{});
+        continue;
+      }
+      float sq = 0.f;
+      for (int i = static_cast<int>(threadIdx.x) * 8; i < kHidden; i += kThreads * 8) {
+        store8(res + i, load8(p.residual + t * p.ld_res + i));
+        add_residual_unit(res + i, load8(p.x + t * p.ldx + i), sq);
+      }
+      const float inv = rsqrtf(block_sum(sq) / static_cast<float>(kHidden) + p.eps);
+      write_normed_row<kThreads>(s_x + t * kHidden, res, p.norm_weight, kHidden, inv);
+    }
+  } else {
+    for (int i = static_cast<int>(threadIdx.x); i < kTok * kXRowChunks; i += kThreads) {
+      const int t = i / kXRowChunks, c = i % kXRowChunks;
+      cp_async16(s_x + t * kHidden + c * 8, t < p.m ? p.x + t * p.ldx + c * 8 : p.x,
+                 t < p.m ? 16 : 0);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
   }
-  cp_async_commit();
-  cp_async_wait<0>();
   __syncthreads();
   float xr[kTok][kXChunks][8];
 #pragma unroll
@@ -214,6 +243,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
   }
 
   grid_barrier(p.barrier, p.blocks);
+  // Every block has read the residual: block 0 writes the sum back (the next layer's norm adds
+  // the MLP's output to it).
+  if (kNorm && b == 0) {
+    for (int i = static_cast<int>(threadIdx.x) * 8; i < p.m * kHidden; i += kThreads * 8) {
+      const int t = i / kHidden, c = i % kHidden;
+      store8(p.residual + t * p.ld_res + c, load8(s_res + t * kHidden + c));
+    }
+  }
 
   // The whole act: [kTok][I] into shared memory (through L2: other blocks wrote it).
   const int act_row_chunks = I / 8;
@@ -291,9 +328,9 @@ FusedMlpSetting fused_mlp_setting() {
 }
 constexpr int64_t kFusedMlpAutoMaxM = 1;
 
-template <int kTok, int kXChunks>
+template <int kTok, int kXChunks, bool kNorm>
 void launch(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
-  auto* kernel = fused_mlp_kernel<kTok, kXChunks>;
+  auto* kernel = fused_mlp_kernel<kTok, kXChunks, kNorm>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(plan.smem_bytes)));
   cudaLaunchAttribute attrs[2];
@@ -303,12 +340,12 @@ void launch(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
 }
 
-template <int kXChunks>
+template <int kXChunks, bool kNorm>
 void launch_tokens(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
   if (plan.token_tile == 1)
-    launch<1, kXChunks>(p, plan, stream);
+    launch<1, kXChunks, kNorm>(p, plan, stream);
   else
-    launch<2, kXChunks>(p, plan, stream);
+    launch<2, kXChunks, kNorm>(p, plan, stream);
 }
 
 }  // namespace
@@ -324,7 +361,7 @@ namespace {
 // rule takes M); false, nothing done, elsewhere.
 bool launch_where_taken(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
                         const TensorView& w_down, const TensorView& act, uint64_t* barrier,
-                        const ExecContext& ctx, bool by_rule) {
+                        const FusedMlpNorm* post_norm, const ExecContext& ctx, bool by_rule) {
   check_cuda_tensor(x, DType::kBf16, "fused_mlp x");
   check_cuda_tensor(y, DType::kBf16, "fused_mlp y");
   check_cuda_tensor(w_gate_up, DType::kBf16, "fused_mlp w_gate_up");
@@ -351,6 +388,10 @@ bool launch_where_taken(const TensorView& y, const TensorView& x, const TensorVi
       act.stride[0] % 8 != 0 || !aligned16(x.data) || !aligned16(act.data) ||
       !aligned16(w_gate_up.data) || !aligned16(w_down.data))
     return false;
+  if (post_norm != nullptr &&
+      (post_norm->residual.stride[0] % 8 != 0 || !aligned16(post_norm->residual.data) ||
+       !aligned16(post_norm->weight.data)))
+    return false;
   const Device& d = device();
   if (!built_for_sm90() || !d.sm90) return false;
   const std::optional<FusedMlpPlan> plan = fused_mlp_plan(m, hidden, inter, d.sms, d.smem_optin);
@@ -372,10 +413,26 @@ bool launch_where_taken(const TensorView& y, const TensorView& x, const TensorVi
   p.act_per_block = plan->act_per_block;
   p.rows_per_block = plan->rows_per_block;
   p.blocks = plan->blocks;
-  if (hidden == 1024)
-    launch_tokens<4>(p, *plan, ctx.stream);
+  const bool norm = post_norm != nullptr;
+  if (norm) {
+    const TensorView& r = post_norm->residual;
+    check_cuda_tensor(r, DType::kBf16, "fused_mlp residual");
+    check_cuda_tensor(post_norm->weight, DType::kBf16, "fused_mlp norm weight");
+    CHECK(r.ndim == 2 && r.size(0) == m && r.size(1) == hidden);
+    CHECK_EQ(post_norm->weight.numel(), hidden);
+    p.residual = r.ptr<bf16>();
+    p.ld_res = r.stride[0];
+    p.norm_weight = post_norm->weight.ptr<bf16>();
+    p.eps = post_norm->eps;
+  }
+  if (hidden == 1024 && norm)
+    launch_tokens<4, true>(p, *plan, ctx.stream);
+  else if (hidden == 1024)
+    launch_tokens<4, false>(p, *plan, ctx.stream);
+  else if (norm)
+    launch_tokens<8, true>(p, *plan, ctx.stream);
   else
-    launch_tokens<8>(p, *plan, ctx.stream);
+    launch_tokens<8, false>(p, *plan, ctx.stream);
   return true;
 }
 
@@ -383,14 +440,14 @@ bool launch_where_taken(const TensorView& y, const TensorView& x, const TensorVi
 
 bool fused_mlp(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
                const TensorView& w_down, const TensorView& act, uint64_t* barrier,
-               const ExecContext& ctx) {
-  return launch_where_taken(y, x, w_gate_up, w_down, act, barrier, ctx, true);
+               const FusedMlpNorm* post_norm, const ExecContext& ctx) {
+  return launch_where_taken(y, x, w_gate_up, w_down, act, barrier, post_norm, ctx, true);
 }
 
 bool fused_mlp_any_rule(const TensorView& y, const TensorView& x, const TensorView& w_gate_up,
                         const TensorView& w_down, const TensorView& act, uint64_t* barrier,
-                        const ExecContext& ctx) {
-  return launch_where_taken(y, x, w_gate_up, w_down, act, barrier, ctx, false);
+                        const FusedMlpNorm* post_norm, const ExecContext& ctx) {
+  return launch_where_taken(y, x, w_gate_up, w_down, act, barrier, post_norm, ctx, false);
 }
 
 }  // namespace nanovllm::kernels::cuda

@@ -30,9 +30,10 @@ std::optional<FusedMlpPlan> fused_mlp_plan(int64_t m, int64_t hidden, int64_t in
   plan.act_per_block = static_cast<int>(act);
   plan.rows_per_block = static_cast<int>(rows);
   plan.blocks = static_cast<int>(std::max(ceil_div(inter, act), ceil_div(hidden, rows)));
-  // bf16: [2 act][H] gate and up rows, [rows][I] down rows, [tile][H] x, [tile][I] act.
-  plan.smem_bytes =
-      2 * (2 * act * hidden + rows * inter + plan.token_tile * (hidden + inter)) + kBarrierBytes;
+  // bf16: [2 act][H] gate and up rows, [rows][I] down rows, [tile][H] x and residual,
+  // [tile][I] act.
+  plan.smem_bytes = 2 * (2 * act * hidden + rows * inter + plan.token_tile * (2 * hidden + inter)) +
+                    kBarrierBytes;
   if (plan.smem_bytes > smem_limit) return {};
   return plan;
 }

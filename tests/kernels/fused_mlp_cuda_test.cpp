@@ -14,6 +14,7 @@
 #include "kernels/exec_context.h"
 #include "kernels/fused_mlp.h"
 #include "kernels/linear.h"
+#include "kernels/rms_norm.h"
 #include "tests/kernels/cuda_test_util.h"
 
 namespace nanovllm::test {
@@ -79,7 +80,7 @@ struct DeviceMlp {
     return kernels::cuda::fused_mlp_any_rule(
         out, x(), dgu.view(DType::kBf16, {2 * p.inter, p.hidden}),
         ddown.view(DType::kBf16, {p.hidden, p.inter}), act.view(DType::kBf16, {p.m, p.inter}),
-        static_cast<uint64_t*>(barrier.mem.get()), ctx);
+        static_cast<uint64_t*>(barrier.mem.get()), nullptr, ctx);
   }
   TensorView y_view() const { return y.view(DType::kBf16, {p.m, p.hidden}); }
   const Mlp& p;
@@ -173,6 +174,62 @@ TEST(FusedMlpCuda, GraphReplaysFollowNewInputs) {
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
+// The post-attention norm in front (the decoder's one-GPU call: y over x, the residual updated):
+// residual and y bit-identical to kernels::fused_add_rms_norm then the fused MLP without it, and
+// y within rounding of the CPU's fused_add_rms_norm, silu_and_mul MLP.
+TEST(FusedMlpCuda, PostNormInFrontIsBitIdenticalToTheNormKernelFirst) {
+  SKIP_WITHOUT_FUSED_MLP(1, 1024, 3072);
+  const int64_t shapes[][2] = {{1024, 3072}, {2048, 1536}};
+  for (const auto& s : shapes) {
+    for (int64_t m = 1; m <= 2; ++m) {
+      const int64_t h = s[0], inter = s[1];
+      Mlp p(m, h, inter, 21 + static_cast<uint32_t>(m + h));
+      std::mt19937 rng(77);
+      const std::vector<uint16_t> res = random_bf16(m * h, rng, -2.f, 2.f),
+                                  norm_w = random_bf16(h, rng, 0.5f, 1.5f);
+      constexpr float kEps = 1e-6f;
+      ExecContext ctx;
+      // Two kernels: the norm, then the MLP.
+      DeviceMlp two(p);
+      DevVec<uint16_t> res_two(res), weight(norm_w);
+      const TensorView wv = weight.view(DType::kBf16, {h});
+      kernels::cuda::fused_add_rms_norm(two.x(), res_two.view(DType::kBf16, {m, h}), wv, kEps,
+                                        nullptr);
+      ASSERT_TRUE(two.run(two.x(), ctx));
+      // One kernel.
+      DeviceMlp one(p);
+      DevVec<uint16_t> res_one(res);
+      const kernels::FusedMlpNorm post{res_one.view(DType::kBf16, {m, h}), wv, kEps};
+      ASSERT_TRUE(kernels::cuda::fused_mlp_any_rule(
+          one.x(), one.x(), one.dgu.view(DType::kBf16, {2 * inter, h}),
+          one.ddown.view(DType::kBf16, {h, inter}), one.act.view(DType::kBf16, {m, inter}),
+          static_cast<uint64_t*>(one.barrier.mem.get()), &post, ctx));
+      CUDA_CHECK(cudaGetLastError());
+      const std::string what = p.name() + " with the norm in front";
+      EXPECT_EQ(res_one.host(), res_two.host()) << what << ": residual";
+      EXPECT_EQ(one.dx.host(), two.dx.host()) << what << ": y (over x)";
+      // The CPU: residual += x, x = norm(residual), then the MLP on x.
+      std::vector<uint16_t> x = p.x, r = res;
+      TensorView hx = host_view(x.data(), DType::kBf16, {m, h});
+      hx.stride[0] = h + 8;
+      kernels::cpu::fused_add_rms_norm(
+          hx, host_view(r.data(), DType::kBf16, {m, h}),
+          host_view(const_cast<uint16_t*>(norm_w.data()), DType::kBf16, {h}), kEps);
+      p.x = x;
+      std::vector<uint16_t> want_act, want_y;
+      p.reference(want_act, want_y);
+      const std::vector<uint16_t> got_x = one.dx.host();
+      std::vector<uint16_t> got_y(m * h);
+      for (int64_t t = 0; t < m; ++t)
+        for (int64_t c = 0; c < h; ++c) got_y[t * h + c] = got_x[t * (h + 8) + c];
+      const ErrorStats e = compare_bf16(got_y, want_y);
+      EXPECT_TRUE(e.finite) << what;
+      EXPECT_LT(e.rel_l2, 1e-2) << what << ": y against the CPU";
+      EXPECT_EQ(res_one.host(), r) << what << ": residual against the CPU";
+    }
+  }
+}
+
 // By the rule (NANOVLLM_FUSED_MLP unset): one token only; three tokens and a hidden size the
 // lanes cannot hold are left to the caller, whatever the rule.
 TEST(FusedMlpCuda, LeavesWhatItDoesNotServe) {
@@ -184,7 +241,7 @@ TEST(FusedMlpCuda, LeavesWhatItDoesNotServe) {
     const bool took = kernels::cuda::fused_mlp(
         d.y_view(), d.x(), d.dgu.view(DType::kBf16, {2 * p.inter, p.hidden}),
         d.ddown.view(DType::kBf16, {p.hidden, p.inter}), d.act.view(DType::kBf16, {m, p.inter}),
-        static_cast<uint64_t*>(d.barrier.mem.get()), ctx);
+        static_cast<uint64_t*>(d.barrier.mem.get()), nullptr, ctx);
     EXPECT_EQ(took, m == 1) << "M=" << m;
   }
   Mlp three(3, 1024, 3072, 3);

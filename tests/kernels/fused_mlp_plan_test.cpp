@@ -25,9 +25,9 @@ TEST(FusedMlpPlan, SpreadsTheSmallShapesOverEverySmOneBlockEach) {
   EXPECT_EQ(p->rows_per_block, 8);  // 1024 / 132 rounded up
   EXPECT_EQ(p->blocks, 128);
   EXPECT_EQ(p->token_tile, 1);
-  // gate and up rows 2 x 24 x 1024, down rows 8 x 3072, x 1024 and act 3072 (bf16), and 16
-  // mbarriers.
-  EXPECT_EQ(p->smem_bytes, 2 * (2 * 24 * 1024 + 8 * 3072 + 1024 + 3072) + 16 * 8);
+  // gate and up rows 2 x 24 x 1024, down rows 8 x 3072, x and residual 1024 each and act 3072
+  // (bf16), and 16 mbarriers.
+  EXPECT_EQ(p->smem_bytes, 2 * (2 * 24 * 1024 + 8 * 3072 + 2 * 1024 + 3072) + 16 * 8);
   // The 1.7B at --tp 4: hidden 2048, its intermediate shard 1536.
   const std::optional<FusedMlpPlan> q = fused_mlp_plan(2, 2048, 1536, kH200Sms, kH200SmemOptin);
   ASSERT_TRUE(q.has_value());
@@ -42,8 +42,8 @@ TEST(FusedMlpPlan, TakesOneOrTwoTokens) {
     const std::optional<FusedMlpPlan> p = fused_mlp_plan(m, 1024, 3072, kH200Sms, kH200SmemOptin);
     ASSERT_TRUE(p.has_value()) << "M=" << m;
     EXPECT_EQ(p->token_tile, m);
-    // x and act grow by a token row each.
-    EXPECT_EQ(p->smem_bytes, 2 * (2 * 24 * 1024 + 8 * 3072 + m * (1024 + 3072)) + 16 * 8);
+    // x, residual and act grow by a token row each.
+    EXPECT_EQ(p->smem_bytes, 2 * (2 * 24 * 1024 + 8 * 3072 + m * (2 * 1024 + 3072)) + 16 * 8);
   }
   EXPECT_FALSE(fused_mlp_plan(3, 1024, 3072, kH200Sms, kH200SmemOptin).has_value());
   EXPECT_FALSE(fused_mlp_plan(0, 1024, 3072, kH200Sms, kH200SmemOptin).has_value());
