@@ -30,7 +30,7 @@ import sys
 TAGS = {1: "skinny_gemm", 2: "rms_norm", 3: "qk_norm_rope", 4: "decode_cluster",
         5: "decode_split", 6: "decode_merge", 7: "decode_whole", 8: "silu_mul",
         9: "peer_all_reduce", 10: "peer_all_reduce_norm", 11: "sampler", 12: "token_state",
-        13: "embedding", 14: "process_logits", 15: "hopper_gemm"}
+        13: "embedding", 14: "process_logits", 15: "hopper_gemm", 16: "fused_mlp"}
 ROPE = 3
 RECORD = struct.Struct("<QQQQIIII")  # start, key, wait (0: none), end, tag, block, sm, grid
 GAP_NS = 1500  # a new launch of the same kernel and key: no block of it for this long

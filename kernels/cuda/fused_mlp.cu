@@ -27,6 +27,8 @@ constexpr int kThreads = 32 * kWarps;
 // A grid barrier wait this long means a block never arrived (the plan keeps every block
 // resident, so only a fault elsewhere gets here): trap, naming the kernel, rather than hang.
 constexpr uint64_t kBarrierTimeoutNs = 2'000'000'000ull;
+// Shared memory the plan leaves for the kernel's static arrays (block_sum's 128 bytes).
+constexpr int kStaticSmem = 1024;
 
 struct Params {
   const bf16* x;  // [M, H], row stride ldx
@@ -120,6 +122,8 @@ __device__ __forceinline__ Share warp_share(int block_count, int warp) {
 template <int kTok, int kXChunks, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // In the timeline: start to wait is the weights' requests, wait to end everything else.
+  NANOVLLM_TRACE_SCOPE(trace::kFusedMlp, p.w_down);
   constexpr int kHidden = 256 * kXChunks;  // a lane's kXChunks 16-byte chunks of x
   const int A = p.act_per_block, R = p.rows_per_block, I = p.inter;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -352,7 +356,8 @@ void launch_tokens(const Params& p, const FusedMlpPlan& plan, cudaStream_t strea
 
 bool fused_mlp_supports(int64_t m, int64_t hidden, int64_t inter) {
   const Device& d = device();
-  return built_for_sm90() && d.sm90 && fused_mlp_plan(m, hidden, inter, d.sms, d.smem_optin);
+  return built_for_sm90() && d.sm90 &&
+         fused_mlp_plan(m, hidden, inter, d.sms, d.smem_optin - kStaticSmem);
 }
 
 namespace {
@@ -394,7 +399,8 @@ bool launch_where_taken(const TensorView& y, const TensorView& x, const TensorVi
     return false;
   const Device& d = device();
   if (!built_for_sm90() || !d.sm90) return false;
-  const std::optional<FusedMlpPlan> plan = fused_mlp_plan(m, hidden, inter, d.sms, d.smem_optin);
+  const std::optional<FusedMlpPlan> plan =
+      fused_mlp_plan(m, hidden, inter, d.sms, d.smem_optin - kStaticSmem);
   if (!plan) return false;
   CHECK_MSG(barrier != nullptr, "fused_mlp needs its call site's barrier counter");
   Params p;

@@ -33,6 +33,7 @@ enum Tag : uint32_t {
   kEmbedding = 13,
   kProcessLogits = 14,
   kHopperGemm = 15,
+  kFusedMlp = 16,
 };
 
 #ifdef NANOVLLM_KERNEL_TRACE
