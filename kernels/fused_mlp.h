@@ -13,7 +13,9 @@
 // only once every block of this one has started. The barrier is a monotonic 64-bit counter
 // owned by the caller (zeroed once, never reset: call c waits for it to reach c x blocks), so
 // the kernel can be captured in a CUDA graph and replayed; a wait past a generous bound traps
-// with a message, so a stuck barrier is an error rather than a hang.
+// with a message, so a stuck barrier is an error rather than a hang. (A process limited to part
+// of the GPU's SMs, as an MPS client with an active-thread percentage, may not hold the grid at
+// once: there the run stops at that trap, and NANOVLLM_FUSED_MLP=off is the way around it.)
 #pragma once
 
 #include <cstdint>

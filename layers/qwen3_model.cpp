@@ -39,7 +39,7 @@ void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorV
     if (down) down_proj_.forward(out, act, ctx, output);
     return;
   }
-  // A few tokens of a small shape: the whole MLP in one kernel (kernels/fused_mlp.h).
+  // One token of a small shape (kernels/fused_mlp.h's rule): the whole MLP in one kernel.
   if (down && !fused_barrier_.empty()) {
     bool fused = false;
     {

@@ -170,6 +170,14 @@ void launch_early_or_plain(bool early, void (*kernel)(Params...), dim3 grid, dim
   CUDA_CHECK_LAUNCH();
 }
 
+// The GPU's global nanosecond clock (%globaltimer): the bound on a spin wait, so that a wait
+// for a block or rank that never comes becomes a trap with a message instead of a hang.
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // 2^x on the special-function unit (ex2.approx.ftz: ~2 ulp; 2^-inf = +0, which the online
 // softmax relies on for masked scores).
 __device__ __forceinline__ float fast_exp2(float x) {

@@ -67,12 +67,6 @@ __device__ __forceinline__ unsigned long long load_acquire_gpu(const unsigned lo
   return v;
 }
 
-__device__ __forceinline__ uint64_t global_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 // Every block of the grid arrives before any goes on; what a block wrote before it is visible
 // to every block after it (thread 0's fence and acquire, ordered for the block by the CTA
 // barriers around them, as cooperative groups' grid sync).
@@ -115,6 +109,22 @@ __device__ __forceinline__ Share warp_share(int block_count, int warp) {
   const int per = (block_count + kWarps - 1) / kWarps;
   const int first = warp * per;
   return {first, max(0, min(block_count - first, per))};
+}
+
+// Token rows [0, kTok) of a [M, cols] bf16 matrix (row stride ld) into shared memory
+// [kTok][cols] through L2 (cp.async .cg: other kernels or blocks wrote them), rows past M zero;
+// complete and visible to the block on return. cols is a multiple of 8.
+template <int kTok>
+__device__ __forceinline__ void stage_rows(bf16* dst, const bf16* src, int64_t ld, int cols,
+                                           int m) {
+  const int row_chunks = cols / 8;
+  for (int i = static_cast<int>(threadIdx.x); i < kTok * row_chunks; i += kThreads) {
+    const int t = i / row_chunks, c = i % row_chunks;
+    cp_async16(dst + t * cols + c * 8, t < m ? src + t * ld + c * 8 : src, t < m ? 16 : 0);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
 }
 
 // Shared memory (bf16 unless said): gate [A][H], up [A][H], down [R][I], x [kTok][H],
@@ -178,7 +188,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
 
   // x: [kTok][H] into shared memory (token rows past M zero), then a lane's chunks
   // lane + 32 i of each token into registers as f32 (converted once, used by every row).
-  constexpr int kXRowChunks = kHidden / 8;
   if constexpr (kNorm) {
     // The post-attention norm, every block for itself: rms_norm.cu's fused form at its block
     // size and in its order (add_residual_unit, block_sum, write_normed_row), so the residual
@@ -198,16 +207,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
       const float inv = rsqrtf(block_sum(sq) / static_cast<float>(kHidden) + p.eps);
       write_normed_row<kThreads>(s_x + t * kHidden, res, p.norm_weight, kHidden, inv);
     }
+    __syncthreads();
   } else {
-    for (int i = static_cast<int>(threadIdx.x); i < kTok * kXRowChunks; i += kThreads) {
-      const int t = i / kXRowChunks, c = i % kXRowChunks;
-      cp_async16(s_x + t * kHidden + c * 8, t < p.m ? p.x + t * p.ldx + c * 8 : p.x,
-                 t < p.m ? 16 : 0);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
+    stage_rows<kTok>(s_x, p.x, p.ldx, kHidden, p.m);
   }
-  __syncthreads();
   float xr[kTok][kXChunks][8];
 #pragma unroll
   for (int t = 0; t < kTok; ++t)
@@ -256,16 +259,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
     }
   }
 
-  // The whole act: [kTok][I] into shared memory (through L2: other blocks wrote it).
+  stage_rows<kTok>(s_act, p.act, p.ld_act, I, p.m);  // the whole act, which every block wrote
   const int act_row_chunks = I / 8;
-  for (int i = static_cast<int>(threadIdx.x); i < kTok * act_row_chunks; i += kThreads) {
-    const int t = i / act_row_chunks, c = i % act_row_chunks;
-    cp_async16(s_act + t * I + c * 8, t < p.m ? p.act + t * p.ld_act + c * 8 : p.act,
-               t < p.m ? 16 : 0);
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
 
   if (rows.count > 0) mbarrier_wait(&bar_down[warp], 0);
   for (int j = 0; j < rows.count; ++j) {
