@@ -33,7 +33,6 @@ struct FusedMlpPlan {
   int blocks = 0;          // <= the SMs: one block each, all resident at once
   int act_per_block = 0;   // act columns of a block (its gate rows and as many up rows)
   int rows_per_block = 0;  // down_proj output rows of a block
-  int token_tile = 0;      // 1 or 2: M
   int64_t smem_bytes = 0;  // dynamic shared memory of a block
 };
 

@@ -11,11 +11,13 @@
 // down rows (lanes over I), y rounded to bf16.
 #include <cstdio>
 
+#include "kernels/attention.h"
 #include "kernels/check.h"
 #include "kernels/cuda/add_rms_norm_row.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/hopper.cuh"
 #include "kernels/cuda/silu_mul.cuh"
+#include "kernels/cuda/sm90_device.h"
 #include "kernels/env_choice.h"
 #include "kernels/fused_mlp.h"
 
@@ -95,10 +97,6 @@ __device__ __forceinline__ float dot8(const Bf16x8& w, const Bf16x8& v, float su
 #pragma unroll
   for (int i = 0; i < 8; ++i) sum = fmaf(to_f32(w.v[i]), to_f32(v.v[i]), sum);
   return sum;
-}
-
-__device__ __forceinline__ Bf16x8 lds8(const bf16* p) {
-  return *reinterpret_cast<const Bf16x8*>(p);
 }
 
 // [rows, cols) rows of a warp's contiguous share `per` of a block's `count`.
@@ -216,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
   for (int t = 0; t < kTok; ++t)
 #pragma unroll
     for (int i = 0; i < kXChunks; ++i) {
-      const Bf16x8 v = lds8(s_x + t * kHidden + (lane + 32 * i) * 8);
+      const Bf16x8 v = load8(s_x + t * kHidden + (lane + 32 * i) * 8);
 #pragma unroll
       for (int e = 0; e < 8; ++e) xr[t][i][e] = to_f32(v.v[e]);
     }
@@ -228,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
     float g[kTok] = {}, u[kTok] = {};
 #pragma unroll
     for (int i = 0; i < kXChunks; ++i) {
-      const Bf16x8 wg = lds8(gate + (lane + 32 * i) * 8), wu = lds8(up + (lane + 32 * i) * 8);
+      const Bf16x8 wg = load8(gate + (lane + 32 * i) * 8), wu = load8(up + (lane + 32 * i) * 8);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const float fg = to_f32(wg.v[e]), fu = to_f32(wu.v[e]);
@@ -267,9 +265,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
     const bf16* w = s_down + static_cast<int64_t>(rows.first + j) * I;
     float s[kTok] = {};
     for (int c = lane; c < act_row_chunks; c += 32) {
-      const Bf16x8 wv = lds8(w + c * 8);
+      const Bf16x8 wv = load8(w + c * 8);
 #pragma unroll
-      for (int t = 0; t < kTok; ++t) s[t] = dot8(wv, lds8(s_act + t * I + c * 8), s[t]);
+      for (int t = 0; t < kTok; ++t) s[t] = dot8(wv, load8(s_act + t * I + c * 8), s[t]);
     }
 #pragma unroll
     for (int t = 0; t < kTok; ++t) {
@@ -282,35 +280,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
 #endif
 }
 
-bool built_for_sm90() {
-#if defined(NANOVLLM_SM90A)
-  return true;
-#else
-  return false;
-#endif
-}
-
-struct Device {
-  bool sm90 = false;
-  int sms = 0;
-  int smem_optin = 0;
-};
-const Device& device() {
-  static const Device d = [] {
-    Device out;
-    int id = 0, major = 0;
-    if (cudaGetDevice(&id) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, id) != cudaSuccess ||
-        cudaDeviceGetAttribute(&out.sms, cudaDevAttrMultiProcessorCount, id) != cudaSuccess ||
-        cudaDeviceGetAttribute(&out.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, id) !=
-            cudaSuccess) {
-      cudaGetLastError();  // no usable device: nothing supported, not an error here
-      return Device{};
-    }
-    out.sm90 = major == 9;
-    return out;
-  }();
-  return d;
+// The plan on this device, or none where this build or device has no sm_90 kernels.
+std::optional<FusedMlpPlan> device_plan(int64_t m, int64_t hidden, int64_t inter) {
+  if (!sm90a_built() || !device_is_sm90()) return {};
+  return fused_mlp_plan(m, hidden, inter, multiprocessor_count(),
+                        shared_memory_optin() - kStaticSmem);
 }
 
 // NANOVLLM_FUSED_MLP (read once): "auto" (unset) takes the fused MLP up to kFusedMlpAutoMaxM
@@ -330,8 +304,13 @@ constexpr int64_t kFusedMlpAutoMaxM = 1;
 template <int kTok, int kXChunks, bool kNorm>
 void launch(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
   auto* kernel = fused_mlp_kernel<kTok, kXChunks, kNorm>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(plan.smem_bytes)));
+  // Once per instantiation (a host call, not one a launch): every plan fits this limit.
+  static const bool limit_set = [kernel] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    shared_memory_optin() - kStaticSmem));
+    return true;
+  }();
+  (void)limit_set;
   cudaLaunchAttribute attrs[2];
   const cudaLaunchConfig_t config =
       launch_config(dim3(plan.blocks), dim3(kThreads), static_cast<size_t>(plan.smem_bytes), 0,
@@ -341,7 +320,7 @@ void launch(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
 
 template <int kXChunks, bool kNorm>
 void launch_tokens(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
-  if (plan.token_tile == 1)
+  if (p.m == 1)
     launch<1, kXChunks, kNorm>(p, plan, stream);
   else
     launch<2, kXChunks, kNorm>(p, plan, stream);
@@ -350,9 +329,7 @@ void launch_tokens(const Params& p, const FusedMlpPlan& plan, cudaStream_t strea
 }  // namespace
 
 bool fused_mlp_supports(int64_t m, int64_t hidden, int64_t inter) {
-  const Device& d = device();
-  return built_for_sm90() && d.sm90 &&
-         fused_mlp_plan(m, hidden, inter, d.sms, d.smem_optin - kStaticSmem);
+  return device_plan(m, hidden, inter).has_value();
 }
 
 namespace {
@@ -392,10 +369,7 @@ bool launch_where_taken(const TensorView& y, const TensorView& x, const TensorVi
       (post_norm->residual.stride[0] % 8 != 0 || !aligned16(post_norm->residual.data) ||
        !aligned16(post_norm->weight.data)))
     return false;
-  const Device& d = device();
-  if (!built_for_sm90() || !d.sm90) return false;
-  const std::optional<FusedMlpPlan> plan =
-      fused_mlp_plan(m, hidden, inter, d.sms, d.smem_optin - kStaticSmem);
+  const std::optional<FusedMlpPlan> plan = device_plan(m, hidden, inter);
   if (!plan) return false;
   CHECK_MSG(barrier != nullptr, "fused_mlp needs its call site's barrier counter");
   Params p;

@@ -23,17 +23,16 @@ std::optional<FusedMlpPlan> fused_mlp_plan(int64_t m, int64_t hidden, int64_t in
       inter % 8 != 0 || sms < 1)
     return {};
   FusedMlpPlan plan;
-  plan.token_tile = static_cast<int>(m);
   // The fewest columns and rows a block that spread both over every SM: then as few blocks as
   // still take them all (the 0.6B on 132 SMs: 24 act columns and 8 down rows, 128 blocks).
   const int64_t act = ceil_div(inter, sms), rows = ceil_div(hidden, sms);
   plan.act_per_block = static_cast<int>(act);
   plan.rows_per_block = static_cast<int>(rows);
   plan.blocks = static_cast<int>(std::max(ceil_div(inter, act), ceil_div(hidden, rows)));
-  // bf16: [2 act][H] gate and up rows, [rows][I] down rows, [tile][H] x and residual,
-  // [tile][I] act.
-  plan.smem_bytes = 2 * (2 * act * hidden + rows * inter + plan.token_tile * (2 * hidden + inter)) +
-                    kBarrierBytes;
+  // bf16: [2 act][H] gate and up rows, [rows][I] down rows, [M][H] x and residual,
+  // [M][I] act.
+  plan.smem_bytes =
+      2 * (2 * act * hidden + rows * inter + m * (2 * hidden + inter)) + kBarrierBytes;
   if (plan.smem_bytes > smem_limit) return {};
   return plan;
 }

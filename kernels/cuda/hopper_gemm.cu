@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/hopper_gemm_kernel.cuh"
+#include "kernels/cuda/sm90_device.h"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/hopper_gemm.h"
 
@@ -28,28 +29,6 @@ int token_tile(int64_t m) {  // wgmma N: the smallest of 16, 32, 64 that holds M
   return tok;
 }
 
-bool built_for_sm90a() {
-#if defined(NANOVLLM_SM90A)
-  return true;
-#else
-  return false;
-#endif
-}
-
-bool device_is_sm90() {  // sm_90a code runs on exactly compute capability 9.0
-  static const bool sm90 = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-      cudaGetLastError();  // no usable device: nothing supported, not an error here
-      return false;
-    }
-    return major == 9 && minor == 0;
-  }();
-  return sm90;
-}
-
 }  // namespace
 
 std::string HopperGemmConfig::name() const {
@@ -61,7 +40,7 @@ std::string HopperGemmConfig::name() const {
 bool hopper_gemm_supports(int64_t m, int64_t n, int64_t k) {
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   return m >= 1 && m <= kHopperGemmMaxM && n >= 1 && n <= kIntMax - 128 && k >= 8 && k % 8 == 0 &&
-         k <= kIntMax / 2 && built_for_sm90a() && device_is_sm90();
+         k <= kIntMax / 2 && cuda::sm90a_built() && cuda::device_is_sm90();
 }
 
 std::vector<HopperGemmConfig> hopper_gemm_configs(int64_t m, int64_t n, int64_t k,

@@ -8,24 +8,11 @@
 #include "kernels/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/prefill_attention_kernels.h"
+#include "kernels/cuda/sm90_device.h"
 #include "kernels/env_choice.h"
 
 namespace nanovllm::kernels::cuda {
 namespace {
-
-bool device_is_hopper() {
-  static const bool hopper = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-      cudaGetLastError();  // no usable device: nothing to dispatch to, not an error here
-      return false;
-    }
-    return major == 9 && minor == 0;  // sm_90a code runs on exactly 9.0
-  }();
-  return hopper;
-}
 
 bool mma_forced() {
   static const bool forced = env_choice("NANOVLLM_PREFILL_ATTENTION", {"mma", "auto"}) == "mma";
@@ -50,8 +37,8 @@ const char* prefill_kernel_name(PrefillKernel kernel) {
 }
 
 bool hopper_prefill_supports(int64_t head_dim, int64_t hq, int64_t hkv, int64_t block_size) {
-  return hopper_prefill_built() && hopper_prefill_shape_ok(head_dim, hq, hkv, block_size) &&
-         device_is_hopper();
+  return sm90a_built() && hopper_prefill_shape_ok(head_dim, hq, hkv, block_size) &&
+         device_is_sm90();
 }
 
 PrefillKernel prefill_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv,
@@ -63,7 +50,7 @@ PrefillKernel prefill_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv
 
 void prefill_attention(const PrefillAttentionParams& p, PrefillKernel kernel, cudaStream_t stream) {
   if (kernel == PrefillKernel::kHopper) {
-    CHECK_MSG(device_is_hopper(), "the Hopper prefill kernel needs a compute capability 9.0 GPU");
+    CHECK_MSG(device_is_sm90(), "the Hopper prefill kernel needs a compute capability 9.0 GPU");
     prefill_attention_hopper(p, stream);
   } else {
     prefill_attention_mma(p, stream);

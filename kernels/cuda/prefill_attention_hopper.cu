@@ -20,6 +20,7 @@
 #include "kernels/cuda/paged_attention_args.cuh"
 #include "kernels/cuda/prefill_attention_kernels.h"
 #include "kernels/cuda/prefill_hopper_consumer.cuh"
+#include "kernels/cuda/sm90_device.h"
 #include "kernels/cuda/tensor_map.h"
 
 namespace nanovllm::kernels::cuda {
@@ -118,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     consume(smem, bars, a, warpgroup - 1, w);
   }
 #else
-  __trap();  // built without sm_90a: the host never launches it (hopper_prefill_built)
+  __trap();  // built without sm_90a: the host never launches it (sm90a_built)
 #endif
 }
 
@@ -134,18 +135,10 @@ bool hopper_prefill_shape_ok(int64_t head_dim, int64_t hq, int64_t hkv, int64_t 
          block_size > 0 && block_size % 16 == 0;
 }
 
-bool hopper_prefill_built() {
-#if defined(NANOVLLM_SM90A)
-  return true;
-#else
-  return false;
-#endif
-}
-
 void prefill_attention_hopper(const PrefillAttentionParams& p, cudaStream_t stream) {
   const int64_t hq = p.q.size(1), hkv = p.kv.k_cache.size(2);
   const int64_t block_size = p.kv.k_cache.size(1), batch = p.cu_seqlens_q.numel() - 1;
-  CHECK_MSG(hopper_prefill_built(), "this build holds no sm_90a code for the Hopper prefill");
+  CHECK_MSG(sm90a_built(), "this build holds no sm_90a code for the Hopper prefill");
   CHECK_MSG(p.kv.k_cache.dtype == DType::kBf16 && p.kv.v_cache.dtype == DType::kBf16,
             "the Hopper prefill reads a bf16 cache only, not "
                 << dtype_name(p.kv.k_cache.dtype) << " (the mma.sync kernel reads fp8)");

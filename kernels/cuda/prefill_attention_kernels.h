@@ -16,8 +16,6 @@ void prefill_attention_mma(const PrefillAttentionParams& p, cudaStream_t stream)
 void prefill_attention_hopper(const PrefillAttentionParams& p, cudaStream_t stream);
 // The shapes it serves: head dim 128, Hq / Hkv <= 16, block_size % 16 == 0.
 bool hopper_prefill_shape_ok(int64_t head_dim, int64_t hq, int64_t hkv, int64_t block_size);
-// Whether this build compiled it for sm_90a (CMAKE_CUDA_ARCHITECTURES lists 90a).
-bool hopper_prefill_built();
 
 // fp8 cache: dequantizes the tokens p reads (each sequence's first k_len) into bf16 staging
 // blocks p.staging_k / staging_v (compactly, in sequence order; the caller has checked that

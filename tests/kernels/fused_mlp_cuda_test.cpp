@@ -5,6 +5,7 @@
 // which passes the grid barrier's counter through many generations.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -140,7 +141,7 @@ TEST(FusedMlpCuda, WritesOverItsOwnInput) {
 
 // Two calls captured in one graph (y, then y again from the same x), replayed four times with
 // a new x each time: each replay's y matches that x's reference, so the barrier's counter
-// (2 x 128 arrivals a replay, never reset) keeps separating the calls.
+// (2 x blocks arrivals a replay: 128 on an H100 or H200; never reset) keeps separating the calls.
 TEST(FusedMlpCuda, GraphReplaysFollowNewInputs) {
   SKIP_WITHOUT_FUSED_MLP(2, 1024, 3072);
   Mlp p(2, 1024, 3072, 5);
@@ -167,8 +168,15 @@ TEST(FusedMlpCuda, GraphReplaysFollowNewInputs) {
     CUDA_CHECK(cudaStreamSynchronize(stream));
     expect_matches(p, d.act.host(), d.y.host(), "replay " + std::to_string(replay));
   }
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const std::optional<kernels::FusedMlpPlan> plan =
+      kernels::fused_mlp_plan(2, 1024, 3072, sms, int64_t{1} << 30);
+  ASSERT_TRUE(plan.has_value());
   const std::vector<uint64_t> arrivals = d.barrier.host();
-  EXPECT_EQ(arrivals[0], uint64_t{128} * (1 + 2 * 4)) << "every block of every call arrived once";
+  EXPECT_EQ(arrivals[0], static_cast<uint64_t>(plan->blocks) * (1 + 2 * 4))
+      << "every block of every call arrived once";
   CUDA_CHECK(cudaGraphExecDestroy(exec));
   CUDA_CHECK(cudaGraphDestroy(graph));
   CUDA_CHECK(cudaStreamDestroy(stream));

@@ -24,7 +24,6 @@ TEST(FusedMlpPlan, SpreadsTheSmallShapesOverEverySmOneBlockEach) {
   EXPECT_EQ(p->act_per_block, 24);  // 3072 / 132 rounded up
   EXPECT_EQ(p->rows_per_block, 8);  // 1024 / 132 rounded up
   EXPECT_EQ(p->blocks, 128);
-  EXPECT_EQ(p->token_tile, 1);
   // gate and up rows 2 x 24 x 1024, down rows 8 x 3072, x and residual 1024 each and act 3072
   // (bf16), and 16 mbarriers.
   EXPECT_EQ(p->smem_bytes, 2 * (2 * 24 * 1024 + 8 * 3072 + 2 * 1024 + 3072) + 16 * 8);
@@ -34,14 +33,12 @@ TEST(FusedMlpPlan, SpreadsTheSmallShapesOverEverySmOneBlockEach) {
   EXPECT_EQ(q->act_per_block, 12);
   EXPECT_EQ(q->rows_per_block, 16);
   EXPECT_EQ(q->blocks, 128);
-  EXPECT_EQ(q->token_tile, 2);
 }
 
 TEST(FusedMlpPlan, TakesOneOrTwoTokens) {
   for (int m = 1; m <= 2; ++m) {
     const std::optional<FusedMlpPlan> p = fused_mlp_plan(m, 1024, 3072, kH200Sms, kH200SmemOptin);
     ASSERT_TRUE(p.has_value()) << "M=" << m;
-    EXPECT_EQ(p->token_tile, m);
     // x, residual and act grow by a token row each.
     EXPECT_EQ(p->smem_bytes, 2 * (2 * 24 * 1024 + 8 * 3072 + m * (2 * 1024 + 3072)) + 16 * 8);
   }
