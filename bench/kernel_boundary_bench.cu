@@ -7,8 +7,9 @@
 //            flag it wrote (an L2 round trip), as our decode kernels read their input; launched
 //            plainly or with programmatic dependent launch (PDL, kernels/cuda/common.cuh), with
 //            1 block, one block per SM, or four per SM. us per kernel = graph time / N.
-//   barrier: one kernel with one block per SM (all resident) crossing N grid-wide barriers (an
-//            atomic arrive, a spin on the count), each followed by the same flag read.
+//   barrier: one kernel with one block per SM (all resident) crossing N grid-wide barriers (a
+//            release arrive, an acquire spin on the count; or with fences around a relaxed
+//            arrive), each followed by the same flag read.
 //            us per barrier = (time with N barriers - time with none) / N.
 // Every read checks the value the step before wrote: a count of mismatches other than zero
 // means the chain was not a chain, and the program fails.
@@ -47,18 +48,27 @@ __global__ void chain_step_kernel(int* flags, int i, int* mismatches) {
 }
 
 // `steps` steps separated by grid-wide barriers: block 0 writes flags[k], the barrier, then
-// every block reads it. count starts at 0; gridDim.x blocks must all be resident.
+// every block reads it. count starts at 0; gridDim.x blocks must all be resident. The arrive is
+// a release add; kFences: a fence, a relaxed add and a fence after the spin instead (the older
+// cooperative-groups form).
+template <bool kFences>
 __global__ void barrier_steps_kernel(unsigned* count, int* flags, int steps, int* mismatches) {
   for (int k = 0; k < steps; ++k) {
     if (blockIdx.x == 0 && threadIdx.x == 0) flags[k] = k + 1;
     __syncthreads();
     if (threadIdx.x == 0) {
       const unsigned target = (k + 1u) * gridDim.x;
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(count) : "memory");
+      if (kFences) {
+        __threadfence();
+        atomicAdd(count, 1u);
+      } else {
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(count) : "memory");
+      }
       unsigned seen;
       do {
         asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(count) : "memory");
       } while (seen < target);
+      if (kFences) __threadfence();
       if (load_flag(flags + k) != k + 1) atomicAdd(mismatches, 1);
     }
     __syncthreads();
@@ -107,13 +117,15 @@ double time_chain(int steps, int blocks, bool pdl, int* bad) {
 }
 
 // us per grid-wide barrier with one block per SM.
+template <bool kFences>
 double time_barriers(int steps, int sms, int* bad) {
   Buffers buf(steps);
   const auto run = [&](int n) {
     return time_ms([&](int) {
       CUDA_CHECK(cudaMemsetAsync(buf.count(), 0, sizeof(unsigned)));
       CUDA_CHECK(cudaMemsetAsync(buf.flags.ptr, 0, buf.flags.bytes));
-      barrier_steps_kernel<<<sms, 128>>>(buf.count(), buf.flags.as<int>(), n, buf.mismatches());
+      barrier_steps_kernel<kFences>
+          <<<sms, 128>>>(buf.count(), buf.flags.as<int>(), n, buf.mismatches());
       CUDA_CHECK_LAUNCH();
     });
   };
@@ -158,8 +170,10 @@ int main(int argc, char** argv) {
       const double us = time_chain(steps, blocks, pdl, &bad);
       row(pdl ? "kernel boundary, PDL" : "kernel boundary, plain launch", blocks, us, 8 * us);
     }
-  const double us = time_barriers(steps, sms, &bad);
+  const double us = time_barriers<false>(steps, sms, &bad);
   row("grid barrier in one kernel", sms, us, 8 * us);
+  const double fenced = time_barriers<true>(steps, sms, &bad);
+  row("grid barrier, fences", sms, fenced, 8 * fenced);
   if (bad != 0) {
     std::fprintf(stderr, "kernel_boundary_bench: %d reads saw another step's flag\n", bad);
     return 1;

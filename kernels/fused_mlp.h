@@ -7,6 +7,9 @@
 // its share of gate_up's rows and of down's rows at its start (before griddepcontrol.wait, as
 // the weights are constants), computes its act columns, meets every other block at a grid
 // barrier, and computes its down rows from the whole act: one launch, no second weight ramp.
+// On one GPU the post-attention norm, and before it the attention's output projection, can
+// run in the same kernel (FusedMlpNorm): o_proj costs 2.2 us a layer as its own GEMM node,
+// here a grid barrier (1.1 us) and a few dot products whose weights arrived long before.
 //
 // The grid barrier needs every block resident at once: the plan takes one block per SM at
 // most, and a kernel that follows on the stream can launch (programmatic dependent launch)
@@ -45,11 +48,23 @@ std::optional<FusedMlpPlan> fused_mlp_plan(int64_t m, int64_t hidden, int64_t in
 // The post-attention norm taken in front of the MLP (fused_mlp's post_norm): residual =
 // bf16(x + residual), then x = rms_norm(residual) * weight, rms_norm.cu's fused form bit for bit.
 // residual: [M, H] bf16, read and written; weight: [H] bf16.
+// With attn and out_proj set (one GPU: the projection needs no sum over ranks), the attention
+// block's output projection comes first in the same kernel: x = bf16(attn @ out_proj^T), written
+// over x, each block its down rows' hidden rows from out_proj rows held in registers since its
+// start, then a second grid barrier before the norm (fused_mlp_takes_out_proj says where).
+// attn: [M, Kq] bf16; out_proj: [H, Kq] bf16, contiguous, no bias.
 struct FusedMlpNorm {
   TensorView residual;
   TensorView weight;
   float eps = 0.f;
+  TensorView attn;
+  TensorView out_proj;
 };
+
+// Whether a plan takes the output projection in front (FusedMlpNorm::attn): a warp holds at
+// most one of its rows (rows_per_block <= 8), a lane that row's Kq / 256 16-byte chunks in
+// registers (Kq 1024 or 2048: the 0.6B's 16 heads of 128).
+bool fused_mlp_takes_out_proj(const FusedMlpPlan& plan, int64_t q_width);
 
 namespace cuda {
 
@@ -59,7 +74,8 @@ bool fused_mlp_supports(int64_t m, int64_t hidden, int64_t inter);
 
 // y = silu_and_mul(x @ w_gate_up^T) @ w_down^T where the fused kernel takes the shape and is the
 // faster path (NANOVLLM_FUSED_MLP: "auto" (unset) as measured in the decode step, one token;
-// "on" wherever it runs; "off" never); false, nothing done, elsewhere (the caller runs the
+// "on" wherever it runs; "off" never; NANOVLLM_FUSED_OUT_PROJ=off leaves post_norm's output
+// projection to the caller); false, nothing done, elsewhere (the caller runs the
 // projections one by one). act is silu_and_mul's exact form of the bf16-rounded
 // gate and up sums (as the two-kernel path gives), y each sum rounded once.
 // x: [M, H] bf16; w_gate_up: [2I, H] bf16 = [gate; up], contiguous; w_down: [H, I] bf16,

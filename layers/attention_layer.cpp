@@ -70,14 +70,6 @@ void Qwen3Attention::bind_kv_cache(const TensorView& k_cache, const TensorView& 
   v_scale_ = v_scale;
 }
 
-void Qwen3Attention::forward(const TensorView& out, const TensorView& x,
-                             const TensorView& positions, const AttentionMetadata& meta,
-                             const TensorView& qkv, const TensorView& attn, const ExecContext& ctx,
-                             RowOutput output) const {
-  attend(x, positions, meta, qkv, attn, ctx);
-  project_out(out, attn, ctx, output);
-}
-
 TensorView Qwen3Attention::heads(const TensorView& qkv, int64_t first_head, int64_t num) const {
   // A view into qkv [T, (Hq + 2 Hkv) * D]: [T, num, D], token stride qkv_width().
   TensorView v(static_cast<uint16_t*>(qkv.data) + first_head * head_dim_, DType::kBf16,

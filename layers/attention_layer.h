@@ -23,16 +23,12 @@ class Qwen3Attention {
   void bind_kv_cache(const TensorView& k_cache, const TensorView& v_cache,
                      const TensorView& k_scale = {}, const TensorView& v_scale = {});
 
-  // out, x: [T, H] bf16 (distinct). qkv: [T, qkv_width()] bf16 scratch; attn: [T, q_width()]
-  // bf16 scratch. positions: [T] i32.
-  void forward(const TensorView& out, const TensorView& x, const TensorView& positions,
-               const AttentionMetadata& meta, const TensorView& qkv, const TensorView& attn,
-               const ExecContext& ctx, RowOutput output = RowOutput::kReduced) const;
-  // forward in parts, for a caller that projects rows apart (layers/prefill_overlap.h):
-  // project_qkv maps rows of x [R, H] to rows of qkv [R, qkv_width()], normalises and rotates
-  // q and k and stores k and v in the cache (positions, slot_mapping: those rows' [R] i32);
-  // attend_stored then attends every row of qkv, leaving the output in attn; attend is the
-  // two over every row; project_out maps rows of attn: out [R, H] from attn [R, q_width()].
+  // The layer in parts (the decoder runs attend then project_out, or hands o_proj to the fused
+  // MLP; layers/prefill_overlap.h projects rows apart): project_qkv maps rows of x [R, H] to rows
+  // of qkv [R, qkv_width()] bf16 scratch, normalises and rotates q and k and stores k and v in the
+  // cache (positions, slot_mapping: those rows' [R] i32); attend_stored then attends every row of
+  // qkv, leaving the output in attn [T, q_width()] bf16 scratch; attend is the two over every
+  // row; project_out maps rows of attn: out [R, H] from attn [R, q_width()].
   void project_qkv(const TensorView& x, const TensorView& positions, const TensorView& slot_mapping,
                    const TensorView& qkv, const ExecContext& ctx) const;
   void attend_stored(const AttentionMetadata& meta, const TensorView& qkv, const TensorView& attn,
@@ -51,6 +47,11 @@ class Qwen3Attention {
   void project_out(const TensorView& out, const TensorView& attn, const ExecContext& ctx,
                    RowOutput output) const {
     if (!knocked_out(LayerOp::kOProj)) o_proj_.forward(out, attn, ctx, output);
+  }
+  // o_proj's weight [H, q_width()] for a caller that takes the projection into a later kernel
+  // (the fused MLP at one token on one GPU); empty where o_proj has a bias or is knocked out.
+  TensorView out_proj_weight() const {
+    return o_proj_.has_bias() || knocked_out(LayerOp::kOProj) ? TensorView() : o_proj_.weight();
   }
 
   // Whether prefill steps' attention takes the Hopper kernel (kernels/attention.h), and its CTAs

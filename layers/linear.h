@@ -27,6 +27,7 @@ class LinearBase {
   const TensorView& weight() const { return weight_.view(); }  // [out_local, in_local]
   int64_t out_features() const { return weight_.view().size(0); }
   int64_t in_features() const { return weight_.view().size(1); }
+  bool has_bias() const { return !bias_.empty(); }
 
  protected:
   Parameter weight_;

@@ -62,12 +62,12 @@ void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorV
 }
 
 bool Qwen3MLP::forward_add_norm(const TensorView& hidden, const TensorView& residual,
-                                const RMSNorm& norm, const TensorView& act,
-                                const ExecContext& ctx) const {
+                                const RMSNorm& norm, const TensorView& act, const ExecContext& ctx,
+                                const TensorView& attn, const TensorView& out_proj) const {
   if (fused_barrier_.empty() || knocked_out(LayerOp::kGateUp) || knocked_out(LayerOp::kDown))
     return false;
   const PhaseScope phase(ctx, Phase::kGemm);
-  const kernels::FusedMlpNorm post_norm{residual, norm.weight(), norm.eps()};
+  const kernels::FusedMlpNorm post_norm{residual, norm.weight(), norm.eps(), attn, out_proj};
   return kernels::fused_mlp(hidden, hidden, gate_up_proj_.weight(), down_proj_.weight(), act,
                             static_cast<uint64_t*>(fused_barrier_.data()), &post_norm, ctx);
 }
@@ -186,11 +186,21 @@ TensorView Qwen3ForCausalLM::forward(const TensorView& input_ids, const TensorVi
       else
         add_norm(layer.input_layernorm());
     }
-    layer.self_attn().forward(hidden, hidden, positions, m, qkv, attn, ctx, rows);
-    // One token on one GPU: the post-attention norm inside the fused MLP's kernel.
-    if (norms && rows == RowOutput::kReduced &&
-        layer.mlp().forward_add_norm(hidden, residual, layer.post_attention_layernorm(), act, ctx))
-      continue;
+    const Qwen3Attention& self_attn = layer.self_attn();
+    self_attn.attend(hidden, positions, m, qkv, attn, ctx);
+    // One token on one GPU: the output projection and the post-attention norm inside the fused
+    // MLP's kernel where it takes them, else the norm alone.
+    if (norms && rows == RowOutput::kReduced) {
+      const RMSNorm& post_norm = layer.post_attention_layernorm();
+      const TensorView w_out = self_attn.out_proj_weight();
+      if (w_out.data != nullptr &&
+          layer.mlp().forward_add_norm(hidden, residual, post_norm, act, ctx, attn, w_out))
+        continue;
+      self_attn.project_out(hidden, attn, ctx, rows);
+      if (layer.mlp().forward_add_norm(hidden, residual, post_norm, act, ctx)) continue;
+    } else {
+      self_attn.project_out(hidden, attn, ctx, rows);
+    }
     if (norms) add_norm(layer.post_attention_layernorm());
     layer.mlp().forward(hidden, hidden, gate_up, act, ctx, rows);
   }

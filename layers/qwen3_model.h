@@ -25,9 +25,12 @@ class Qwen3MLP {
   // residual = hidden + residual, hidden = MLP(norm(residual)), in the fused MLP's one kernel
   // where it takes the size (kernels/fused_mlp.h: one token of a small shape on an H100/H200);
   // false, nothing done, elsewhere (the caller takes the norm and forward). hidden, residual:
-  // [T, H] bf16; act: [T, I_local] scratch.
+  // [T, H] bf16; act: [T, I_local] scratch. With attn [T, Kq] and out_proj [H, Kq] given, hidden
+  // is first attn @ out_proj^T in the same kernel (one GPU); false, nothing done, where the kernel
+  // does not take that (the caller projects, then calls again without them).
   bool forward_add_norm(const TensorView& hidden, const TensorView& residual, const RMSNorm& norm,
-                        const TensorView& act, const ExecContext& ctx) const;
+                        const TensorView& act, const ExecContext& ctx, const TensorView& attn = {},
+                        const TensorView& out_proj = {}) const;
   int64_t inter_local() const { return down_proj_.in_features(); }
 
  private:

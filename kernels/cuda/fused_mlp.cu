@@ -9,6 +9,12 @@
 // and up dot products (lanes over H, a warp sum), act = silu(bf16 gate) * bf16 up rounded to
 // bf16 into the act scratch; the grid barrier; the whole act into shared memory; the warp's
 // down rows (lanes over I), y rounded to bf16.
+//
+// With the output projection in front (kOChunks > 0, one GPU): each warp also loads its block's
+// o_proj row (the hidden row of its down row) into registers before the wait, as shared memory
+// is full and would no longer leave room for the attention kernel still running on the SM; after
+// the wait it sums that row against attn (read through L2), writes the bf16 result over x, and
+// the grid meets at a first barrier before the norm reads the whole of x.
 #include <cstdio>
 
 #include "kernels/attention.h"
@@ -33,7 +39,7 @@ constexpr uint64_t kBarrierTimeoutNs = 2'000'000'000ull;
 constexpr int kStaticSmem = 1024;
 
 struct Params {
-  const bf16* x;  // [M, H], row stride ldx
+  bf16* x;  // [M, H], row stride ldx (written first where the kernel takes o_proj)
   int64_t ldx;
   const bf16* w_gate_up;  // [2I, H] = [gate; up], contiguous
   const bf16* w_down;     // [H, I], contiguous
@@ -48,6 +54,10 @@ struct Params {
   int64_t ld_res;
   const bf16* norm_weight;  // [H]
   float eps;
+  // kOChunks > 0: x = attn @ w_out^T first.
+  const bf16* attn;  // [M, Kq], row stride ld_attn
+  int64_t ld_attn;
+  const bf16* w_out;  // [H, Kq], contiguous, Kq = 256 kOChunks
   int m, hidden, inter;
   int act_per_block, rows_per_block, blocks;
 };
@@ -68,28 +78,55 @@ __device__ __forceinline__ unsigned long long load_acquire_gpu(const unsigned lo
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+__device__ __forceinline__ unsigned long long add_release_gpu(unsigned long long* p) {
+  unsigned long long old;
+  asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;" : "=l"(old) : "l"(p) : "memory");
+  return old;
+}
 
 // Every block of the grid arrives before any goes on; what a block wrote before it is visible
-// to every block after it (thread 0's fence and acquire, ordered for the block by the CTA
-// barriers around them, as cooperative groups' grid sync).
+// to every block after it: thread 0 arrives with a release and spins with acquires, the CTA
+// barriers around it order the block's other threads (cooperative groups' grid sync on sm_70+;
+// fences around a relaxed add cost 0.27 us more a barrier, kernel_boundary_bench).
 __device__ __forceinline__ void grid_barrier(unsigned long long* counter, int blocks) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
-    const unsigned long long old = atomicAdd(counter, 1ull);
+    const unsigned long long old = add_release_gpu(counter);
     const unsigned long long target = (old / blocks + 1) * blocks;
     const uint64_t start = global_ns();
-    while (load_acquire_gpu(counter) < target) {
-      if (global_ns() - start > kBarrierTimeoutNs) {
+    // The clock only every 256 polls: each read of it is a trip of its own.
+    for (unsigned polls = 1; load_acquire_gpu(counter) < target; ++polls) {
+      if (polls % 256 == 0 && global_ns() - start > kBarrierTimeoutNs) {
         printf("fused_mlp: block %d waited over 2 s at the grid barrier (%llu of %llu arrived)\n",
                static_cast<int>(blockIdx.x), load_acquire_gpu(counter) % blocks,
                static_cast<unsigned long long>(blocks));
         __trap();
       }
     }
-    __threadfence();
   }
   __syncthreads();
+}
+
+// 16 bytes of weights, read once: skip L1. Volatile, so that the requests made before
+// griddepcontrol.wait stay there.
+__device__ __forceinline__ uint4 load_weights16(const bf16* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// 16 bytes another kernel or block wrote, through L2 (.cg), kept after the wait or barrier
+// before it (volatile, with a memory clobber: a plain __ldcg may be hoisted above them).
+__device__ __forceinline__ Bf16x8 load8_l2(const bf16* p) {
+  Bf16x8 r;
+  uint4& v = *reinterpret_cast<uint4*>(&r);
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return r;
 }
 
 // sum += w . v over 8 bf16 pairs, in f32.
@@ -127,8 +164,10 @@ __device__ __forceinline__ void stage_rows(bf16* dst, const bf16* src, int64_t l
 
 // Shared memory (bf16 unless said): gate [A][H], up [A][H], down [R][I], x [kTok][H],
 // residual [kTok][H] (kNorm), act [kTok][I], then the mbarriers (u64): gate_up [8], down [8].
-template <int kTok, int kXChunks, bool kNorm>
+// kOChunks: 0, or the output projection in front (kNorm only; R <= 8, Kq = 256 kOChunks).
+template <int kTok, int kXChunks, bool kNorm, int kOChunks>
 __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) {
+  static_assert(kOChunks == 0 || kNorm, "the output projection comes with the norm");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // In the timeline: start to wait is the weights' requests, wait to end everything else.
   NANOVLLM_TRACE_SCOPE(trace::kFusedMlp, p.w_down);
@@ -149,6 +188,16 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
   const int act0 = b * A, row0 = b * R;
   const int block_cols = max(0, min(I - act0, A)), block_rows = max(0, min(kHidden - row0, R));
   const Share cols = warp_share(block_cols, warp), rows = warp_share(block_rows, warp);
+  // The output projection's row of this warp first: the first weights the kernel needs.
+  uint4 w_out[kOChunks > 0 ? kOChunks : 1];
+  const bool out_row = kOChunks > 0 && warp < block_rows;  // one row a warp (R <= 8)
+  if constexpr (kOChunks > 0) {
+    if (out_row) {
+      const bf16* w = p.w_out + static_cast<int64_t>(row0 + warp) * (256 * kOChunks);
+#pragma unroll
+      for (int i = 0; i < kOChunks; ++i) w_out[i] = load_weights16(w + (lane + 32 * i) * 8);
+    }
+  }
   if (threadIdx.x == 0) {
     for (int w = 0; w < kWarps; ++w) {
       mbarrier_init(&bar_gate_up[w], 1);
@@ -184,6 +233,22 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
 
   __syncthreads();  // the barriers are initialised
 
+  if constexpr (kOChunks > 0) {
+    // x's hidden rows of this block: attn . the warp's row, rounded to bf16 once.
+    if (out_row) {
+      for (int t = 0; t < p.m && t < kTok; ++t) {
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < kOChunks; ++i)
+          s = dot8(*reinterpret_cast<const Bf16x8*>(&w_out[i]),
+                   load8_l2(p.attn + t * p.ld_attn + (lane + 32 * i) * 8), s);
+        s = warp_sum(s);
+        if (lane == 0) p.x[t * p.ldx + row0 + warp] = to_bf16(s);
+      }
+    }
+    grid_barrier(p.barrier, p.blocks);  // every row of x is written
+  }
+
   // x: [kTok][H] into shared memory (token rows past M zero), then a lane's chunks
   // lane + 32 i of each token into registers as f32 (converted once, used by every row).
   if constexpr (kNorm) {
@@ -200,7 +265,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
       float sq = 0.f;
       for (int i = static_cast<int>(threadIdx.x) * 8; i < kHidden; i += kThreads * 8) {
         store8(res + i, load8(p.residual + t * p.ld_res + i));
-        add_residual_unit(res + i, load8(p.x + t * p.ldx + i), sq);
+        const bf16* xi = p.x + t * p.ldx + i;
+        add_residual_unit(res + i, kOChunks > 0 ? load8_l2(xi) : load8(xi), sq);
       }
       const float inv = rsqrtf(block_sum(sq) / static_cast<float>(kHidden) + p.eps);
       write_normed_row<kThreads>(s_x + t * kHidden, res, p.norm_weight, kHidden, inv);
@@ -301,9 +367,9 @@ FusedMlpSetting fused_mlp_setting() {
 }
 constexpr int64_t kFusedMlpAutoMaxM = 1;
 
-template <int kTok, int kXChunks, bool kNorm>
+template <int kTok, int kXChunks, bool kNorm, int kOChunks>
 void launch(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
-  auto* kernel = fused_mlp_kernel<kTok, kXChunks, kNorm>;
+  auto* kernel = fused_mlp_kernel<kTok, kXChunks, kNorm, kOChunks>;
   // Once per instantiation (a host call, not one a launch): every plan fits this limit.
   static const bool limit_set = [kernel] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -318,12 +384,33 @@ void launch(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
 }
 
-template <int kXChunks, bool kNorm>
+template <int kXChunks, bool kNorm, int kOChunks>
 void launch_tokens(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
   if (p.m == 1)
-    launch<1, kXChunks, kNorm>(p, plan, stream);
+    launch<1, kXChunks, kNorm, kOChunks>(p, plan, stream);
   else
-    launch<2, kXChunks, kNorm>(p, plan, stream);
+    launch<2, kXChunks, kNorm, kOChunks>(p, plan, stream);
+}
+
+// o_chunks: 0 (no output projection in front), 4 or 8.
+template <int kXChunks>
+void launch_hidden(const Params& p, const FusedMlpPlan& plan, bool norm, int o_chunks,
+                   cudaStream_t stream) {
+  if (!norm)
+    launch_tokens<kXChunks, false, 0>(p, plan, stream);
+  else if (o_chunks == 0)
+    launch_tokens<kXChunks, true, 0>(p, plan, stream);
+  else if (o_chunks == 4)
+    launch_tokens<kXChunks, true, 4>(p, plan, stream);
+  else
+    launch_tokens<kXChunks, true, 8>(p, plan, stream);
+}
+
+// NANOVLLM_FUSED_OUT_PROJ (read once): "auto" (unset) takes the output projection in front
+// wherever the caller offers it and the plan holds it; "off" leaves it to the caller.
+bool fused_out_proj_allowed() {
+  static const bool v = env_choice("NANOVLLM_FUSED_OUT_PROJ", {"auto", "off"}) != "off";
+  return v;
 }
 
 }  // namespace
@@ -371,6 +458,25 @@ bool launch_where_taken(const TensorView& y, const TensorView& x, const TensorVi
     return false;
   const std::optional<FusedMlpPlan> plan = device_plan(m, hidden, inter);
   if (!plan) return false;
+  // The output projection in front, where offered: taken whole or the call is refused (the
+  // caller then projects and calls again without it).
+  int o_chunks = 0;
+  if (post_norm != nullptr && post_norm->attn.data != nullptr) {
+    const TensorView& attn = post_norm->attn;
+    const TensorView& w_out = post_norm->out_proj;
+    check_cuda_tensor(attn, DType::kBf16, "fused_mlp attn");
+    check_cuda_tensor(w_out, DType::kBf16, "fused_mlp out_proj");
+    CHECK(attn.ndim == 2 && w_out.ndim == 2);
+    const int64_t q_width = attn.size(1);
+    CHECK_EQ(attn.size(0), m);
+    CHECK_EQ(w_out.size(0), hidden);
+    CHECK_EQ(w_out.size(1), q_width);
+    if ((by_rule && !fused_out_proj_allowed()) || !fused_mlp_takes_out_proj(*plan, q_width) ||
+        w_out.stride[0] != q_width || attn.stride[0] % 8 != 0 || !aligned16(attn.data) ||
+        !aligned16(w_out.data))
+      return false;
+    o_chunks = static_cast<int>(q_width / 256);
+  }
   CHECK_MSG(barrier != nullptr, "fused_mlp needs its call site's barrier counter");
   Params p;
   p.x = x.ptr<bf16>();
@@ -399,15 +505,16 @@ bool launch_where_taken(const TensorView& y, const TensorView& x, const TensorVi
     p.ld_res = r.stride[0];
     p.norm_weight = post_norm->weight.ptr<bf16>();
     p.eps = post_norm->eps;
+    if (o_chunks > 0) {
+      p.attn = post_norm->attn.ptr<bf16>();
+      p.ld_attn = post_norm->attn.stride[0];
+      p.w_out = post_norm->out_proj.ptr<bf16>();
+    }
   }
-  if (hidden == 1024 && norm)
-    launch_tokens<4, true>(p, *plan, ctx.stream);
-  else if (hidden == 1024)
-    launch_tokens<4, false>(p, *plan, ctx.stream);
-  else if (norm)
-    launch_tokens<8, true>(p, *plan, ctx.stream);
+  if (hidden == 1024)
+    launch_hidden<4>(p, *plan, norm, o_chunks, ctx.stream);
   else
-    launch_tokens<8, false>(p, *plan, ctx.stream);
+    launch_hidden<8>(p, *plan, norm, o_chunks, ctx.stream);
   return true;
 }
 

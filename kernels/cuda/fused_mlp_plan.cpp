@@ -37,4 +37,8 @@ std::optional<FusedMlpPlan> fused_mlp_plan(int64_t m, int64_t hidden, int64_t in
   return plan;
 }
 
+bool fused_mlp_takes_out_proj(const FusedMlpPlan& plan, int64_t q_width) {
+  return plan.rows_per_block <= kWarps && (q_width == 1024 || q_width == 2048);
+}
+
 }  // namespace nanovllm::kernels

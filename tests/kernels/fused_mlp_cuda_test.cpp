@@ -1,7 +1,8 @@
 // The fused decode MLP (kernels::cuda::fused_mlp_any_rule, and fused_mlp's rule): act and y within
 // bf16 rounding of the CPU reference (cpu::linear, cpu::silu_and_mul, cpu::linear) for 1-2 tokens
 // of the shapes it serves, including one whose last blocks own no act column; y written over its
-// own input x (the model's call); and a CUDA graph of two calls replayed with new inputs each time,
+// own input x (the model's call); the post-attention norm and the output projection in front;
+// and a CUDA graph of two calls replayed with new inputs each time,
 // which passes the grid barrier's counter through many generations.
 #include <gtest/gtest.h>
 
@@ -235,6 +236,81 @@ TEST(FusedMlpCuda, PostNormInFrontIsBitIdenticalToTheNormKernelFirst) {
       EXPECT_LT(e.rel_l2, 1e-2) << what << ": y against the CPU";
       EXPECT_EQ(res_one.host(), r) << what << ": residual against the CPU";
     }
+  }
+}
+
+// The output projection in front as well (the decoder's one-GPU call at one token): x is first
+// attn @ out_proj^T, written over x by the kernel; residual and y within rounding of the CPU's
+// linear, fused_add_rms_norm, silu_and_mul MLP, and every block arrived twice (two grid
+// barriers). A q width the lanes cannot hold is refused with nothing written.
+TEST(FusedMlpCuda, OutputProjectionInFrontMatchesTheCpu) {
+  SKIP_WITHOUT_FUSED_MLP(1, 1024, 3072);
+  for (int64_t m = 1; m <= 2; ++m) {
+    const int64_t h = 1024, inter = 3072, kq = 2048;
+    Mlp p(m, h, inter, 31 + static_cast<uint32_t>(m));
+    std::mt19937 rng(91);
+    const std::vector<uint16_t> attn = random_bf16(m * kq, rng, -1.f, 1.f),
+                                w_out = random_bf16(h * kq, rng, -0.05f, 0.05f),
+                                res = random_bf16(m * h, rng, -2.f, 2.f),
+                                norm_w = random_bf16(h, rng, 0.5f, 1.5f);
+    constexpr float kEps = 1e-6f;
+    DeviceMlp d(p);
+    d.dx.mem.poison();  // x is the kernel's to write
+    DevVec<uint16_t> dattn(attn), dw_out(w_out), dres(res), weight(norm_w);
+    const kernels::FusedMlpNorm post{
+        dres.view(DType::kBf16, {m, h}), weight.view(DType::kBf16, {h}), kEps,
+        dattn.view(DType::kBf16, {m, kq}), dw_out.view(DType::kBf16, {h, kq})};
+    ExecContext ctx;
+    ASSERT_TRUE(kernels::cuda::fused_mlp_any_rule(
+        d.x(), d.x(), d.dgu.view(DType::kBf16, {2 * inter, h}),
+        d.ddown.view(DType::kBf16, {h, inter}), d.act.view(DType::kBf16, {m, inter}),
+        static_cast<uint64_t*>(d.barrier.mem.get()), &post, ctx))
+        << "M=" << m << ": not taken";
+    CUDA_CHECK(cudaGetLastError());
+    // The CPU: x = attn @ out_proj^T, residual += x, x = norm(residual), then the MLP on x.
+    std::vector<uint16_t> x(m * (h + 8), 0), r = res;
+    TensorView hx = host_view(x.data(), DType::kBf16, {m, h});
+    hx.stride[0] = h + 8;
+    kernels::cpu::linear(hx, host_view(const_cast<uint16_t*>(attn.data()), DType::kBf16, {m, kq}),
+                         host_view(const_cast<uint16_t*>(w_out.data()), DType::kBf16, {h, kq}),
+                         TensorView(), reference_threads());
+    kernels::cpu::fused_add_rms_norm(
+        hx, host_view(r.data(), DType::kBf16, {m, h}),
+        host_view(const_cast<uint16_t*>(norm_w.data()), DType::kBf16, {h}), kEps);
+    p.x = x;
+    std::vector<uint16_t> want_act, want_y;
+    p.reference(want_act, want_y);
+    const std::vector<uint16_t> got_x = d.dx.host();
+    std::vector<uint16_t> got_y(m * h);
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t c = 0; c < h; ++c) got_y[t * h + c] = got_x[t * (h + 8) + c];
+    const std::string what = "M=" + std::to_string(m) + " with o_proj in front";
+    const ErrorStats ey = compare_bf16(got_y, want_y), er = compare_bf16(dres.host(), r);
+    EXPECT_TRUE(ey.finite && er.finite) << what;
+    EXPECT_LT(ey.rel_l2, 1e-2) << what << ": y against the CPU";
+    EXPECT_LT(er.rel_l2, 1e-3) << what << ": residual against the CPU";
+    int device = 0, sms = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const std::optional<kernels::FusedMlpPlan> plan =
+        kernels::fused_mlp_plan(m, h, inter, sms, int64_t{1} << 30);
+    ASSERT_TRUE(plan.has_value());
+    EXPECT_EQ(d.barrier.host()[0], static_cast<uint64_t>(plan->blocks) * 2) << what;
+
+    // Kq 1536: 6 chunks a lane, which no instantiation holds.
+    const int64_t odd = 1536;
+    DevVec<uint16_t> attn_odd(random_bf16(m * odd, rng, -1.f, 1.f)),
+        w_odd(random_bf16(h * odd, rng, -0.05f, 0.05f));
+    const kernels::FusedMlpNorm post_odd{
+        dres.view(DType::kBf16, {m, h}), weight.view(DType::kBf16, {h}), kEps,
+        attn_odd.view(DType::kBf16, {m, odd}), w_odd.view(DType::kBf16, {h, odd})};
+    d.y.mem.poison();
+    EXPECT_FALSE(kernels::cuda::fused_mlp_any_rule(
+        d.y_view(), d.x(), d.dgu.view(DType::kBf16, {2 * inter, h}),
+        d.ddown.view(DType::kBf16, {h, inter}), d.act.view(DType::kBf16, {m, inter}),
+        static_cast<uint64_t*>(d.barrier.mem.get()), &post_odd, ctx))
+        << what << ": Kq 1536 taken";
+    EXPECT_TRUE(std::isnan(bf16_to_float(d.y.host()[0]))) << what << ": y untouched";
   }
 }
 

@@ -58,6 +58,21 @@ TEST(FusedMlpPlan, RefusesShapesWhoseSharesOrLanesDoNotFit) {
   EXPECT_TRUE(fused_mlp_plan(1, 1024, 3072, 114, kH200SmemOptin).has_value());  // an H100 PCIe
 }
 
+// The output projection in front: a warp holds one row of it, a lane 4 or 8 chunks of that row.
+TEST(FusedMlpPlan, TakesTheOutputProjectionWhereAWarpHoldsOneRow) {
+  const std::optional<FusedMlpPlan> p = fused_mlp_plan(1, 1024, 3072, kH200Sms, kH200SmemOptin);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(kernels::fused_mlp_takes_out_proj(*p, 2048));  // the 0.6B: 16 heads of 128
+  EXPECT_TRUE(kernels::fused_mlp_takes_out_proj(*p, 1024));
+  EXPECT_FALSE(kernels::fused_mlp_takes_out_proj(*p, 1536));
+  EXPECT_FALSE(kernels::fused_mlp_takes_out_proj(*p, 4096));
+  // Hidden 2048 over 128 SMs: 16 rows a block, two a warp.
+  const std::optional<FusedMlpPlan> wide = fused_mlp_plan(1, 2048, 1536, 128, kH200SmemOptin);
+  ASSERT_TRUE(wide.has_value());
+  EXPECT_EQ(wide->rows_per_block, 16);
+  EXPECT_FALSE(kernels::fused_mlp_takes_out_proj(*wide, 2048));
+}
+
 TEST(FusedMlpPlan, EveryColumnAndRowHasOneBlockAndNoBlockIsEmpty) {
   for (int64_t hidden : {1024, 2048}) {
     for (int64_t inter = 8; inter <= 4096; inter += 40) {
