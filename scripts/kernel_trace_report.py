@@ -14,6 +14,8 @@ the steps' first and last kernels one by one:
   after   from its first wait return (else its first block start) to its last block end: the
           work that runs in sequence
   span    from the previous launch's last block end to this one's: its share of the step
+  beside  blocks that started on an SM while a block of the previous launch still ran there
+          (the rest waited for the SM: its shared memory, registers or carve-out were taken)
 
 Kernels we do not stamp (cuBLAS) show up inside the next stamped kernel's span. --launches writes
 one CSV line a launch; --blocks STEP:PLACE,... prints the spread of those launches' blocks.
@@ -59,12 +61,13 @@ def launches_of(records):
     launches = []
     for (tag, key, grid), rs in by_kernel.items():
         cur = None
-        for start, _, wait, end, _, _, _, _ in rs:
+        for start, _, wait, end, _, _, sm, _ in rs:
             if cur is None or start > cur["last_end"] + GAP_NS:
                 cur = {"tag": tag, "key": key, "grid": grid, "blocks": 0, "first_start": start,
-                       "first_wait": None, "last_end": end}
+                       "first_wait": None, "last_end": end, "spans": []}
                 launches.append(cur)
             cur["blocks"] += 1
+            cur["spans"].append((start, end, sm))
             cur["last_end"] = max(cur["last_end"], end)
             if wait:
                 cur["first_wait"] = wait if cur["first_wait"] is None else min(cur["first_wait"], wait)
@@ -94,10 +97,15 @@ def measure(step):
         begin = l["first_wait"] if l["first_wait"] is not None else l["first_start"]
         row["after"] = (l["last_end"] - begin) / 1e3
         if prev_end is not None:
+            ends = {}  # SM -> when the previous launch's last block there ended
+            for _, end, sm in prev["spans"]:
+                ends[sm] = max(ends.get(sm, 0), end)
+            row["beside"] = sum(1 for start, _, sm in l["spans"] if start < ends.get(sm, 0))
             row["early"] = (prev_end - l["first_start"]) / 1e3
             row["wait"] = (l["first_wait"] - prev_end) / 1e3 if l["first_wait"] is not None else None
             row["span"] = (l["last_end"] - prev_end) / 1e3
         prev_end = l["last_end"] if prev_end is None else max(prev_end, l["last_end"])
+        prev = l
         rows.append(row)
     return rows
 
@@ -185,7 +193,8 @@ def report(path, launches_csv=None, blocks=None):
         for label, row in labelled:
             acc.setdefault(label, []).append(row)
     print(f"  step (first block start to last block end): {statistics.mean(step_us):.1f} us; layers {layers}")
-    print(f"  {'kernel':34s} {'n':>4s} {'blocks':>6s} {'early':>6s} {'wait':>6s} {'after':>6s} {'span':>6s}")
+    print(f"  {'kernel':34s} {'n':>4s} {'blocks':>6s} {'early':>6s} {'wait':>6s} {'after':>6s} "
+          f"{'span':>6s} {'beside':>6s}")
     layer_sum = 0.0
     for label, rs in acc.items():
         def mean(k):
@@ -194,8 +203,10 @@ def report(path, launches_csv=None, blocks=None):
         span = mean("span")
         if label.startswith("layer") and span is not None:
             layer_sum += span
+        beside = mean("beside")
         print(f"  {label:34s} {len(rs):4d} {mean('blocks'):6.0f} {fmt(mean('early'))} "
-              f"{fmt(mean('wait'))} {fmt(mean('after'))} {fmt(span)}")
+              f"{fmt(mean('wait'))} {fmt(mean('after'))} {fmt(span)} "
+              f"{'     -' if beside is None else f'{beside:6.1f}'}")
     print(f"  a layer's spans sum to {layer_sum:.2f} us ({layers - 1} layers averaged)")
     if blocks:
         step, places = blocks

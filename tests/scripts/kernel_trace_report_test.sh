@@ -2,7 +2,8 @@
 # scripts/kernel_trace_report.py on a hand-made dump (kernels/kernel_trace.h's v2 format, one
 # record a block): two decode steps of three layers, every kernel's blocks starting before the
 # previous kernel ends and waiting 0.5 us after it; the report must give each kernel of a layer
-# its own "after" time, the layers' spans, the step count, and one CSV line a launch.
+# its own "after" time, the layers' spans, the blocks that started beside the previous launch's
+# on their SM, the step count, and one CSV line a launch.
 set -euo pipefail
 script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/kernel_trace_report.py"
 dir=$(mktemp -d)
@@ -50,14 +51,17 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 grep -q "2 steps" <<<"$out" || fail "two steps"
 grep -q "launches a step: {26: 2}" <<<"$out" || fail "26 launches a step"
 # A layer's kernels (averaged over layers 0 and 1 of both steps): wait 0.50, after = its time,
-# span = 0.5 + after, early = 2.00 before the previous end.
+# span = 0.5 + after, early = 2.00 before the previous end, and every block beside a block of
+# the previous launch on its SM (block b runs on SM b % 4), but for layer 0's q/k norm + rotary:
+# its blocks on SMs 2 and 3 had no embedding block there (4 of 8 beside; 8 in layer 1: 6.0).
 row() { grep -E "^  layer \+$1 $2 " <<<"$out" || fail "no row layer +$1 $2"; }
-[[ "$(row 1 decode_cluster)" =~ \ +4\ +16\ +2\.00\ +0\.50\ +4\.00\ +4\.50$ ]] || fail "attention row"
-[[ "$(row 5 skinny_gemm)" =~ \ +4\ +16\ +2\.00\ +0\.50\ +6\.00\ +6\.50$ ]] || fail "down row"
-[[ "$(row 3 rms_norm)" =~ \ +4\ +1\ +2\.00\ +0\.50\ +1\.50\ +2\.00$ ]] || fail "norm row"
+[[ "$(row 1 decode_cluster)" =~ \ +4\ +16\ +2\.00\ +0\.50\ +4\.00\ +4\.50\ +16\.0$ ]] || fail "attention row"
+[[ "$(row 5 skinny_gemm)" =~ \ +4\ +16\ +2\.00\ +0\.50\ +6\.00\ +6\.50\ +16\.0$ ]] || fail "down row"
+[[ "$(row 3 rms_norm)" =~ \ +4\ +1\ +2\.00\ +0\.50\ +1\.50\ +2\.00\ +1\.0$ ]] || fail "norm row"
+[[ "$(row 0 qk_norm_rope)" =~ \ +4\ +8\ +2\.00\ +0\.50\ +1\.20\ +1\.70\ +6\.0$ ]] || fail "rotary row (beside)"
 grep -q "a layer's spans sum to 24.50 us (2 layers averaged)" <<<"$out" || fail "layer sum"
 # The last layer and the LM head are the tail, one by one.
-grep -qE "^  tail  8 skinny_gemm +2 +32 .* 80\.00 +80\.50$" <<<"$out" || fail "LM head in the tail"
+grep -qE "^  tail  8 skinny_gemm +2 +32 .* 80\.00 +80\.50 +32\.0$" <<<"$out" || fail "LM head in the tail"
 [ "$(wc -l < "$dir/launches.csv")" -eq 53 ] || fail "one CSV line a launch (52) and a header"
 # The blocks of step 1's first down projection (place 6): 16 blocks, each waiting 0.5 us after
 # the previous launch's end and ending 6 us later, but the last, which ends 0.1 us after them.
