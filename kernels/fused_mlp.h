@@ -9,7 +9,8 @@
 // barrier, and computes its down rows from the whole act: one launch, no second weight ramp.
 // On one GPU the post-attention norm, and before it the attention's output projection, can
 // run in the same kernel (FusedMlpNorm): o_proj costs 2.2 us a layer as its own GEMM node,
-// here a grid barrier (1.1 us) and a few dot products whose weights arrived long before.
+// here a grid barrier (1.1 us) and a few dot products whose weights were requested at the
+// block's start.
 //
 // The grid barrier needs every block resident at once: the plan takes one block per SM at
 // most, and a kernel that follows on the stream can launch (programmatic dependent launch)

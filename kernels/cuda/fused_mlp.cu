@@ -11,10 +11,10 @@
 // down rows (lanes over I), y rounded to bf16.
 //
 // With the output projection in front (kOChunks > 0, one GPU): each warp also loads its block's
-// o_proj row (the hidden row of its down row) into registers before the wait, as shared memory
-// is full and would no longer leave room for the attention kernel still running on the SM; after
-// the wait it sums that row against attn (read through L2), writes the bf16 result over x, and
-// the grid meets at a first barrier before the norm reads the whole of x.
+// o_proj row (the hidden row of its down row) into registers before the wait (the block's shared
+// memory already holds its gate, up and down rows); after the wait it sums that row against attn
+// (read through L2), writes the bf16 result over x, and the grid meets at a first barrier before
+// the norm reads the whole of x.
 #include <cstdio>
 
 #include "kernels/attention.h"
