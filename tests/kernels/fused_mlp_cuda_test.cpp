@@ -90,6 +90,28 @@ struct DeviceMlp {
   DevVec<uint64_t> barrier;
 };
 
+// The token rows [M, H] of a buffer with the row pitch H + 8 (x's).
+std::vector<uint16_t> unpitched(const std::vector<uint16_t>& v, int64_t m, int64_t h) {
+  std::vector<uint16_t> rows(m * h);
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t c = 0; c < h; ++c) rows[t * h + c] = v[t * (h + 8) + c];
+  return rows;
+}
+
+// The CPU after the attention block: residual r += x (x pitched as Mlp's), x = rms_norm(r) * w,
+// then p's MLP on x; returns y [M, H] (r updated).
+std::vector<uint16_t> cpu_norm_then_mlp(Mlp& p, std::vector<uint16_t> x, std::vector<uint16_t>& r,
+                                        std::vector<uint16_t> norm_w, float eps) {
+  TensorView hx = host_view(x.data(), DType::kBf16, {p.m, p.hidden});
+  hx.stride[0] = p.hidden + 8;
+  kernels::cpu::fused_add_rms_norm(hx, host_view(r.data(), DType::kBf16, {p.m, p.hidden}),
+                                   host_view(norm_w.data(), DType::kBf16, {p.hidden}), eps);
+  p.x = x;
+  std::vector<uint16_t> want_act, want_y;
+  p.reference(want_act, want_y);
+  return want_y;
+}
+
 void expect_matches(Mlp& p, const std::vector<uint16_t>& act, const std::vector<uint16_t>& y,
                     const std::string& what) {
   std::vector<uint16_t> want_act, want_y;
@@ -218,20 +240,9 @@ TEST(FusedMlpCuda, PostNormInFrontIsBitIdenticalToTheNormKernelFirst) {
       EXPECT_EQ(res_one.host(), res_two.host()) << what << ": residual";
       EXPECT_EQ(one.dx.host(), two.dx.host()) << what << ": y (over x)";
       // The CPU: residual += x, x = norm(residual), then the MLP on x.
-      std::vector<uint16_t> x = p.x, r = res;
-      TensorView hx = host_view(x.data(), DType::kBf16, {m, h});
-      hx.stride[0] = h + 8;
-      kernels::cpu::fused_add_rms_norm(
-          hx, host_view(r.data(), DType::kBf16, {m, h}),
-          host_view(const_cast<uint16_t*>(norm_w.data()), DType::kBf16, {h}), kEps);
-      p.x = x;
-      std::vector<uint16_t> want_act, want_y;
-      p.reference(want_act, want_y);
-      const std::vector<uint16_t> got_x = one.dx.host();
-      std::vector<uint16_t> got_y(m * h);
-      for (int64_t t = 0; t < m; ++t)
-        for (int64_t c = 0; c < h; ++c) got_y[t * h + c] = got_x[t * (h + 8) + c];
-      const ErrorStats e = compare_bf16(got_y, want_y);
+      std::vector<uint16_t> r = res;
+      const std::vector<uint16_t> want_y = cpu_norm_then_mlp(p, p.x, r, norm_w, kEps);
+      const ErrorStats e = compare_bf16(unpitched(one.dx.host(), m, h), want_y);
       EXPECT_TRUE(e.finite) << what;
       EXPECT_LT(e.rel_l2, 1e-2) << what << ": y against the CPU";
       EXPECT_EQ(res_one.host(), r) << what << ": residual against the CPU";
@@ -274,18 +285,10 @@ TEST(FusedMlpCuda, OutputProjectionInFrontMatchesTheCpu) {
     kernels::cpu::linear(hx, host_view(const_cast<uint16_t*>(attn.data()), DType::kBf16, {m, kq}),
                          host_view(const_cast<uint16_t*>(w_out.data()), DType::kBf16, {h, kq}),
                          TensorView(), reference_threads());
-    kernels::cpu::fused_add_rms_norm(
-        hx, host_view(r.data(), DType::kBf16, {m, h}),
-        host_view(const_cast<uint16_t*>(norm_w.data()), DType::kBf16, {h}), kEps);
-    p.x = x;
-    std::vector<uint16_t> want_act, want_y;
-    p.reference(want_act, want_y);
-    const std::vector<uint16_t> got_x = d.dx.host();
-    std::vector<uint16_t> got_y(m * h);
-    for (int64_t t = 0; t < m; ++t)
-      for (int64_t c = 0; c < h; ++c) got_y[t * h + c] = got_x[t * (h + 8) + c];
+    const std::vector<uint16_t> want_y = cpu_norm_then_mlp(p, x, r, norm_w, kEps);
     const std::string what = "M=" + std::to_string(m) + " with o_proj in front";
-    const ErrorStats ey = compare_bf16(got_y, want_y), er = compare_bf16(dres.host(), r);
+    const ErrorStats ey = compare_bf16(unpitched(d.dx.host(), m, h), want_y),
+                     er = compare_bf16(dres.host(), r);
     EXPECT_TRUE(ey.finite && er.finite) << what;
     EXPECT_LT(ey.rel_l2, 1e-2) << what << ": y against the CPU";
     EXPECT_LT(er.rel_l2, 1e-3) << what << ": residual against the CPU";
