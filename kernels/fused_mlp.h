@@ -1,16 +1,15 @@
-// The MLP of a decode step at a few tokens in one kernel (kernels/cuda/fused_mlp.cu):
-// y = (silu(x @ gate^T) * (x @ up^T)) @ down^T, for weights small enough that every block's
-// share of both projections fits its shared memory (the 0.6B shape, and the 1.7B's shard at
-// --tp 4). Why: at batch 1 the gate_up and down GEMMs cost 5.3 and 4.3 us a layer inside the
-// step for 4.5 us of weights at bandwidth (bench/README.md, the knock-out table), and down's
-// blocks cannot start streaming until gate_up's leave the SMs. Here one block an SM requests
-// its share of gate_up's rows and of down's rows at its start (before griddepcontrol.wait, as
-// the weights are constants), computes its act columns, meets every other block at a grid
-// barrier, and computes its down rows from the whole act: one launch, no second weight ramp.
-// On one GPU the post-attention norm, and before it the attention's output projection, can
-// run in the same kernel (FusedMlpNorm): o_proj costs 2.2 us a layer as its own GEMM node,
-// here a grid barrier (1.1 us) and a few dot products whose weights were requested at the
-// block's start.
+// The MLP of a decode step at a few tokens in one kernel (kernels/cuda/fused_mlp_kernel.cuh,
+// launched by fused_mlp.cu): y = (silu(x @ gate^T) * (x @ up^T)) @ down^T, for weights small enough
+// that every block's share of both projections fits its shared memory (the 0.6B shape, and the
+// 1.7B's shard at --tp 4). Why: at batch 1 the gate_up and down GEMMs cost 5.3 and 4.3 us a layer
+// inside the step for 4.5 us of weights at bandwidth (bench/README.md, the knock-out table), and
+// down's blocks cannot start streaming until gate_up's leave the SMs. Here one block an SM requests
+// its share of gate_up's rows and of down's rows at its start (before griddepcontrol.wait, as the
+// weights are constants), computes its act columns, meets every other block at a grid barrier, and
+// computes its down rows from the whole act: one launch, no second weight ramp. On one GPU the
+// post-attention norm, and before it the attention's output projection, can run in the same kernel
+// (FusedMlpNorm): o_proj costs 2.2 us a layer as its own GEMM node, here a grid barrier (1.1 us)
+// and a few dot products whose weights were requested at the block's start.
 //
 // The grid barrier needs every block resident at once: the plan takes one block per SM at
 // most, and a kernel that follows on the stream can launch (programmatic dependent launch)

@@ -88,13 +88,28 @@ inline int ceil_div(int64_t a, int64_t b) {
 // decode attention relies on the other order in the kernel before it (decode_attention_tile.cuh).
 // What the previous kernel wrote must not be read through the non-coherent path (__ldg,
 // ld.global.nc): that kernel may have been running on the same SM after ours started, and the
-// gpu_generation preemption check caught exactly that (see skinny_gemm_kernel.cuh's load_x16).
+// gpu_generation preemption check caught exactly that (load16_l2 below is the load to use).
 __device__ __forceinline__ void wait_for_previous_grid() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   NANOVLLM_TRACE_WAITED();
 }
 __device__ __forceinline__ void allow_next_grid() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+// 16 bytes another kernel (or another block, after a grid barrier) wrote: under programmatic
+// dependent launch that kernel may still have been running on this SM when ours started, so
+// neither the non-coherent path (__ldg) nor L1 may serve it, and the load must stay after
+// griddepcontrol.wait or the barrier (volatile with a memory clobber: the compiler keeps it in
+// order with their asm; a plain __ldg / __ldcg may be hoisted above them). L2 (.cg) is where
+// the writes are.
+__device__ __forceinline__ uint4 load16_l2(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
 }
 
 template <typename... Params, typename... Args>

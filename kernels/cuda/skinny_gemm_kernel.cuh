@@ -79,28 +79,14 @@ __device__ __forceinline__ uint32_t silu_mul2(uint32_t gate, uint32_t up) {
   return pack_bf16x2(silu_mul(g.x, u.x), silu_mul(g.y, u.y));
 }
 
-// 16 bytes of x, written by the kernel before this one: under programmatic dependent launch
-// that kernel may still have been running on this SM when ours started, so neither the
-// non-coherent path (__ldg) nor L1 may serve it, and the load must stay after
-// griddepcontrol.wait (volatile: the compiler keeps it in order with the wait's asm; a plain
-// __ldg / __ldcg may be hoisted above it). L2 (.cg) is where the previous kernel's writes are.
-__device__ __forceinline__ uint4 load_x16(const bf16* p) {
-  uint4 v;
-  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-
 // 8 input values of one token at p (fused: silu(gate) * up, up k_up elements further on).
 template <bool kSiluMul>
 __device__ __forceinline__ uint4 load_x(const bf16* p, int k_up) {
-  const uint4 a = load_x16(p);
+  const uint4 a = load16_l2(p);  // x: the previous kernel's output
   if constexpr (!kSiluMul) {
     return a;
   } else {
-    const uint4 b = load_x16(p + k_up);
+    const uint4 b = load16_l2(p + k_up);
     return make_uint4(silu_mul2(a.x, b.x), silu_mul2(a.y, b.y), silu_mul2(a.z, b.z),
                       silu_mul2(a.w, b.w));
   }
