@@ -18,6 +18,10 @@ struct ExecContext {
   // kernels/cuda/linear.cu picks them (a benchmark's baseline).
   bool cublas_only = false;
   int cpu_threads = 1;  // CPU reference: threads for the heavy loops (linear, attention)
+  // Ranks of the tensor-parallel group this context's model runs in: the CUDA decode kernels'
+  // launch rules that measured differently there read it (kernels/skinny_gemm.h's
+  // skinny_next_launch_after_wait).
+  int tp_size = 1;
   // Set only for an eager profiling run (never while a CUDA graph is captured): the
   // layers' PhaseScopes time their phases into it. Null: the scopes do nothing.
   PhaseTimer* phase_timer = nullptr;

@@ -39,11 +39,29 @@ struct SkinnyGemmConfig {
   // safe after any kernel. The kernel also lets the next PDL-launched kernel start early.
   // skinny_gemm_configs leaves it off: it is the caller's choice for the whole graph.
   bool pdl = false;
-  std::string name() const;  // e.g. "r32w8c2", "r32w8c2+pdl"
+  // When the kernel lets that next kernel launch: at its start (false), so that the next one
+  // streams its weights beside the whole of this one, or once its own griddepcontrol.wait has
+  // returned (true), which keeps at most two kernels of a chain resident
+  // (skinny_next_launch_after_wait says where).
+  bool next_after_wait = false;
+  std::string name() const;  // e.g. "r32w8c2", "r32w8c2+pdl", "r32w8c2+pdl+after"
   bool operator==(const SkinnyGemmConfig& o) const {
-    return rows == o.rows && warps == o.warps && cluster == o.cluster && pdl == o.pdl;
+    return rows == o.rows && warps == o.warps && cluster == o.cluster && pdl == o.pdl &&
+           next_after_wait == o.next_after_wait;
   }
 };
+
+// NANOVLLM_SKINNY_NEXT_LAUNCH: auto (unset), start or after-wait (a comparison switch).
+enum class SkinnyNextLaunch { kAuto, kStart, kAfterWait };
+
+// Whether the skinny GEMMs of a model on a tensor-parallel group of tp_size ranks let the next
+// kernel launch only after their own wait (pure). Measured in the 8B shape's decode step on two
+// H200s (bench/results/h200x2-2026-11-28-issue31_skinny_next_launch.txt): at tp 2 the batch-1
+// latency TPOT 0.95-0.97x (3.07-3.09 against 3.18-3.27 ms), the step at batch 1-2 0.94-0.98x,
+// batch 4-8 the same; at tp 1 the 8B the same and the 0.6B's batch 1 1.01x, so one GPU keeps the
+// start. tp 4 and 8 were not measured (no 4-GPU machine was lent then) and keep it too. Under
+// kAuto: tp_size == 2.
+bool skinny_next_launch_after_wait(int tp_size, SkinnyNextLaunch choice);
 
 constexpr int64_t kSkinnyGemmMaxM = 64;
 

@@ -77,6 +77,7 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
   ctx_.cpu_threads = options.cpu_threads > 0
                          ? options.cpu_threads
                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  ctx_.tp_size = tp_size;
   startup_.nccl_setup_s = options.nccl_setup_s;
   auto phase_start = std::chrono::steady_clock::now();
   GpuMemInfo before;

@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 
 #include <optional>
+#include <string>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/env_choice.h"
@@ -63,6 +64,14 @@ std::optional<SkinnyGemmConfig> skinny_choice(int64_t m, int64_t n, int64_t k, b
   std::vector<SkinnyGemmConfig> configs = skinny_gemm_configs(m, n, k, silu_mul);
   if (configs.empty()) return {};
   configs.front().pdl = n * k <= kSkinnyEarlyMaxWeights;
+  static const SkinnyNextLaunch choice = [] {
+    const std::string v =
+        env_choice("NANOVLLM_SKINNY_NEXT_LAUNCH", {"start", "after-wait", "auto"});
+    return v == "start"        ? SkinnyNextLaunch::kStart
+           : v == "after-wait" ? SkinnyNextLaunch::kAfterWait
+                               : SkinnyNextLaunch::kAuto;
+  }();
+  configs.front().next_after_wait = skinny_next_launch_after_wait(ctx.tp_size, choice);
   return configs.front();
 }
 

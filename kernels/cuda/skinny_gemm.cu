@@ -35,8 +35,14 @@ int64_t chunks_per_rank(int64_t k, int cluster) {
 
 std::string SkinnyGemmConfig::name() const {
   char buf[48];
-  std::snprintf(buf, sizeof(buf), "r%dw%dc%d%s", rows, warps, cluster, pdl ? "+pdl" : "");
+  std::snprintf(buf, sizeof(buf), "r%dw%dc%d%s%s", rows, warps, cluster, pdl ? "+pdl" : "",
+                next_after_wait ? "+after" : "");
   return buf;
+}
+
+bool skinny_next_launch_after_wait(int tp_size, SkinnyNextLaunch choice) {
+  if (choice != SkinnyNextLaunch::kAuto) return choice == SkinnyNextLaunch::kAfterWait;
+  return tp_size == 2;
 }
 
 bool skinny_gemm_supports(int64_t m, int64_t n, int64_t k) {
@@ -200,6 +206,7 @@ void run(const TensorView& y, const TensorView& x, int64_t x_width, const Tensor
   p.k = static_cast<int>(k);
   p.cluster = cfg.cluster;
   p.chunks_per_rank = static_cast<int>(chunks_per_rank(k, cfg.cluster));
+  p.next_after_wait = cfg.next_after_wait ? 1 : 0;
   const bool f32_out = y.dtype == DType::kF32;
   switch (fused) {
     case kNone:

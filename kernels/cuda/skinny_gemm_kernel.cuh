@@ -50,6 +50,7 @@ struct Params {
   int m, n, k;          // kActOut: n = I, the act rows (w has 2n rows)
   int cluster;          // blocks per cluster (K ranges)
   int chunks_per_rank;  // K chunks of one cluster rank's range (the last may hold fewer)
+  int next_after_wait;  // SkinnyGemmConfig::next_after_wait
 };
 
 // Shared memory of a block: [warps][kNt * 8 tokens][16R rows + 4] f32 partial sums. The row
@@ -202,8 +203,9 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kSilu
   };
 
   // Programmatic dependent launch (a no-op without it): the weights are constant, so they
-  // may stream in while the previous kernel finishes; x, and y's writes, wait for it.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // may stream in while the previous kernel finishes; x, and y's writes, wait for it. The next
+  // kernel may launch from here, or once the wait has returned (p.next_after_wait).
+  if (!p.next_after_wait) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   bool waited = false;
   for (int c = chunk_begin + warp; c < chunk_end; c += warps * kUnroll) {
     load_w(c);
@@ -218,6 +220,7 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kSilu
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     NANOVLLM_TRACE_WAITED();
   }
+  if (p.next_after_wait) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   // Accumulator (r, j): c0, c1 = (row 16r + g, tokens 8j + 2t, +1), c2, c3 = row + 8.
   float* mine = partial + warp * kCols * kPitch;
