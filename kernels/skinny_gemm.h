@@ -41,8 +41,8 @@ struct SkinnyGemmConfig {
   bool pdl = false;
   // When the kernel lets that next kernel launch: at its start (false), so that the next one
   // streams its weights beside the whole of this one, or once its own griddepcontrol.wait has
-  // returned (true), which keeps at most two kernels of a chain resident
-  // (skinny_next_launch_after_wait says where).
+  // returned (true), i.e. once the kernel before it has ended, which stops a chain of early
+  // launches at this GEMM (skinny_next_launch_after_wait says where).
   bool next_after_wait = false;
   std::string name() const;  // e.g. "r32w8c2", "r32w8c2+pdl", "r32w8c2+pdl+after"
   bool operator==(const SkinnyGemmConfig& o) const {
