@@ -7,7 +7,7 @@
 
 namespace nanovllm::kernels {
 
-std::string env_choice(const char* name, std::initializer_list<const char*> allowed) {
+std::string env_choice(const char* name, std::span<const char* const> allowed) {
   const char* v = std::getenv(name);
   if (v == nullptr) return "auto";
   std::ostringstream takes;
@@ -17,6 +17,11 @@ std::string env_choice(const char* name, std::initializer_list<const char*> allo
   }
   CHECK_MSG(false, name << " must be one of " << takes.str() << ", not '" << v << "'");
   return "auto";
+}
+
+void fail_env_enum_without_auto(const char* name) {
+  CHECK_MSG(false, name << ": env_enum lists no \"auto\"");
+  std::abort();  // CHECK_MSG(false, ...) has thrown
 }
 
 }  // namespace nanovllm::kernels

@@ -7,23 +7,20 @@
 namespace nanovllm::kernels::cuda {
 
 DecodeWalk decode_walk_from_env() {
-  static const DecodeWalk walk = [] {
-    const std::string v = env_choice("NANOVLLM_DECODE_WALK", {"pieces", "stream", "auto"});
-    return v == "pieces"   ? DecodeWalk::kPieces
-           : v == "stream" ? DecodeWalk::kStream
-                           : DecodeWalk::kAuto;
-  }();
+  static const DecodeWalk walk =
+      env_enum("NANOVLLM_DECODE_WALK", {std::pair{"pieces", DecodeWalk::kPieces},
+                                        {"stream", DecodeWalk::kStream},
+                                        {"auto", DecodeWalk::kAuto}});
   return walk;
 }
 
 decode::ClusterChoice decode_cluster_choice() {
-  static const decode::ClusterChoice c = [] {
-    const std::string v = env_choice("NANOVLLM_DECODE_CLUSTER", {"off", "8", "16", "auto"});
-    return v == "off"  ? decode::ClusterChoice::kOff
-           : v == "8"  ? decode::ClusterChoice::kForce8
-           : v == "16" ? decode::ClusterChoice::kForce16
-                       : decode::ClusterChoice::kAuto;
-  }();
+  using decode::ClusterChoice;
+  static const ClusterChoice c =
+      env_enum("NANOVLLM_DECODE_CLUSTER", {std::pair{"off", ClusterChoice::kOff},
+                                           {"8", ClusterChoice::kForce8},
+                                           {"16", ClusterChoice::kForce16},
+                                           {"auto", ClusterChoice::kAuto}});
   return c;
 }
 

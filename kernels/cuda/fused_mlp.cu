@@ -25,12 +25,10 @@ std::optional<FusedMlpPlan> device_plan(int64_t m, int64_t hidden, int64_t inter
 // tokens, "on" wherever it runs, "off" never (whole-run comparisons).
 enum class FusedMlpSetting { kAuto, kOn, kOff };
 FusedMlpSetting fused_mlp_setting() {
-  static const FusedMlpSetting v = [] {
-    const std::string e = env_choice("NANOVLLM_FUSED_MLP", {"auto", "on", "off"});
-    return e == "on"    ? FusedMlpSetting::kOn
-           : e == "off" ? FusedMlpSetting::kOff
-                        : FusedMlpSetting::kAuto;
-  }();
+  static const FusedMlpSetting v =
+      env_enum("NANOVLLM_FUSED_MLP", {std::pair{"auto", FusedMlpSetting::kAuto},
+                                      {"on", FusedMlpSetting::kOn},
+                                      {"off", FusedMlpSetting::kOff}});
   return v;
 }
 constexpr int64_t kFusedMlpAutoMaxM = 1;

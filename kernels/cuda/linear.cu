@@ -64,13 +64,10 @@ std::optional<SkinnyGemmConfig> skinny_choice(int64_t m, int64_t n, int64_t k, b
   std::vector<SkinnyGemmConfig> configs = skinny_gemm_configs(m, n, k, silu_mul);
   if (configs.empty()) return {};
   configs.front().pdl = n * k <= kSkinnyEarlyMaxWeights;
-  static const SkinnyNextLaunch choice = [] {
-    const std::string v =
-        env_choice("NANOVLLM_SKINNY_NEXT_LAUNCH", {"start", "after-wait", "auto"});
-    return v == "start"        ? SkinnyNextLaunch::kStart
-           : v == "after-wait" ? SkinnyNextLaunch::kAfterWait
-                               : SkinnyNextLaunch::kAuto;
-  }();
+  static const SkinnyNextLaunch choice =
+      env_enum("NANOVLLM_SKINNY_NEXT_LAUNCH", {std::pair{"start", SkinnyNextLaunch::kStart},
+                                               {"after-wait", SkinnyNextLaunch::kAfterWait},
+                                               {"auto", SkinnyNextLaunch::kAuto}});
   configs.front().next_after_wait = skinny_next_launch_after_wait(ctx.tp_size, choice);
   return configs.front();
 }
@@ -80,10 +77,10 @@ std::optional<SkinnyGemmConfig> skinny_choice(int64_t m, int64_t n, int64_t k, b
 // GEMM), "off" never (whole-run comparisons).
 enum class DecodeGemm { kAuto, kHopper, kOff };
 DecodeGemm decode_gemm_setting() {
-  static const DecodeGemm v = [] {
-    const std::string e = env_choice("NANOVLLM_DECODE_GEMM", {"auto", "hopper", "off"});
-    return e == "hopper" ? DecodeGemm::kHopper : e == "off" ? DecodeGemm::kOff : DecodeGemm::kAuto;
-  }();
+  static const DecodeGemm v =
+      env_enum("NANOVLLM_DECODE_GEMM", {std::pair{"auto", DecodeGemm::kAuto},
+                                        {"hopper", DecodeGemm::kHopper},
+                                        {"off", DecodeGemm::kOff}});
   return v;
 }
 

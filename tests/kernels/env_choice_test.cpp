@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "kernels/check.h"
 
@@ -35,6 +36,30 @@ TEST(EnvChoice, AnyOtherValueFailsNamingTheVariableTheValueAndWhatItTakes) {
     EXPECT_NE(m.find("'Stream'"), std::string::npos) << m;
   }
   unsetenv(kVar);
+}
+
+enum class Walk { kAuto, kPieces, kStream };
+
+Walk walk_from_env() {
+  return kernels::env_enum(
+      kVar, {std::pair{"pieces", Walk::kPieces}, {"stream", Walk::kStream}, {"auto", Walk::kAuto}});
+}
+
+TEST(EnvChoice, AnEnumSwitchGivesTheValuePairedWithItsName) {
+  unsetenv(kVar);
+  EXPECT_EQ(walk_from_env(), Walk::kAuto);
+  setenv(kVar, "pieces", 1);
+  EXPECT_EQ(walk_from_env(), Walk::kPieces);
+  setenv(kVar, "stream", 1);
+  EXPECT_EQ(walk_from_env(), Walk::kStream);
+  setenv(kVar, "streams", 1);
+  EXPECT_THROW(walk_from_env(), CheckError);
+  unsetenv(kVar);
+}
+
+TEST(EnvChoice, AnEnumSwitchWithoutAutoFailsUnset) {
+  unsetenv(kVar);
+  EXPECT_THROW(kernels::env_enum(kVar, {std::pair{"pieces", Walk::kPieces}}), CheckError);
 }
 
 }  // namespace
