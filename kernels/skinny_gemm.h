@@ -55,12 +55,12 @@ struct SkinnyGemmConfig {
 enum class SkinnyNextLaunch { kAuto, kStart, kAfterWait };
 
 // Whether the skinny GEMMs of a model on a tensor-parallel group of tp_size ranks let the next
-// kernel launch only after their own wait (pure). Measured in the 8B shape's decode step on two
-// H200s (bench/results/h200x2-2026-11-28-issue31_skinny_next_launch.txt): at tp 2 the batch-1
-// latency TPOT 0.95-0.97x (3.07-3.09 against 3.18-3.27 ms), the step at batch 1-2 0.94-0.98x,
-// batch 4-8 the same; at tp 1 the 8B the same and the 0.6B's batch 1 1.01x, so one GPU keeps the
-// start. tp 4 and 8 were not measured (no 4-GPU machine was lent then) and keep it too. Under
-// kAuto: tp_size == 2.
+// kernel launch only after their own wait (pure). Measured in the 8B shape's decode step: on two
+// H200s (bench/results/h200x2-2026-11-28-issue31_skinny_next_launch.txt) the batch-1 latency TPOT
+// 0.95-0.97x, the step at batch 1-2 0.94-0.98x; on four (..._issue31_skinny_next_launch_tp4.txt)
+// TPOT 0.98x, batch 1-2 0.96-0.97x; batch 4-8 and nano-vllm's workload the same within their
+// spread at both. On one GPU the 0.6B's batch 1 lost 1 %, so it keeps the start. tp 8 was not
+// measured; it follows 2 and 4. Under kAuto: tp_size > 1.
 bool skinny_next_launch_after_wait(int tp_size, SkinnyNextLaunch choice);
 
 constexpr int64_t kSkinnyGemmMaxM = 64;

@@ -42,7 +42,7 @@ std::string SkinnyGemmConfig::name() const {
 
 bool skinny_next_launch_after_wait(int tp_size, SkinnyNextLaunch choice) {
   if (choice != SkinnyNextLaunch::kAuto) return choice == SkinnyNextLaunch::kAfterWait;
-  return tp_size == 2;
+  return tp_size > 1;
 }
 
 bool skinny_gemm_supports(int64_t m, int64_t n, int64_t k) {
