@@ -1,6 +1,6 @@
 // The skinny GEMM's launch-order rule (kernels/skinny_gemm.h): on more than one rank it lets the
-// next kernel launch only after its own wait, on one GPU at its start, and the comparison switch overrides
-// either way; the config's name and equality carry the choice.
+// next kernel launch only after its own wait, on one GPU at its start, and the comparison switch
+// overrides either way; the config's name and equality carry the choice.
 #include <gtest/gtest.h>
 
 #include "kernels/skinny_gemm.h"
