@@ -1,15 +1,17 @@
 // The MLP of a decode step at a few tokens in one kernel (kernels/cuda/fused_mlp_kernel.cuh,
 // launched by fused_mlp.cu): y = (silu(x @ gate^T) * (x @ up^T)) @ down^T, for weights small enough
 // that every block's share of both projections fits its shared memory (the 0.6B shape, and the
-// 1.7B's shard at --tp 4). Why: at batch 1 the gate_up and down GEMMs cost 5.3 and 4.3 us a layer
-// inside the step for 4.5 us of weights at bandwidth (bench/README.md, the knock-out table), and
-// down's blocks cannot start streaming until gate_up's leave the SMs. Here one block an SM requests
-// its share of gate_up's rows and of down's rows at its start (before griddepcontrol.wait, as the
-// weights are constants), computes its act columns, meets every other block at a grid barrier, and
-// computes its down rows from the whole act: one launch, no second weight ramp. On one GPU the
-// post-attention norm, and before it the attention's output projection, can run in the same kernel
-// (FusedMlpNorm): o_proj costs 2.2 us a layer as its own GEMM node, here a grid barrier (1.1 us)
-// and a few dot products whose weights were requested at the block's start.
+// 1.7B's shard at --tp 4), or its share of down alone, gate and up streamed through registers
+// (the 8B's shard at --tp 4 and 8: kernels/cuda/fused_mlp_stream_kernel.cuh). Why: at batch 1 the
+// gate_up and down GEMMs cost 5.3 and 4.3 us a layer inside the step for 4.5 us of weights at
+// bandwidth (bench/README.md, the knock-out table), and down's blocks cannot start streaming until
+// gate_up's leave the SMs. Here one block an SM requests its share of gate_up's rows and of down's
+// rows at its start (before griddepcontrol.wait, as the weights are constants), computes its act
+// columns, meets every other block at a grid barrier, and computes its down rows from the whole
+// act: one launch, no second weight ramp. On one GPU the post-attention norm, and before it the
+// attention's output projection, can run in the same kernel (FusedMlpNorm): o_proj costs 2.2 us a
+// layer as its own GEMM node, here a grid barrier (1.1 us) and a few dot products whose weights
+// were requested at the block's start.
 //
 // The grid barrier needs every block resident at once: the plan takes one block per SM at
 // most, and a kernel that follows on the stream can launch (programmatic dependent launch)
@@ -30,6 +32,9 @@
 namespace nanovllm::kernels {
 
 constexpr int64_t kFusedMlpMaxM = 2;  // tokens (a lane holds x in f32 registers)
+// The hidden size whose gate and up rows a warp streams (FusedMlpPlan::stream_gate_up): a lane
+// holds 16 of each row's 16-byte chunks in registers.
+constexpr int64_t kFusedMlpStreamHidden = 4096;
 
 // How the kernel cuts an MLP of hidden size H and intermediate size I over the SMs.
 struct FusedMlpPlan {
@@ -37,11 +42,18 @@ struct FusedMlpPlan {
   int act_per_block = 0;   // act columns of a block (its gate rows and as many up rows)
   int rows_per_block = 0;  // down_proj output rows of a block
   int64_t smem_bytes = 0;  // dynamic shared memory of a block
+  // Only the down rows in shared memory; each warp streams its gate and up rows through its
+  // registers, a column at a time (kernels/cuda/fused_mlp_stream_kernel.cuh). Where a block's
+  // share of both does not fit but its down rows do: the 8B's shard at --tp 4 and 8 (H 4096;
+  // at tp 4 gate_up and down cost 16.8 and 11.1 us a layer at batch 1 for 11.9 and 5.9 us of
+  // weights, down's stream waiting for gate_up's blocks to leave).
+  bool stream_gate_up = false;
 };
 
 // The plan for M tokens on `sms` SMs of `smem_limit` bytes of shared memory a block, or none
-// where the kernel does not take the shape: M > kFusedMlpMaxM, H not 1024 or 2048 (a lane
-// holds H / 256 16-byte chunks of x), I not a multiple of 8, or the shares past smem_limit.
+// where the kernel does not take the shape: I not a multiple of 8; H 1024 or 2048 (a lane holds
+// H / 256 16-byte chunks of x) with M <= kFusedMlpMaxM and both shares within smem_limit; or
+// H 4096 with one token and the down rows within smem_limit (stream_gate_up).
 std::optional<FusedMlpPlan> fused_mlp_plan(int64_t m, int64_t hidden, int64_t inter, int sms,
                                            int64_t smem_limit);
 

@@ -39,7 +39,8 @@ void Qwen3MLP::forward(const TensorView& out, const TensorView& x, const TensorV
     if (down) down_proj_.forward(out, act, ctx, output);
     return;
   }
-  // One token of a small shape (kernels/fused_mlp.h's rule): the whole MLP in one kernel.
+  // One token of a shape the fused MLP takes (kernels/fused_mlp.h: the 0.6B, small shards, the
+  // 8B's at --tp 4 and 8): the whole MLP in one kernel.
   if (down && !fused_barrier_.empty()) {
     bool fused = false;
     {

@@ -3,6 +3,7 @@
 #include "kernels/attention.h"
 #include "kernels/check.h"
 #include "kernels/cuda/fused_mlp_kernel.cuh"
+#include "kernels/cuda/fused_mlp_stream_kernel.cuh"
 #include "kernels/cuda/sm90_device.h"
 #include "kernels/env_choice.h"
 #include "kernels/fused_mlp.h"
@@ -33,12 +34,12 @@ FusedMlpSetting fused_mlp_setting() {
 }
 constexpr int64_t kFusedMlpAutoMaxM = 1;
 
-template <int kTok, int kXChunks, bool kNorm, int kOChunks>
-void launch(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
-  auto* kernel = fused::fused_mlp_kernel<kTok, kXChunks, kNorm, kOChunks>;
-  // Once per instantiation (a host call, not one a launch): every plan fits this limit.
-  static const bool limit_set = [kernel] {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+// One block an SM, as the plan says, launched early (programmatic dependent launch).
+template <auto kKernel>
+void launch_kernel(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
+  // Once per kernel (a host call, not one a launch): every plan fits this limit.
+  static const bool limit_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     shared_memory_optin() - kStaticSmem));
     return true;
   }();
@@ -47,7 +48,12 @@ void launch(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
   const cudaLaunchConfig_t config =
       launch_config(dim3(plan.blocks), dim3(kThreads), static_cast<size_t>(plan.smem_bytes), 0,
                     true, stream, attrs);
-  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel, p));
+}
+
+template <int kTok, int kXChunks, bool kNorm, int kOChunks>
+void launch(const Params& p, const FusedMlpPlan& plan, cudaStream_t stream) {
+  launch_kernel<fused::fused_mlp_kernel<kTok, kXChunks, kNorm, kOChunks>>(p, plan, stream);
 }
 
 template <int kXChunks, bool kNorm, int kOChunks>
@@ -123,7 +129,9 @@ bool launch_where_taken(const TensorView& y, const TensorView& x, const TensorVi
        !aligned16(post_norm->weight.data)))
     return false;
   const std::optional<FusedMlpPlan> plan = device_plan(m, hidden, inter);
-  if (!plan) return false;
+  // The streamed plan leaves the post-attention norm to the caller (a tensor-parallel rank's
+  // sum takes it).
+  if (!plan || (plan->stream_gate_up && post_norm != nullptr)) return false;
   // The output projection in front, where offered: taken whole or the call is refused (the
   // caller then projects and calls again without it).
   int o_chunks = 0;
@@ -177,7 +185,10 @@ bool launch_where_taken(const TensorView& y, const TensorView& x, const TensorVi
       p.w_out = post_norm->out_proj.ptr<bf16>();
     }
   }
-  if (hidden == 1024)
+  if (plan->stream_gate_up)
+    launch_kernel<fused::fused_mlp_stream_kernel<kFusedMlpStreamHidden / 256>>(p, *plan,
+                                                                               ctx.stream);
+  else if (hidden == 1024)
     launch_hidden<4>(p, *plan, norm, o_chunks, ctx.stream);
   else
     launch_hidden<8>(p, *plan, norm, o_chunks, ctx.stream);

@@ -10,6 +10,7 @@ namespace {
 
 constexpr int64_t kWarps = 8;  // a block's warps: its act columns and down rows go round them
 constexpr int64_t kBarrierBytes = 2 * kWarps * 8;  // a gate_up and a down mbarrier a warp
+// (streamed: the down ones only)
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -19,9 +20,9 @@ int64_t ceil_div(int64_t a, int64_t b) {
 
 std::optional<FusedMlpPlan> fused_mlp_plan(int64_t m, int64_t hidden, int64_t inter, int sms,
                                            int64_t smem_limit) {
-  if (m < 1 || m > kFusedMlpMaxM || (hidden != 1024 && hidden != 2048) || inter < 8 ||
-      inter % 8 != 0 || sms < 1)
-    return {};
+  const bool held = (hidden == 1024 || hidden == 2048) && m <= kFusedMlpMaxM;
+  const bool streamed = hidden == kFusedMlpStreamHidden && m == 1;
+  if (m < 1 || !(held || streamed) || inter < 8 || inter % 8 != 0 || sms < 1) return {};
   FusedMlpPlan plan;
   // The fewest columns and rows a block that spread both over every SM: then as few blocks as
   // still take them all (the 0.6B on 132 SMs: 24 act columns and 8 down rows, 128 blocks).
@@ -29,10 +30,12 @@ std::optional<FusedMlpPlan> fused_mlp_plan(int64_t m, int64_t hidden, int64_t in
   plan.act_per_block = static_cast<int>(act);
   plan.rows_per_block = static_cast<int>(rows);
   plan.blocks = static_cast<int>(std::max(ceil_div(inter, act), ceil_div(hidden, rows)));
-  // bf16: [2 act][H] gate and up rows, [rows][I] down rows, [M][H] x and residual,
-  // [M][I] act.
+  plan.stream_gate_up = streamed;
+  // bf16: [2 act][H] gate and up rows (held only), [rows][I] down rows, [M][H] x and
+  // residual (held; streamed: x only, the norm stays with the caller), [M][I] act.
   plan.smem_bytes =
-      2 * (2 * act * hidden + rows * inter + m * (2 * hidden + inter)) + kBarrierBytes;
+      streamed ? 2 * (rows * inter + m * (hidden + inter)) + kBarrierBytes / 2
+               : 2 * (2 * act * hidden + rows * inter + m * (2 * hidden + inter)) + kBarrierBytes;
   if (plan.smem_bytes > smem_limit) return {};
   return plan;
 }

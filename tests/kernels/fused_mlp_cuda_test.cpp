@@ -147,6 +147,42 @@ TEST(FusedMlpCuda, MatchesTheCpuForOneAndTwoTokens) {
   }
 }
 
+// The 8B's shards at --tp 4 and 8 (H 4096, I 3072 and 1536), whose gate and up rows each warp
+// streams (FusedMlpPlan::stream_gate_up), one token; y written over x as the model calls it;
+// a post-attention norm in front is left to the caller.
+TEST(FusedMlpCuda, StreamedGateUpMatchesTheCpu) {
+  SKIP_WITHOUT_FUSED_MLP(1, 4096, 3072);
+  ExecContext ctx;
+  for (const int64_t inter : {3072, 1536}) {
+    Mlp p(1, 4096, inter, 11 + static_cast<uint32_t>(inter));
+    DeviceMlp d(p);
+    ASSERT_TRUE(d.run(d.y_view(), ctx)) << p.name() << ": not taken";
+    CUDA_CHECK(cudaGetLastError());
+    expect_matches(p, d.act.host(), d.y.host(), p.name());
+    // Then twice with out == x on one device copy: the second call (the barrier's second
+    // generation) takes the first call's y as its input.
+    DeviceMlp in_place(p);
+    ASSERT_TRUE(in_place.run(in_place.x(), ctx)) << p.name();
+    std::vector<uint16_t> x1 = in_place.dx.host();
+    expect_matches(p, in_place.act.host(), unpitched(x1, p.m, p.hidden), p.name() + ", y over x");
+    ASSERT_TRUE(in_place.run(in_place.x(), ctx)) << p.name();
+    Mlp second = p;
+    second.x = x1;
+    expect_matches(second, in_place.act.host(), unpitched(in_place.dx.host(), p.m, p.hidden),
+                   p.name() + ", the second call over the first's y");
+  }
+  Mlp p(1, 4096, 3072, 21);
+  DeviceMlp d(p);
+  std::vector<uint16_t> r(p.hidden, 0), w(p.hidden, 0);
+  DevVec<uint16_t> dr(r), dw(w);
+  const kernels::FusedMlpNorm norm{
+      dr.view(DType::kBf16, {1, p.hidden}), dw.view(DType::kBf16, {p.hidden}), 1e-6f, {}, {}};
+  EXPECT_FALSE(kernels::cuda::fused_mlp_any_rule(
+      d.y_view(), d.x(), d.dgu.view(DType::kBf16, {2 * p.inter, p.hidden}),
+      d.ddown.view(DType::kBf16, {p.hidden, p.inter}), d.act.view(DType::kBf16, {1, p.inter}),
+      static_cast<uint64_t*>(d.barrier.mem.get()), &norm, ctx));
+}
+
 // The decoder calls it with out == x: every block reads x before the grid barrier and writes
 // y only after it.
 TEST(FusedMlpCuda, WritesOverItsOwnInput) {

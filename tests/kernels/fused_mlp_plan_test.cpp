@@ -1,5 +1,6 @@
 // How the fused decode MLP (kernels::fused_mlp_plan) cuts an MLP over the SMs: the 0.6B's and
-// the 1.7B's tp-4 shard on an H200's 132 SMs and 227 KB, the shapes it refuses, and for a
+// the 1.7B's tp-4 shard on an H200's 132 SMs and 227 KB, the 8B's tp-4 and tp-8 shards with
+// their gate and up rows streamed, the shapes it refuses, and for a
 // range of shapes that every act column and down row has exactly one block and no block is
 // empty. Host code: runs without a GPU.
 #include <gtest/gtest.h>
@@ -35,6 +36,29 @@ TEST(FusedMlpPlan, SpreadsTheSmallShapesOverEverySmOneBlockEach) {
   EXPECT_EQ(q->blocks, 128);
 }
 
+// Hidden 4096 (the 8B) streams its gate and up rows; only the down rows, x and act are held.
+TEST(FusedMlpPlan, StreamsGateUpWhereOnlyTheDownRowsFit) {
+  // The 8B at --tp 4: intermediate shard 3072.
+  const std::optional<FusedMlpPlan> p = fused_mlp_plan(1, 4096, 3072, kH200Sms, kH200SmemOptin);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(p->stream_gate_up);
+  EXPECT_EQ(p->act_per_block, 24);
+  EXPECT_EQ(p->rows_per_block, 32);
+  EXPECT_EQ(p->blocks, 128);
+  // down rows 32 x 3072, x 4096 and act 3072 (bf16), and 8 mbarriers.
+  EXPECT_EQ(p->smem_bytes, 2 * (32 * 3072 + 4096 + 3072) + 8 * 8);
+  // At --tp 8 (1536): half the down rows' bytes.
+  const std::optional<FusedMlpPlan> q = fused_mlp_plan(1, 4096, 1536, kH200Sms, kH200SmemOptin);
+  ASSERT_TRUE(q.has_value());
+  EXPECT_TRUE(q->stream_gate_up);
+  EXPECT_EQ(q->act_per_block, 12);
+  EXPECT_EQ(q->smem_bytes, 2 * (32 * 1536 + 4096 + 1536) + 8 * 8);
+  // The held shapes stay held.
+  const std::optional<FusedMlpPlan> held = fused_mlp_plan(1, 1024, 3072, kH200Sms, kH200SmemOptin);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_FALSE(held->stream_gate_up);
+}
+
 TEST(FusedMlpPlan, TakesOneOrTwoTokens) {
   for (int m = 1; m <= 2; ++m) {
     const std::optional<FusedMlpPlan> p = fused_mlp_plan(m, 1024, 3072, kH200Sms, kH200SmemOptin);
@@ -47,10 +71,13 @@ TEST(FusedMlpPlan, TakesOneOrTwoTokens) {
 }
 
 TEST(FusedMlpPlan, RefusesShapesWhoseSharesOrLanesDoNotFit) {
-  // The 1.7B at tp 1 (a block's shares 385 + 98 KB), the 4B's hidden 2560, the 8B's 4096.
+  // The 1.7B at tp 1 (a block's shares 385 + 98 KB), the 4B's hidden 2560; the 8B's 4096 at
+  // two tokens, and at tp 2 and 1, whose down rows alone pass 227 KB (32 of 6144 and 12288).
   EXPECT_FALSE(fused_mlp_plan(1, 2048, 6144, kH200Sms, kH200SmemOptin).has_value());
   EXPECT_FALSE(fused_mlp_plan(1, 2560, 9728, kH200Sms, kH200SmemOptin).has_value());
-  EXPECT_FALSE(fused_mlp_plan(1, 4096, 3072, kH200Sms, kH200SmemOptin).has_value());
+  EXPECT_FALSE(fused_mlp_plan(2, 4096, 3072, kH200Sms, kH200SmemOptin).has_value());
+  EXPECT_FALSE(fused_mlp_plan(1, 4096, 6144, kH200Sms, kH200SmemOptin).has_value());
+  EXPECT_FALSE(fused_mlp_plan(1, 4096, 12288, kH200Sms, kH200SmemOptin).has_value());
   // An intermediate size that is not whole 16-byte chunks.
   EXPECT_FALSE(fused_mlp_plan(1, 1024, 3076, kH200Sms, kH200SmemOptin).has_value());
   // The 0.6B on a GPU of half the SMs: the shares double past 227 KB.
