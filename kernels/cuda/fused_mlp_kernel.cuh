@@ -153,6 +153,22 @@ __device__ __forceinline__ void stage_rows(bf16* dst, const bf16* src, int64_t l
   __syncthreads();
 }
 
+// Thread 0: each warp's share of the block's down rows [row0, row0 + block_rows) of w_down
+// ([H, I]) into s_down ([R][I]) with bulk copies, each completing on that warp's bar_down
+// (initialised, one arrival).
+__device__ __forceinline__ void request_down_rows(const Params& p, bf16* s_down, uint64_t* bar_down,
+                                                  int row0, int block_rows) {
+  const int I = p.inter;
+  for (int w = 0; w < kWarps; ++w) {
+    const Share r = warp_share(block_rows, w);
+    if (r.count == 0) continue;
+    const uint32_t bytes = static_cast<uint32_t>(r.count) * I * 2;
+    mbarrier_arrive_expect_tx(&bar_down[w], bytes);
+    bulk_copy(s_down + static_cast<int64_t>(r.first) * I,
+              p.w_down + static_cast<int64_t>(row0 + r.first) * I, bytes, &bar_down[w]);
+  }
+}
+
 // Shared memory (bf16 unless said): gate [A][H], up [A][H], down [R][I], x [kTok][H],
 // residual [kTok][H] (kNorm), act [kTok][I], then the mbarriers (u64): gate_up [8], down [8].
 // kOChunks: 0, or the output projection in front (kNorm only; R <= 8, Kq = 256 kOChunks).
@@ -210,14 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
       bulk_copy(s_up + c.first * kHidden, p.w_gate_up + (I + gate_row) * kHidden, bytes,
                 &bar_gate_up[w]);
     }
-    for (int w = 0; w < kWarps; ++w) {
-      const Share r = warp_share(block_rows, w);
-      if (r.count == 0) continue;
-      const uint32_t bytes = static_cast<uint32_t>(r.count) * I * 2;
-      mbarrier_arrive_expect_tx(&bar_down[w], bytes);
-      bulk_copy(s_down + static_cast<int64_t>(r.first) * I,
-                p.w_down + static_cast<int64_t>(row0 + r.first) * I, bytes, &bar_down[w]);
-    }
+    request_down_rows(p, s_down, bar_down, row0, block_rows);
   }
   allow_next_grid();  // every block is resident once the next kernel may launch
   wait_for_previous_grid();

@@ -54,14 +54,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_stream_kernel(const Par
   if (threadIdx.x == 0) {
     for (int w = 0; w < kWarps; ++w) mbarrier_init(&bar_down[w], 1);
     mbarrier_init_fence();
-    for (int w = 0; w < kWarps; ++w) {
-      const Share r = warp_share(block_rows, w);
-      if (r.count == 0) continue;
-      const uint32_t bytes = static_cast<uint32_t>(r.count) * I * 2;
-      mbarrier_arrive_expect_tx(&bar_down[w], bytes);
-      bulk_copy(s_down + static_cast<int64_t>(r.first) * I,
-                p.w_down + static_cast<int64_t>(row0 + r.first) * I, bytes, &bar_down[w]);
-    }
+    request_down_rows(p, s_down, bar_down, row0, block_rows);
   }
   allow_next_grid();  // every block is resident once the next kernel may launch
   wait_for_previous_grid();
