@@ -2,8 +2,8 @@
 // FusedMlpPlan::stream_gate_up; launched by fused_mlp.cu): one token, H = 256 kXChunks.
 //
 // A block's share of gate_up does not fit its shared memory here (the 8B's tp-4 shard: 48 rows
-// of 8 KB), but its down rows do (32 rows of 6 KB). So lane 0 of each warp requests the warp's
-// down rows with bulk copies before griddepcontrol.wait, as the held kernel does, and each warp
+// of 8 KB), but its down rows do (32 rows of 6 KB). So thread 0 requests each warp's down rows
+// with bulk copies before griddepcontrol.wait, as the held kernel does, and each warp
 // loads the gate and up rows of its act columns into registers, a column at a time with the next
 // column's gate row in flight beside it, its first column before the wait (the weights are
 // constants). A lane holds kXChunks 16-byte chunks of each row (192 registers for the three; 220
