@@ -97,6 +97,23 @@ __device__ __forceinline__ void allow_next_grid() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
+// 16 bytes of weights (constants), read once per call: the non-coherent path, skipping L1.
+// kOrdered: volatile, so that the compiler keeps the load where it is written (a request made
+// before griddepcontrol.wait stays there); otherwise it may schedule it as it likes.
+template <bool kOrdered = false>
+__device__ __forceinline__ uint4 load_weights16(const bf16* p) {
+  uint4 v;
+  if constexpr (kOrdered)
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+  else
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+  return v;
+}
+
 // 16 bytes another kernel (or another block, after a grid barrier) wrote: under programmatic
 // dependent launch that kernel may still have been running on this SM when ours started, so
 // neither the non-coherent path (__ldg) nor L1 may serve it, and the load must stay after

@@ -104,16 +104,6 @@ __device__ __forceinline__ void grid_barrier(unsigned long long* counter, int bl
   __syncthreads();
 }
 
-// 16 bytes of weights, read once: skip L1. Volatile, so that the requests made before
-// griddepcontrol.wait stay there.
-__device__ __forceinline__ uint4 load_weights16(const bf16* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // 8 bf16 another kernel or block wrote (common.cuh's load16_l2).
 __device__ __forceinline__ Bf16x8 load8_l2(const bf16* p) {
   const uint4 v = load16_l2(p);
@@ -202,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_kernel(const Params p) 
     if (out_row) {
       const bf16* w = p.w_out + static_cast<int64_t>(row0 + warp) * (256 * kOChunks);
 #pragma unroll
-      for (int i = 0; i < kOChunks; ++i) w_out[i] = load_weights16(w + (lane + 32 * i) * 8);
+      for (int i = 0; i < kOChunks; ++i) w_out[i] = load_weights16<true>(w + (lane + 32 * i) * 8);
     }
   }
   if (threadIdx.x == 0) {

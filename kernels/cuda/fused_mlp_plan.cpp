@@ -9,8 +9,8 @@ namespace nanovllm::kernels {
 namespace {
 
 constexpr int64_t kWarps = 8;  // a block's warps: its act columns and down rows go round them
-constexpr int64_t kBarrierBytes = 2 * kWarps * 8;  // a gate_up and a down mbarrier a warp
-// (streamed: the down ones only)
+constexpr int64_t kDownBarrierBytes = kWarps * 8;         // a down mbarrier a warp
+constexpr int64_t kBarrierBytes = 2 * kDownBarrierBytes;  // and a gate_up one (held)
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -34,7 +34,7 @@ std::optional<FusedMlpPlan> fused_mlp_plan(int64_t m, int64_t hidden, int64_t in
   // bf16: [2 act][H] gate and up rows (held only), [rows][I] down rows, [M][H] x and
   // residual (held; streamed: x only, the norm stays with the caller), [M][I] act.
   plan.smem_bytes =
-      streamed ? 2 * (rows * inter + m * (hidden + inter)) + kBarrierBytes / 2
+      streamed ? 2 * (rows * inter + m * (hidden + inter)) + kDownBarrierBytes
                : 2 * (2 * act * hidden + rows * inter + m * (2 * hidden + inter)) + kBarrierBytes;
   if (plan.smem_bytes > smem_limit) return {};
   return plan;

@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_stream_kernel(const Par
   auto load_row = [&](uint4(&dst)[kXChunks], int64_t row) {
     const bf16* w = p.w_gate_up + row * kHidden;
 #pragma unroll
-    for (int i = 0; i < kXChunks; ++i) dst[i] = load_weights16(w + (lane + 32 * i) * 8);
+    for (int i = 0; i < kXChunks; ++i) dst[i] = load_weights16<true>(w + (lane + 32 * i) * 8);
   };
   const int64_t col0 = act0 + cols.first;
   if (cols.count > 0) {

@@ -59,15 +59,6 @@ constexpr size_t smem_bytes(int row_tiles, int n_tiles, int warps) {
   return static_cast<size_t>(warps) * n_tiles * 8 * (16 * row_tiles + 4) * sizeof(float);
 }
 
-// 16 bytes of weights, read once per call: skip L1.
-__device__ __forceinline__ uint4 load_weights(const bf16* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
 // silu(gate) * up in f32, rounded to bf16 like kernels/cuda/activation.cu, but with the fast
 // exp and divide: every block recomputes its slice of the activation, so this sits on the
 // path of every weight chunk; the result differs from the exact form by a few f32 ulp.
@@ -166,7 +157,7 @@ __global__ void __launch_bounds__(kMaxThreads, (kMinBlocks<kRowTiles, kNt, kSilu
 #pragma unroll
           for (int v = 0; v < 2; ++v) {
             const bool ok = chunk < chunk_end && w_ok[r][h] && kk + 8 * v < p.k;
-            wv[u][r][h][v] = ok ? load_weights(w_row[r][h] + chunk * kChunkK + 8 * v) : zero;
+            wv[u][r][h][v] = ok ? load_weights16(w_row[r][h] + chunk * kChunkK + 8 * v) : zero;
           }
     }
   };

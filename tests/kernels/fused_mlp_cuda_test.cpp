@@ -181,6 +181,7 @@ TEST(FusedMlpCuda, StreamedGateUpMatchesTheCpu) {
       d.y_view(), d.x(), d.dgu.view(DType::kBf16, {2 * p.inter, p.hidden}),
       d.ddown.view(DType::kBf16, {p.hidden, p.inter}), d.act.view(DType::kBf16, {1, p.inter}),
       static_cast<uint64_t*>(d.barrier.mem.get()), &norm, ctx));
+  EXPECT_TRUE(std::isnan(bf16_to_float(d.y.host()[0]))) << "y untouched";
 }
 
 // The decoder calls it with out == x: every block reads x before the grid barrier and writes
