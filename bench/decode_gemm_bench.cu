@@ -150,16 +150,8 @@ int main(int argc, char** argv) {
   const MachineLimits lim = measure_machine_limits();
   std::printf("%s: copy %.0f GB/s, bf16 %.0f TFLOP/s\n", lim.device.c_str(),
               lim.copy_bytes_per_s / 1e9, lim.bf16_flop_per_s / 1e12);
-  cublasHandle_t h;
-  CUBLAS_CHECK(cublasCreate(&h));
-  DeviceBuf workspace(size_t{32} << 20);
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  ExecContext ctx;
-  ctx.stream = stream;
-  ctx.cublas = h;
-  ctx.cublas_workspace = workspace.ptr;
-  ctx.cublas_workspace_bytes = workspace.bytes;
+  BenchExec exec;
+  const ExecContext& ctx = exec.ctx;
   std::FILE* json = json_path ? std::fopen(json_path, "w") : nullptr;
   CHECK_MSG(json_path == nullptr || json != nullptr, "cannot write " << json_path);
   if (json) std::fprintf(json, "[\n");
@@ -196,7 +188,5 @@ int main(int argc, char** argv) {
     std::fprintf(json, "\n]\n");
     std::fclose(json);
   }
-  CUBLAS_CHECK(cublasDestroy(h));
-  CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }

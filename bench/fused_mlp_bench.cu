@@ -156,16 +156,8 @@ int main(int argc, char** argv) {
   }
   const MachineLimits lim = measure_machine_limits();
   std::printf("%s: copy %.0f GB/s\n", lim.device.c_str(), lim.copy_bytes_per_s / 1e9);
-  cublasHandle_t handle;
-  CUBLAS_CHECK(cublasCreate(&handle));
-  DeviceBuf workspace(size_t{32} << 20);
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  ExecContext ctx;
-  ctx.stream = stream;
-  ctx.cublas = handle;
-  ctx.cublas_workspace = workspace.ptr;
-  ctx.cublas_workspace_bytes = workspace.bytes;
+  BenchExec exec;
+  ExecContext& ctx = exec.ctx;
   std::printf("\n%-4s %-10s %9s %9s %9s %9s %9s %9s %12s\n", "tp", "H x I", "rest us", "gemms us",
               "fused us", "limit us", "gemms %", "fused %", "max|diff|");
   size_t start = 0;
@@ -199,7 +191,5 @@ int main(int argc, char** argv) {
                 100 * limit_us / gemms, fused >= 0 ? 100 * limit_us / fused : 0.0, diff.first,
                 diff.second);
   }
-  CUBLAS_CHECK(cublasDestroy(handle));
-  CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/exec_context.h"
 
 namespace nanovllm::bench {
 
@@ -53,6 +54,30 @@ struct DeviceBuf {
   }
   void* ptr = nullptr;
   size_t bytes = 0;
+};
+
+// What the benchmarks that call the model's launchers run them on: a cuBLAS handle with its
+// workspace (no allocation inside a capture: 32 MiB, as the runner gives it) and a non-blocking
+// stream, in an ExecContext; released at scope exit.
+struct BenchExec {
+  BenchExec() : workspace(size_t{32} << 20) {
+    CUBLAS_CHECK(cublasCreate(&cublas));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    ctx.stream = stream;
+    ctx.cublas = cublas;
+    ctx.cublas_workspace = workspace.ptr;
+    ctx.cublas_workspace_bytes = workspace.bytes;
+  }
+  ~BenchExec() {
+    cublasDestroy(cublas);
+    cudaStreamDestroy(stream);
+  }
+  BenchExec(const BenchExec&) = delete;
+  BenchExec& operator=(const BenchExec&) = delete;
+  cublasHandle_t cublas = nullptr;
+  DeviceBuf workspace;
+  cudaStream_t stream = nullptr;
+  ExecContext ctx;
 };
 
 // max |a[i] - b[i]| over n bf16 values (b null: max |a[i]|) into *max_bits, the bits of a
