@@ -13,6 +13,9 @@
 // rounded as the held kernel rounds it, the grid barrier, the whole act into shared memory and
 // the warp's down rows from shared memory. The down weights stream beside gate_up's instead of
 // after them, where the two-GEMM path's down blocks wait for gate_up's to leave the SMs.
+// A ring of bulk copies filled by a producer warp instead of registers (which also took tp 2)
+// was correct but slower in the step: a 226 KB block leaves its SM nothing to overlap with the
+// projections around it (bench/results/h200x4-2026-11-28-issue31_fused_mlp_ring_per_warp.txt).
 #pragma once
 
 #include "kernels/cuda/fused_mlp_kernel.cuh"
