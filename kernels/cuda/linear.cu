@@ -5,7 +5,6 @@
 #include <cublas_v2.h>
 
 #include <optional>
-#include <string>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/env_choice.h"
