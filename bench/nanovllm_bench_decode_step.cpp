@@ -67,7 +67,7 @@ std::vector<DecodeSample> run_pass(StepRecorder& executor, const EngineConfig& e
     const double wall_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     const PhaseTimes phases = timer ? timer->collect() : PhaseTimes{};
-    const RecordedStep& step = executor.steps().back();
+    const RecordedStep& step = executor.last_collected();
     if (e.stats().num_decode_steps == decode_steps) continue;  // a prefill step
     const int index = decode_index++;
     if (index < kWarmSteps || static_cast<int>(step.step.seqs.size()) != batch) continue;

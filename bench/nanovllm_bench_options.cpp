@@ -130,6 +130,9 @@ BenchParse parse_bench_options(int argc, const char* const* argv, int visible_gp
                "share inside its CUDA graph");
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching,
                "reuse the KV blocks of prompts' computed prefixes (vLLM's flags; default on)");
+  app.add_flag("--async-scheduling,!--no-async-scheduling", o.async_scheduling,
+               "launch the next decode step while one runs (vLLM's flags; default on where the "
+               "executor allows: one GPU with CUDA graphs)");
   app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o.enable_chunked_prefill,
                "prompts in chunks sharing each step's token budget with the decodes (default on)");
   app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
@@ -288,6 +291,7 @@ LaunchOptions launch_options(const BenchOptions& o, int tp, int dp) {
 
 void apply_engine_flags(const BenchOptions& o, EngineConfig& engine) {
   engine.enable_prefix_caching = o.enable_prefix_caching;
+  engine.async_scheduling = o.async_scheduling;
   engine.enable_chunked_prefill = o.enable_chunked_prefill;
   engine.long_prefill_token_threshold = o.long_prefill_token_threshold;
   engine.mixed_chunked_steps = o.mixed_chunked_steps;

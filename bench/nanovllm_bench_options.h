@@ -51,6 +51,7 @@ struct BenchOptions {
   bool enforce_eager = false;
   std::string kv_cache_dtype = "auto";     // --kv-cache-dtype (launcher/cli.h)
   bool enable_prefix_caching = true;       // --[no-]enable-prefix-caching
+  bool async_scheduling = true;            // --[no-]async-scheduling
   bool disable_custom_all_reduce = false;  // NCCL for every all-reduce (vLLM's flag)
   bool disable_shard_sampling = false;     // --tp: gather the logits every step (launcher/cli.h)
   // --knock-out-all-reduce (CUDA, a tp above 1): the ranks skip every all-reduce of the forward

@@ -50,6 +50,7 @@ json engine_json(const EngineConfig& e, const RunSettings& s) {
           {"block_size", e.kvcache_block_size},
           {"num_kv_blocks", e.num_kvcache_blocks},
           {"enable_prefix_caching", e.enable_prefix_caching},
+          {"async_scheduling", e.async_scheduling},
           {"enable_chunked_prefill", e.enable_chunked_prefill},
           {"long_prefill_token_threshold", e.long_prefill_token_threshold},
           {"chunked_step_mode", e.mixed_chunked_steps ? "mixed" : "alternating"},

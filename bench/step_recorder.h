@@ -6,6 +6,7 @@
 // preemptions and prefix-cache hits included.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -34,19 +35,31 @@ class StepRecorder final : public StepExecutor {
   explicit StepRecorder(std::unique_ptr<StepExecutor> inner);
 
   StepResult execute(const StepCommand& cmd) override;
+  // Async scheduling: a step is recorded at its launch; its timing (and the host's wait for
+  // its tokens) when it is collected.
+  void launch(const StepCommand& cmd) override;
+  StepResult collect() override;
+  bool accepts_pending_inputs(int num_seqs) const override {
+    return inner_->accepts_pending_inputs(num_seqs);
+  }
   int num_kv_blocks() const override { return inner_->num_kv_blocks(); }
   bool set_step_timing(bool on) override { return inner_->set_step_timing(on); }
   std::optional<StepTiming> last_step_timing() const override { return inner_->last_step_timing(); }
   bool set_phase_timer(PhaseTimer* timer) override { return inner_->set_phase_timer(timer); }
   std::optional<StartupTiming> startup_timing() const override { return inner_->startup_timing(); }
 
-  // The steps recorded since the last call (EXIT commands are not steps).
-  std::vector<RecordedStep> take_steps() { return std::exchange(steps_, {}); }
+  // The steps recorded since the last call (EXIT commands are not steps), in launch order;
+  // none may be in flight.
+  std::vector<RecordedStep> take_steps();
   const std::vector<RecordedStep>& steps() const { return steps_; }
+  // The step collected last (its timing known), e.g. the one LLMEngine::step just finished.
+  const RecordedStep& last_collected() const;
 
  private:
   std::unique_ptr<StepExecutor> inner_;
   std::vector<RecordedStep> steps_;
+  std::deque<size_t> in_flight_;  // indices into steps_ of the launched, uncollected steps
+  size_t last_collected_ = 0;     // index into steps_
 };
 
 }  // namespace nanovllm::bench

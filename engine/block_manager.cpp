@@ -171,12 +171,14 @@ bool BlockManager::can_grow(const Sequence& seq, int num_tokens) const {
 void BlockManager::grow(Sequence& seq, int num_tokens) {
   std::vector<int32_t>& table = seq.block_table;
   CHECK(!table.empty());
-  CHECK_LE(num_tokens, seq.num_tokens());
-  // Every block before the last one held is full and hashed; the last may fill up now.
+  CHECK_LE(num_tokens, seq.num_tokens() + seq.num_pending_tokens);
+  // Every block before the last one held is full and hashed; the last may fill up now (or, a
+  // pending token having filled it, once that token is known).
   const int first = static_cast<int>(table.size()) - 1;
   while (static_cast<int>(table.size()) < blocks_for(num_tokens, block_size_))
     table.push_back(allocate_fresh_block());
-  if (prefix_caching_) hash_full_blocks(seq, first, num_tokens / block_size_);
+  if (prefix_caching_)
+    hash_full_blocks(seq, first, std::min(num_tokens, seq.num_tokens()) / block_size_);
 }
 
 void BlockManager::hash_full_blocks(const Sequence& seq, int first, int last) {

@@ -79,7 +79,8 @@ class BlockManager {
   // A next chunk: the blocks of seq's first `num_tokens` tokens (it holds some already).
   bool can_grow(const Sequence& seq, int num_tokens) const;
   // Allocates them and hashes every block full within num_tokens that has no hash yet (its
-  // last tokens are computed in this step).
+  // last tokens are computed in this step). num_tokens may count seq's pending tokens
+  // (async scheduling); a block is hashed only once its tokens are known, at the next grow.
   void grow(Sequence& seq, int num_tokens);
 
   int num_blocks() const { return static_cast<int>(blocks_.size()); }

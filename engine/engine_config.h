@@ -38,6 +38,12 @@ struct EngineConfig {
   // (--tp 1, or --disable-shard-sampling). vocab_size: the model's, which the rule reads.
   int shard_sampling_ranks = 1;
   int64_t vocab_size = 0;
+  // vLLM's --async-scheduling: while a decode step runs, the engine schedules and launches
+  // the next one (its input tokens taken on the device), so the host's work between steps
+  // leaves the GPU busy; the step's results are read and postprocessed meanwhile. It applies
+  // where the executor accepts pending inputs (one GPU with decode graphs) and the next step
+  // decodes exactly the sequences running, none asking for logprobs. false: --no-async-scheduling.
+  bool async_scheduling = true;
 
   // nano-vllm: max_model_len = min(max_model_len, max_position_embeddings).
   void cap_max_model_len(int max_position_embeddings);

@@ -2,37 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <stdexcept>
 
-#include "engine/shard_sampling_plan.h"
+#include "engine/in_flight_step.h"
 #include "engine/step_builder.h"
 #include "kernels/check.h"
 
 namespace nanovllm {
-
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Row `row` of a step's logprobs, for `token` with `num_top` alternatives.
-PositionLogprobs position_logprobs(const LogprobRows& rows, size_t row, int32_t token,
-                                   int32_t num_top) {
-  CHECK_LT(row, rows.num_rows());
-  CHECK_LE(num_top, rows.width);
-  PositionLogprobs p;
-  p.token_id = token;
-  p.logprob = rows.logprob[row];
-  p.rank = rows.rank[row];
-  const size_t first = row * static_cast<size_t>(rows.width);
-  for (int32_t j = 0; j < num_top; ++j)
-    p.top.emplace_back(rows.top_ids[first + j], rows.top_logprobs[first + j]);
-  return p;
-}
-
-}  // namespace
 
 const EngineConfig& LLMEngine::validated(const EngineConfig& config) {
   config.validate();
@@ -148,80 +124,6 @@ void LLMEngine::stop_workers() {
   exit.kind = StepKind::kExit;
   exit.step_id = next_step_id_++;
   executor_.execute(exit);
-}
-
-std::vector<RequestOutput> LLMEngine::step() {
-  std::vector<RequestOutput> outputs;
-  if (scheduler_.is_finished()) return outputs;
-
-  auto start = std::chrono::steady_clock::now();
-  const int64_t preemptions_before = scheduler_.num_preemptions();
-  ScheduledBatch batch = scheduler_.schedule();
-  // Every admitted request fits the cache alone, so some sequence can always run.
-  CHECK_MSG(!batch.empty(), "scheduler produced an empty batch with "
-                                << scheduler_.waiting().size() << " waiting and "
-                                << scheduler_.running().size() << " running");
-  // A prompt preempted between chunks has not sampled yet: it holds no slot.
-  for (Sequence* seq : batch.preempted)
-    if (seq->sampling_slot >= 0) release_sampling_slot(*seq);
-
-  StepCommand cmd = batch.is_prefill ? build_prefill_command(batch.seqs, batch.num_scheduled_tokens,
-                                                             config_.kvcache_block_size,
-                                                             sampling_slots_, config_.eos_token_ids)
-                                     : build_decode_command(batch.seqs, config_.kvcache_block_size);
-  cmd.step_id = next_step_id_++;
-  cmd.sample_from_shards =
-      !cmd.logits_indices.empty() && step_samples_from_shards(batch.seqs, config_);
-  stats_.scheduler_seconds += seconds_since(start);
-
-  start = std::chrono::steady_clock::now();
-  const StepResult result = executor_.execute(cmd);
-  const std::vector<int32_t>& tokens = result.sampled_token_ids;
-  stats_.executor_seconds += seconds_since(start);
-
-  start = std::chrono::steady_clock::now();
-  // The rows that reached their sequence's end sampled its next token (a chunk short of a
-  // prompt's end samples nothing). Prompt logprobs rows come in the builder's order.
-  std::vector<Sequence*> sampled;
-  size_t prompt_row = 0;
-  CHECK_EQ(result.prompt_logprobs.num_rows(), cmd.prompt_logprobs_indices.size());
-  for (size_t b = 0; b < batch.seqs.size(); ++b) {
-    Sequence* seq = batch.seqs[b];
-    const int begin = seq->num_computed_tokens;
-    seq->num_computed_tokens += batch.num_scheduled_tokens[b];
-    const PositionRange owed = prompt_logprobs_rows(*seq, begin, seq->num_computed_tokens);
-    for (int t = owed.begin; t < owed.end; ++t)
-      seq->prompt_logprobs.push_back(position_logprobs(result.prompt_logprobs, prompt_row++,
-                                                       seq->token_ids[t + 1],
-                                                       *seq->sampling_params.prompt_logprobs));
-    if (seq->num_computed_tokens == seq->num_tokens()) sampled.push_back(seq);
-  }
-  CHECK_EQ(prompt_row, result.prompt_logprobs.num_rows());
-  CHECK_EQ(tokens.size(), sampled.size());
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    Sequence& seq = *sampled[i];
-    if (!seq.sampling_params.logprobs) continue;
-    seq.logprobs.push_back(
-        position_logprobs(result.sampled_logprobs, i, tokens[i], *seq.sampling_params.logprobs));
-    seq.cumulative_logprob += seq.logprobs.back().logprob;
-  }
-  ++stats_.num_steps;
-  if (!cmd.logits_indices.empty()) ++stats_.num_sampling_steps;
-  if (cmd.sample_from_shards) ++stats_.num_shard_sampled_steps;
-  stats_.num_preemptions += scheduler_.num_preemptions() - preemptions_before;
-  ++(batch.is_prefill ? stats_.num_prefill_steps : stats_.num_decode_steps);
-  stats_.num_prefill_tokens += batch.num_tokens() - batch.num_decode_tokens;
-  stats_.num_decode_tokens += batch.num_decode_tokens;
-  stats_.num_cached_tokens += batch.num_cached_tokens;
-  const std::vector<Sequence*> finished = scheduler_.postprocess(sampled, tokens);
-  for (Sequence* seq : finished) {
-    release_sampling_slot(*seq);
-    outputs.push_back(output_of(*seq));
-    CHECK_EQ(sequences_.erase(seq->seq_id), 1u);  // frees the Sequence
-  }
-  stats_.num_finished += static_cast<int64_t>(finished.size());
-  stats_.scheduler_seconds += seconds_since(start);
-  return outputs;
 }
 
 }  // namespace nanovllm

@@ -20,6 +20,8 @@
 
 namespace nanovllm {
 
+struct InFlightStep;  // engine/in_flight_step.h
+
 // add_request's answer: an id, or why the request can never run (other requests proceed).
 struct AddRequestResult {
   std::optional<int64_t> seq_id;
@@ -66,8 +68,9 @@ struct EngineStats {
   int64_t num_rejected = 0;
   int64_t num_sampling_steps = 0;       // steps that sampled a token
   int64_t num_shard_sampled_steps = 0;  // of those, drawn from the vocabulary shards
+  int64_t num_steps_ahead = 0;          // of num_steps, launched before the step before them ended
   double scheduler_seconds = 0;         // schedule + postprocess
-  double executor_seconds = 0;          // StepExecutor::execute
+  double executor_seconds = 0;          // StepExecutor::launch and collect
 };
 
 class LLMEngine {
@@ -87,9 +90,15 @@ class LLMEngine {
   // RequestOutputs' request_id.
   AddRequestResult add_request(std::vector<int32_t> prompt_token_ids, SamplingParams params,
                                std::string user_tag = {});
-  // One scheduler step; returns the requests that finished in it (possibly none).
+  ~LLMEngine();
+
+  // One scheduler step; returns the requests that finished in it (possibly none). With async
+  // scheduling (EngineConfig::async_scheduling) the next decode step may be launched before
+  // this one's results are read: it is in flight when step() returns, and the next call
+  // collects it.
   std::vector<RequestOutput> step();
-  bool is_finished() const { return scheduler_.is_finished(); }
+  // No request left and no step in flight.
+  bool is_finished() const;
   // Sends the EXIT command through the executor (under tensor parallelism it ends the
   // workers' loops). Call once, after the last step.
   void stop_workers();
@@ -108,6 +117,18 @@ class LLMEngine {
   RequestOutput output_of(Sequence& seq);
   std::optional<std::string> completion_text(const Sequence& seq) const;
 
+  // The step loop (llm_engine_step.cpp).
+  // Marks the rows as computed, launches cmd (its step id and shard-sampling choice set here).
+  std::unique_ptr<InFlightStep> launch(ScheduledBatch batch, StepCommand cmd);
+  std::unique_ptr<InFlightStep> schedule_and_launch();
+  // The next decode step of the running sequences while in_flight_ runs, or null where async
+  // scheduling does not apply.
+  std::unique_ptr<InFlightStep> launch_ahead();
+  // Collects step's results (the oldest launched) and postprocesses them.
+  std::vector<RequestOutput> complete(InFlightStep& step);
+  // seq finished: its rows in in_flight_ are dropped.
+  void drop_from_in_flight(const Sequence* seq);
+
   struct RequestTag {
     std::string user_tag;
     int num_unfinished = 0;  // completions still running
@@ -124,6 +145,7 @@ class LLMEngine {
   int64_t next_seq_id_ = 0;
   uint64_t next_step_id_ = 0;
   EngineStats stats_;
+  std::unique_ptr<InFlightStep> in_flight_;  // launched, not yet collected
 };
 
 }  // namespace nanovllm

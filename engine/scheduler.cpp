@@ -114,6 +114,30 @@ void Scheduler::schedule_decode(ScheduledBatch& batch) {
   batch.is_prefill = false;
 }
 
+bool Scheduler::schedule_ahead(std::span<Sequence* const> seqs, ScheduledBatch& batch) {
+  CHECK(batch.empty());
+  int blocks_needed = 0;
+  for (const Sequence* seq : seqs) {
+    CHECK(seq->status == SequenceStatus::kRunning);
+    CHECK_EQ(seq->num_pending_tokens, 1);
+    // Decoding: every token but the pending one computed.
+    CHECK_EQ(seq->num_computed_tokens, seq->num_tokens());
+    const int after = seq->num_tokens() + seq->num_pending_tokens;  // with the step's token
+    blocks_needed +=
+        std::max(0, (after + config_.kvcache_block_size - 1) / config_.kvcache_block_size -
+                        static_cast<int>(seq->block_table.size()));
+  }
+  if (blocks_needed > block_manager_.num_free_blocks()) return false;
+  for (Sequence* seq : running_) seq->num_scheduled_tokens = 0;
+  for (Sequence* seq : seqs) {
+    block_manager_.grow(*seq, seq->num_tokens() + seq->num_pending_tokens);
+    add_row(batch, *seq, 1);
+    ++batch.num_decode_tokens;
+  }
+  batch.is_prefill = false;
+  return true;
+}
+
 void Scheduler::add_row(ScheduledBatch& batch, Sequence& seq, int num_tokens) {
   batch.seqs.push_back(&seq);
   batch.num_scheduled_tokens.push_back(num_tokens);

@@ -56,6 +56,11 @@ class Scheduler {
   // exist); max_tokens or max_model_len. Returns the sequences finished now.
   std::vector<Sequence*> postprocess(std::span<Sequence* const> seqs,
                                      std::span<const int32_t> token_ids);
+  // Async scheduling: the next decode step of `seqs`, running sequences whose next input is
+  // pending (sampled by the step in flight), with the blocks for that token. False (nothing
+  // changed) when the free blocks do not cover them all: the step waits for the results then,
+  // so that only schedule() preempts.
+  bool schedule_ahead(std::span<Sequence* const> seqs, ScheduledBatch& batch);
 
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   const std::deque<Sequence*>& running() const { return running_; }

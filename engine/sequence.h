@@ -51,6 +51,10 @@ class Sequence {
   // Tokens the step being scheduled computes for it (0 when it is not in that step): its KV
   // up to num_computed_tokens + this exists once the step ran, so a sibling may share it.
   int num_scheduled_tokens = 0;
+  // Tokens sampled by launched steps whose results the host has not read yet (async
+  // scheduling, 0 to 2): the next decode step's input is such a token, taken on the device.
+  // They are not in token_ids; num_computed_tokens counts the launched steps' work.
+  int num_pending_tokens = 0;
   std::vector<int32_t> block_table;  // KV block ids, one per block_size tokens
   SamplingParams sampling_params;
   int block_size;

@@ -169,11 +169,12 @@ StepCommand build_decode_command(std::span<Sequence* const> seqs, int block_size
   cmd.kind = StepKind::kDecode;
   for (size_t b = 0; b < seqs.size(); ++b) {
     const Sequence& s = *seqs[b];
-    const int last = s.num_tokens() - 1;
-    cmd.input_ids.push_back(s.last_token);
+    // A pending token (async scheduling) is the input; the device knows it, the host not yet.
+    const int last = s.num_tokens() - 1 + s.num_pending_tokens;
+    cmd.input_ids.push_back(s.num_pending_tokens > 0 ? kPendingInputToken : s.last_token);
     cmd.positions.push_back(last);
     cmd.slot_mapping.push_back(slot_of(s, last, block_size));
-    cmd.context_lens.push_back(s.num_tokens());
+    cmd.context_lens.push_back(last + 1);
     cmd.logits_indices.push_back(static_cast<int32_t>(b));
     CHECK_MSG(s.sampling_slot >= 0, "decoding seq " << s.seq_id << " holds no sampling slot");
     cmd.sample_slots.push_back(s.sampling_slot);

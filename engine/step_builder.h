@@ -40,8 +40,9 @@ struct PositionRange {
 };
 PositionRange prompt_logprobs_rows(const Sequence& seq, int start, int end);
 
-// Decode: the last token of each sequence. Each one holds a sampling slot since its prefill
-// (CHECK); no parameters travel.
+// Decode: the last token of each sequence, or its pending one (kPendingInputToken, at the
+// position after its last). Each one holds a sampling slot since its prefill (CHECK); no
+// parameters travel.
 StepCommand build_decode_command(std::span<Sequence* const> seqs, int block_size);
 
 // The seed of a sequence whose request named none and whose caller derived none: a fixed mix

@@ -58,11 +58,15 @@ inline constexpr int kMaxSlotLogprobs = 20;
 inline constexpr uint16_t kTokenStateInPrompt = 0x8000;
 inline constexpr uint16_t kTokenStateCountMax = 0x7fff;
 
+inline constexpr int32_t kPendingInputToken = -1;
+
 struct StepCommand {
   StepKind kind = StepKind::kExit;
   uint64_t step_id = 0;
 
-  // Tokens of this step, T = input_ids.size().
+  // Tokens of this step, T = input_ids.size(). In a kDecode command launched while the step
+  // before it is in flight (StepExecutor::accepts_pending_inputs), kPendingInputToken: the
+  // token that step sampled for the row's sampling slot, which rank 0's host has not seen yet.
   std::vector<int32_t> input_ids;     // [T]
   std::vector<int32_t> positions;     // [T]
   std::vector<int32_t> slot_mapping;  // [T] cache slot of each token,

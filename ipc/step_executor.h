@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <vector>
 
 #include "ipc/step_command.h"
+#include "kernels/check.h"
 
 namespace nanovllm {
 
@@ -53,6 +55,32 @@ class StepExecutor {
   // Runs the forward pass of a kPrefill or kDecode command and samples on rank 0; a kExit
   // command ends the workers' loops (a no-op for a local executor).
   virtual StepResult execute(const StepCommand& cmd) = 0;
+
+  // Steps in flight (async scheduling, vLLM's --async-scheduling): launch() starts a kPrefill
+  // or kDecode command and collect() returns the results of the oldest launched step, in
+  // launch order, so that rank 0 can launch the next decode step before it has read this
+  // one's tokens. By default launch() runs the step to the end (execute) and collect() hands
+  // its result over; an executor that really overlaps (the CUDA model runner with its decode
+  // graphs) keeps the device busy across the host's work between steps. At most
+  // kMaxStepsInFlight steps are launched and not collected.
+  static constexpr int kMaxStepsInFlight = 2;
+  virtual void launch(const StepCommand& cmd) {
+    CHECK_LT(static_cast<int>(launched_.size()), kMaxStepsInFlight);
+    launched_.push_back(execute(cmd));
+  }
+  virtual StepResult collect() {
+    CHECK(!launched_.empty());
+    StepResult result = std::move(launched_.front());
+    launched_.pop_front();
+    return result;
+  }
+  // Whether a kDecode command of num_seqs rows may carry pending input ids
+  // (StepCommand::kPendingInputToken: the token the step before it sampled for the row's
+  // sampling slot, taken on the device), launched while that step is still in flight.
+  virtual bool accepts_pending_inputs(int num_seqs) const {
+    (void)num_seqs;
+    return false;
+  }
   // KV-cache blocks every rank allocated: the block manager's size.
   virtual int num_kv_blocks() const = 0;
 
@@ -65,6 +93,9 @@ class StepExecutor {
   // graphs) while it is set. False when the executor cannot.
   virtual bool set_phase_timer(PhaseTimer* timer) { return timer == nullptr; }
   virtual std::optional<StartupTiming> startup_timing() const { return std::nullopt; }
+
+ private:
+  std::deque<StepResult> launched_;  // the default launch()'s results, oldest first
 };
 
 }  // namespace nanovllm

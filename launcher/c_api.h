@@ -25,10 +25,10 @@ typedef struct nv_engine nv_engine;
  * (nano-vllm's and vLLM's names: "model" (required), "tensor_parallel_size", "enforce_eager",
  * "max_num_batched_tokens", "max_num_seqs", "max_model_len", "gpu_memory_utilization",
  * "kvcache_block_size" or "block_size", "num_kvcache_blocks", "enable_prefix_caching",
- * "enable_chunked_prefill", "seed", "device" ("cuda" | "cpu"), "disable_custom_all_reduce",
- * "disable_shard_sampling",
- * "log_level", "worker_path" (the nanovllm-worker binary; default: beside this library)).
- * An unknown keyword is a TypeError naming it; a bad value a ValueError naming it. */
+ * "enable_chunked_prefill", "async_scheduling", "seed", "device" ("cuda" | "cpu"),
+ * "disable_custom_all_reduce", "disable_shard_sampling", "log_level", "worker_path" (the
+ * nanovllm-worker binary; default: beside this library)). An unknown keyword is a TypeError naming
+ * it; a bad value a ValueError naming it. */
 NV_API nv_engine* nv_engine_create(const char* options_json, char** error);
 
 /* Stops the workers (EXIT through the ring, then SIGKILL after a grace), removes the

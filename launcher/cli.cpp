@@ -204,6 +204,11 @@ LaunchParse parse_launch_options(int argc, const char* const* argv, int visible_
                std::string("reuse the KV blocks of prompt prefixes already computed (default: ") +
                    (o.enable_prefix_caching ? "on" : "off") +
                    "); --no-enable-prefix-caching: every prompt token is computed");
+  app.add_flag("--async-scheduling,!--no-async-scheduling", o.async_scheduling,
+               std::string("schedule and launch the next decode step while one runs, so the "
+                           "GPU never waits for the host between steps (one GPU with CUDA "
+                           "graphs; default: ") +
+                   (o.async_scheduling ? "on" : "off") + ")");
   app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
                  "with chunked prefill: most tokens of one prompt per step while other "
                  "sequences run or wait (0 = up to the whole budget)")

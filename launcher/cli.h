@@ -36,6 +36,8 @@ struct LaunchOptions {
   int long_prefill_token_threshold = EngineConfig{}.long_prefill_token_threshold;
   // vLLM's --enable-prefix-caching / --no-enable-prefix-caching (EngineConfig's default, on).
   bool enable_prefix_caching = EngineConfig{}.enable_prefix_caching;
+  // vLLM's --async-scheduling / --no-async-scheduling (EngineConfig's default, on).
+  bool async_scheduling = EngineConfig{}.async_scheduling;
   double gpu_memory_utilization = 0.9;         // (0, 1]
   int block_size = 256;                        // > 0, multiple of 16
   std::optional<int> num_gpu_blocks_override;  // also the block count of the CPU backend

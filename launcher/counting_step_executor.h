@@ -24,6 +24,16 @@ class CountingStepExecutor final : public StepExecutor {
     if (cmd.kind != StepKind::kExit) steps_.fetch_add(1, std::memory_order_relaxed);
     return result;
   }
+  // Async scheduling: a step counts once collected.
+  void launch(const StepCommand& cmd) override { inner_->launch(cmd); }
+  StepResult collect() override {
+    StepResult result = inner_->collect();
+    steps_.fetch_add(1, std::memory_order_relaxed);
+    return result;
+  }
+  bool accepts_pending_inputs(int num_seqs) const override {
+    return inner_->accepts_pending_inputs(num_seqs);
+  }
   int num_kv_blocks() const override { return inner_->num_kv_blocks(); }
   bool set_step_timing(bool on) override { return inner_->set_step_timing(on); }
   std::optional<StepTiming> last_step_timing() const override { return inner_->last_step_timing(); }

@@ -30,6 +30,7 @@ const std::map<std::string, Keyword>& keywords() {
       {"num_gpu_blocks_override", {Kind::kInt, "--num-gpu-blocks-override"}},
       {"enable_prefix_caching", {Kind::kBool, "--enable-prefix-caching"}},
       {"enable_chunked_prefill", {Kind::kBool, "--enable-chunked-prefill"}},
+      {"async_scheduling", {Kind::kBool, "--async-scheduling"}},
       {"seed", {Kind::kInt, "--seed"}},
       {"device", {Kind::kString, "--device"}},
       {"disable_custom_all_reduce", {Kind::kBool, "--disable-custom-all-reduce"}},
@@ -41,6 +42,11 @@ const std::map<std::string, Keyword>& keywords() {
       {"worker_path", {Kind::kString, ""}},
   };
   return k;
+}
+
+// A boolean flag the launcher also takes as --no-...: false is said, not left to the default.
+bool has_no_form(const std::string& flag) {
+  return flag.rfind("--enable-", 0) == 0 || flag == "--async-scheduling";
 }
 
 bool has_kind(const nlohmann::json& v, Kind kind) {
@@ -91,7 +97,7 @@ std::string in_keywords(std::string message, const nlohmann::json& options) {
     const auto it = keywords().find(name);
     if (it == keywords().end() || *it->second.flag == '\0') continue;
     const std::string flag = it->second.flag;
-    if (flag.rfind("--enable-", 0) == 0) replace_all("--no-" + flag.substr(2), name);
+    if (has_no_form(flag)) replace_all("--no-" + flag.substr(2), name);
     replace_all(flag, name);
   }
   return "LLM(): " + message;
@@ -130,7 +136,7 @@ EngineOptions engine_options_from_json(const nlohmann::json& options) {
     if (k.kind == Kind::kBool) {
       const bool on = value.get<bool>();
       const std::string flag = k.flag;
-      if (flag.rfind("--enable-", 0) == 0)
+      if (has_no_form(flag))
         args.push_back(on ? flag : "--no-" + flag.substr(2));
       else if (on)
         args.push_back(flag);

@@ -66,6 +66,7 @@ EngineConfig engine_config(const LaunchOptions& o, const ModelConfig& model) {
   e.enable_chunked_prefill = o.enable_chunked_prefill;
   e.long_prefill_token_threshold = o.long_prefill_token_threshold;
   e.enable_prefix_caching = o.enable_prefix_caching;
+  e.async_scheduling = o.async_scheduling;
   // EngineConfig::validate's rule, in the flags' words: only without chunking must one step
   // hold a whole max_model_len prompt (checked after the cap by the model's limit).
   if (!e.enable_chunked_prefill && e.max_num_batched_tokens < e.max_model_len)
@@ -214,12 +215,12 @@ RunSettings make_run_settings(const LaunchOptions& o) {
       "model {} ({} layers, hidden {}), --tp {}, --data-parallel-size {}, device {}, "
       "max_model_len {}, max_num_seqs {}{}, "
       "{} tokens per step, chunked prefill {} (long prefill threshold {}), prefix caching {}, "
-      "{} CPU threads per rank",
+      "async scheduling {}, {} CPU threads per rank",
       s.model_dir.string(), s.model.num_hidden_layers, s.model.hidden_size, s.tp_size, s.replicas,
       s.device == Device::kCpu ? "cpu" : "cuda", e.max_model_len, seqs,
       s.replicas > 1 ? " per replica" : "", e.max_num_batched_tokens,
       e.enable_chunked_prefill ? "on" : "off", e.long_prefill_token_threshold,
-      e.enable_prefix_caching ? "on" : "off", s.cpu_threads);
+      e.enable_prefix_caching ? "on" : "off", e.async_scheduling ? "on" : "off", s.cpu_threads);
   spdlog::info("{}", kv_cache_line(sizing, s.model, s.device, e.num_kvcache_blocks));
   return s;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/pending_inputs.h"
 #include "kernels/skinny_gemm.h"
 
 namespace nanovllm {
@@ -183,7 +184,8 @@ void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream, bool 
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-DecodeGraphOutputs CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t stream) {
+DecodeGraphOutputs CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t stream,
+                                           const TensorView& last_tokens) {
   CHECK(cmd.kind == StepKind::kDecode);
   const int64_t n = cmd.num_seqs();
   CHECK(can_run(n));
@@ -216,6 +218,13 @@ DecodeGraphOutputs CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t 
   }
   stage_padding(n, b);
   upload(b, stream);
+  if (std::any_of(cmd.input_ids.begin(), cmd.input_ids.end(),
+                  [](int32_t id) { return id == kPendingInputToken; })) {
+    CHECK_MSG(last_tokens.data != nullptr, "a decode step with pending inputs and no last tokens");
+    CHECK_MSG(!cmd.sample_slots.empty(), "a decode step with pending inputs names no slots");
+    kernels::cuda::resolve_pending_inputs(device(kIds, {n}), device(kSampleSlots, {n}), last_tokens,
+                                          stream);
+  }
   const bool twin =
       !short_execs_.empty() && short_execs_[i] != nullptr &&
       *std::max_element(cmd.context_lens.begin(), cmd.context_lens.end()) <= twin_bounds_[i];

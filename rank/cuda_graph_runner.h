@@ -101,8 +101,11 @@ class CudaGraphRunner {
   bool can_run(int64_t num_seqs) const { return num_seqs >= 1 && num_seqs <= max_batch(); }
 
   // Decode cmd on the smallest graph that holds its batch: fills the live rows, resets the
-  // padded ones, replays.
-  DecodeGraphOutputs replay(const StepCommand& cmd, cudaStream_t stream);
+  // padded ones, replays. Pending inputs (async scheduling: kPendingInputToken) are taken from
+  // last_tokens [N] i32 at the row's sampling slot on the device first
+  // (kernels/pending_inputs.h); a command with some needs last_tokens.
+  DecodeGraphOutputs replay(const StepCommand& cmd, cudaStream_t stream,
+                            const TensorView& last_tokens = TensorView());
 
  private:
   // The inputs, one i32 array each, at these offsets (in elements) of both staging buffers;

@@ -20,6 +20,7 @@
 #include "rank/model_runner_inputs.h"
 #include "rank/prefill_attention_split.h"
 #include "rank/slot_sampling_state.h"
+#include "rank/token_readback.h"
 
 namespace nanovllm {
 
@@ -118,6 +119,8 @@ ModelRunner::ModelRunner(const std::filesystem::path& model_dir, const ModelConf
   if (cuda_startup) {
     model_->freeze_workspace();
     if (!options.enforce_eager) capture_cuda_graphs(options);
+    if (graphs_ && comm.world_size() == 1)
+      readback_ = std::make_unique<TokenReadback>(graphs_->max_batch());
   }
   startup_.graph_capture_s = graphs_ ? seconds_since(phase_start) : 0.0;
   if (options.time_steps) set_step_timing(true);
@@ -193,7 +196,7 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
   if (graphs_ && !ctx_.phase_timer && !cmd.eager && cmd.kind == StepKind::kDecode &&
       graphs_->can_run(b)) {
     trace_->before_replay(ctx_.stream, b);
-    const DecodeGraphOutputs out = graphs_->replay(cmd, ctx_.stream);
+    const DecodeGraphOutputs out = graphs_->replay(cmd, ctx_.stream, sampling_->last_tokens());
     trace_->after_replay(ctx_.stream, b);
     if (comm_->rank() != 0) return {};
     return {out.logits, out.out_tokens};
@@ -291,6 +294,10 @@ StepResult ModelRunner::execute(const StepCommand& cmd) {
     last_timing_ = StepTiming{gpu_ms, gap_ms};
   }
   return result;
+}
+
+void ModelRunner::forget_previous_step_end() {
+  if (step_events_) step_events_->has_previous = false;
 }
 
 bool ModelRunner::set_step_timing(bool on) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -27,6 +28,7 @@ namespace nanovllm {
 class CudaExecResources;
 class CudaGraphRunner;
 class DecodeTraceWindow;
+class TokenReadback;
 class SlotSamplingState;
 struct GpuMemoryBudget;
 
@@ -67,6 +69,13 @@ class ModelRunner final : public StepExecutor {
   // The forward pass; on rank 0 also samples one token per logits row (other ranks return
   // none). Every rank must execute every command; EXIT is a no-op here.
   StepResult execute(const StepCommand& cmd) override;
+  // Async scheduling (model_runner_launch.cpp): on one GPU with decode graphs, a decode step
+  // is launched without waiting, its tokens copied to the host behind it, and the next decode
+  // may be launched meanwhile with pending inputs (taken from the sampler's last_tokens). Other
+  // steps (prefill, eager, logprobs, --tp > 1) run to the end at launch.
+  void launch(const StepCommand& cmd) override;
+  StepResult collect() override;
+  bool accepts_pending_inputs(int num_seqs) const override;
   // The forward pass: logits [S, V] f32 on rank 0 (a workspace view valid until the next
   // call); an empty view on other ranks, and on every rank for a command that samples from
   // shards (it gathers no logits). Every rank takes the command's new slot parameters first
@@ -161,7 +170,18 @@ class ModelRunner final : public StepExecutor {
   // Step timing (CUDA events, model_runner.cpp); null while off.
   struct StepEvents;
   std::unique_ptr<StepEvents> step_events_;
+  void forget_previous_step_end();  // the next executed step's gap is 0
   std::optional<StepTiming> last_timing_;
+  // Steps launched and not collected, oldest first: a result already there, or the readback
+  // slot its tokens are copied into.
+  struct Launched {
+    std::optional<StepResult> result;
+    int slot = -1;
+    int64_t rows = 0;
+  };
+  std::deque<Launched> launched_;
+  std::unique_ptr<TokenReadback> readback_;  // rank 0 of one GPU with decode graphs
+  int last_collected_slot_ = -1;             // the last collected overlapped step's slot
   StartupTiming startup_;
 };
 

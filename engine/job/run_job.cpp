@@ -130,6 +130,14 @@ int run_engine(const JobSettings& s, StepExecutor& executor, const PendingWork& 
         stats.num_shard_sampled_steps, stats.num_sampling_steps, engine_config.shard_sampling_ranks,
         kShardSamplingMaxTopK);
   }
+  if (engine_config.async_scheduling) {
+    const EngineStats& stats = runner.stats();
+    spdlog::info(
+        "async scheduling: {} of {} decode steps were launched while the step before them ran "
+        "(the others followed a step whose results they needed: a prompt waiting, logprobs, "
+        "or an executor that takes no pending inputs)",
+        stats.num_steps_ahead, stats.num_decode_steps);
+  }
   totals.state(ReplicaTotals::kDone);
   if (interrupt_requested()) {  // the launcher's closing line says what was kept
     // Unfinished: not every completion written (an OpenAI request's buffered ones are lost;

@@ -109,6 +109,33 @@ TEST(BenchStepRecorder, ForwardsCommandsAndRecordsEachStep) {
   EXPECT_TRUE(recorder.take_steps().empty());  // taken
 }
 
+// Async scheduling: two steps launched before the first is collected. Each is recorded at its
+// launch in launch order; its timing is the executor's at its collect, and last_collected()
+// names the one collected last, not the one launched last.
+TEST(BenchStepRecorder, LaunchedStepsGetTheirTimingWhenCollected) {
+  auto owned = std::make_unique<FakeExecutor>();
+  FakeExecutor& fake = *owned;
+  StepRecorder recorder(std::move(owned));
+  ASSERT_TRUE(recorder.set_step_timing(true));
+  auto a = seq_of(0, 5, 0);
+  a->sampling_slot = 0;
+  const std::vector<Sequence*> seqs{a.get()};
+  recorder.launch(build_decode_command(seqs, kBlockSize));
+  a->append_token(7);
+  recorder.launch(build_decode_command(seqs, kBlockSize));
+  ASSERT_EQ(recorder.steps().size(), 2u);
+  EXPECT_FALSE(recorder.steps()[0].timing.has_value());  // not collected yet
+  EXPECT_EQ(recorder.collect().sampled_token_ids, std::vector<int32_t>{7});
+  EXPECT_EQ(recorder.last_collected().step.seqs[0].context_len, 5);
+  ASSERT_TRUE(recorder.steps()[0].timing.has_value());
+  EXPECT_FALSE(recorder.steps()[1].timing.has_value());
+  recorder.collect();
+  EXPECT_EQ(recorder.last_collected().step.seqs[0].context_len, 6);
+  EXPECT_DOUBLE_EQ(recorder.steps()[1].timing->gpu_ms, 2.5);
+  EXPECT_EQ(fake.kinds.size(), 2u);
+  EXPECT_EQ(recorder.take_steps().size(), 2u);
+}
+
 TEST(BenchStepRecorder, DefaultInstrumentationIsOffAndSaysSo) {
   // An executor that implements none of the optional queries (the port's defaults).
   class Bare final : public StepExecutor {

@@ -98,6 +98,16 @@ class CheckingStepExecutor : public StepExecutor {
   int max_batch_seqs = 0;
   int max_prefill_tokens = 0;
   int64_t num_slot_fills = 0;  // new_slot_params entries over all steps
+  // Async scheduling: decode commands may carry pending inputs (kPendingInputToken), each the
+  // token this fake last sampled for the row's slot, as rank 0's device resolves them. The
+  // fake runs a step at its launch (the device runs it before anything launched later) and
+  // the engine collects the results afterwards (StepExecutor's default launch / collect).
+  bool accept_pending = false;
+  int64_t num_pending_inputs = 0;  // rows that took a pending input
+  bool accepts_pending_inputs(int num_seqs) const override {
+    (void)num_seqs;
+    return accept_pending;
+  }
   int32_t max_slot_filled = -1;
   StepKind last_kind = StepKind::kExit;
   std::vector<uint64_t> last_seeds;  // [S] the rows of the last step, by their (unique) seeds
@@ -123,6 +133,7 @@ class CheckingStepExecutor : public StepExecutor {
     EXPECT_EQ(static_cast<int>(cmd.sample_slots.size()), s_count);
     last_seeds = take_sampling_slots(cmd);
     last_seeds.resize(static_cast<size_t>(s_count));  // rows without a slot already failed
+    const std::vector<int32_t> input_ids = resolve_pending(cmd);  // [T]
     // Store every new token's KV first (as each layer does before attention), in order, each
     // from its predecessor's slot (within a step the predecessor may be new too).
     std::vector<int> context(static_cast<size_t>(b_count));  // tokens after this step
@@ -135,7 +146,7 @@ class CheckingStepExecutor : public StepExecutor {
       for (int t = q_begin; t < q_end; ++t) {
         const int p = cmd.positions[t];
         const uint64_t previous = p == 0 ? 0 : read(cmd, b, p - 1).fingerprint;
-        const uint64_t fp = extend_fingerprint(previous, cmd.input_ids[t]);
+        const uint64_t fp = extend_fingerprint(previous, input_ids[t]);
         const int32_t block_id = cmd.block_tables[b * cmd.block_table_width + p / bs()];
         EXPECT_EQ(cmd.slot_mapping[t], block_id * bs() + p % bs()) << "token " << t;
         Slot& slot = slots_[static_cast<size_t>(cmd.slot_mapping[t])];
@@ -144,7 +155,7 @@ class CheckingStepExecutor : public StepExecutor {
         if (block.ref_count > 1 && slot.generation == block.generation) {
           EXPECT_EQ(slot.fingerprint, fp) << "shared block " << block_id << " rewritten";
         }
-        slot = Slot{block.generation, cmd.input_ids[t], fp};
+        slot = Slot{block.generation, input_ids[t], fp};
       }
     }
     // Then "attend": every position of the context must read back a consistent prefix chain.
@@ -171,6 +182,8 @@ class CheckingStepExecutor : public StepExecutor {
       }
       result.sampled_token_ids.push_back(
           fake_next_token(last_seeds[i], context_fp[static_cast<size_t>(b)], vocab_size_));
+      if (i < static_cast<int>(cmd.sample_slots.size()))
+        last_tokens_[cmd.sample_slots[i]] = result.sampled_token_ids.back();
     }
     if (cmd.sample_logprobs) {
       std::vector<int32_t> positions;  // [S] position of each sampled token
@@ -207,6 +220,25 @@ class CheckingStepExecutor : public StepExecutor {
   }
 
  private:
+  // The command's input ids with each pending one replaced by its slot's last sampled token.
+  std::vector<int32_t> resolve_pending(const StepCommand& cmd) {
+    std::vector<int32_t> ids = cmd.input_ids;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      if (ids[t] != kPendingInputToken) continue;
+      ++num_pending_inputs;
+      EXPECT_TRUE(accept_pending) << "a pending input sent to an executor that refuses them";
+      EXPECT_EQ(cmd.kind, StepKind::kDecode) << "a pending input in a prefill command";
+      const auto it =
+          t < cmd.sample_slots.size() ? last_tokens_.find(cmd.sample_slots[t]) : last_tokens_.end();
+      if (it == last_tokens_.end()) {
+        ADD_FAILURE() << "pending input of row " << t << " has no token in its slot";
+        continue;
+      }
+      ids[t] = it->second;
+    }
+    return ids;
+  }
+
   // What the device keeps for one sampling slot.
   struct SamplingSlot {
     uint64_t seed = 0;
@@ -274,6 +306,7 @@ class CheckingStepExecutor : public StepExecutor {
   const BlockManager* bm_ = nullptr;
   std::vector<Slot> slots_;                                   // [num_blocks * block_size]
   std::unordered_map<int32_t, SamplingSlot> sampling_slots_;  // by slot id, once filled
+  std::unordered_map<int32_t, int32_t> last_tokens_;          // slot -> its last sampled token
 };
 
 }  // namespace nanovllm::testing

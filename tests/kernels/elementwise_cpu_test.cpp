@@ -1,4 +1,5 @@
-// Embedding, RMSNorm, SiLU-and-mul and the KV store against obvious double references.
+// Embedding, RMSNorm, SiLU-and-mul and the KV store against obvious double references; the
+// pending inputs of a decode step launched ahead against their rule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,6 +7,7 @@
 #include "kernels/activation.h"
 #include "kernels/embedding.h"
 #include "kernels/kv_cache.h"
+#include "kernels/pending_inputs.h"
 #include "kernels/rms_norm.h"
 #include "tests/kernels/cpu_test_util.h"
 
@@ -28,6 +30,16 @@ TEST(EmbeddingCpu, CopiesOwnedRowsAndZeroesIdsOutsideTheShard) {
     for (int64_t e = 0; e < h; ++e)
       EXPECT_EQ(out[i * h + e], owned ? weight[(ids[i] - vocab_start) * h + e] : 0) << i;
   }
+}
+
+TEST(ResolvePendingInputsCpu, TakesEachPendingRowsSlotTokenAndKeepsTheOthers) {
+  std::vector<int32_t> last_tokens{70, 71, 72, 73, 74};  // [N] by slot
+  std::vector<int32_t> ids{-1, 5, -1, -1, 0};            // [B], -1 = pending
+  std::vector<int32_t> slots{3, 1, 0, 4, 2};             // [B]
+  const int64_t b = static_cast<int64_t>(ids.size());
+  kernels::cpu::resolve_pending_inputs(test::view(ids, {b}), test::view(slots, {b}),
+                                       test::view(last_tokens, {5}));
+  EXPECT_EQ(ids, (std::vector<int32_t>{73, 5, 70, 74, 0}));
 }
 
 std::vector<double> rms_ref(const std::vector<double>& x, const std::vector<uint16_t>& w,

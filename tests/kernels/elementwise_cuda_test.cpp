@@ -9,6 +9,7 @@
 #include "kernels/activation.h"
 #include "kernels/embedding.h"
 #include "kernels/kv_cache.h"
+#include "kernels/pending_inputs.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rotary.h"
 #include "tests/kernels/cuda_test_util.h"
@@ -39,6 +40,30 @@ TEST(EmbeddingCuda, GathersShardRowsAndZerosOthersExactly) {
                              dids.view(DType::kI32, {tokens}),
                              dw.view(DType::kBf16, {vocab, hidden}), start, nullptr);
     EXPECT_EQ(dout.host(), ref) << "hidden " << hidden;
+  }
+}
+
+TEST(ResolvePendingInputsCuda, MatchesCpuOnRandomBatches) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(5);
+  for (int64_t rows : {1, 7, 256, 300}) {
+    const int64_t num_slots = 512;
+    std::vector<int32_t> last_tokens(num_slots), ids(rows), slots(rows);
+    std::uniform_int_distribution<int32_t> token(0, 151935), slot(0, num_slots - 1), coin(0, 2);
+    for (auto& t : last_tokens) t = token(rng);
+    for (int64_t r = 0; r < rows; ++r) {
+      ids[r] = coin(rng) == 0 ? token(rng) : -1;  // about two in three pending
+      slots[r] = slot(rng);
+    }
+    std::vector<int32_t> ref = ids;
+    kernels::cpu::resolve_pending_inputs(host_view(ref.data(), DType::kI32, {rows}),
+                                         host_view(slots.data(), DType::kI32, {rows}),
+                                         host_view(last_tokens.data(), DType::kI32, {num_slots}));
+    DevVec<int32_t> dids(ids), dslots(slots), dlast(last_tokens);
+    kernels::cuda::resolve_pending_inputs(dids.view(DType::kI32, {rows}),
+                                          dslots.view(DType::kI32, {rows}),
+                                          dlast.view(DType::kI32, {num_slots}), nullptr);
+    EXPECT_EQ(dids.host(), ref) << "rows " << rows;
   }
 }
 

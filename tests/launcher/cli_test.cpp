@@ -293,6 +293,15 @@ TEST_F(LaunchCli, PrefixCachingFlagsParseAsVllmSpellsThem) {
   bad({model_, prompts_, "--enable-prefix-caching=maybe"}, "--enable-prefix-caching");
 }
 
+TEST_F(LaunchCli, AsyncSchedulingFlagsParseAsVllmSpellsThem) {
+  EXPECT_TRUE(ok({model_, prompts_}).async_scheduling);  // EngineConfig's default
+  EXPECT_EQ(ok({model_, prompts_}).async_scheduling, EngineConfig{}.async_scheduling);
+  EXPECT_FALSE(ok({model_, prompts_, "--no-async-scheduling"}).async_scheduling);
+  EXPECT_TRUE(ok({model_, prompts_, "--no-async-scheduling", "--async-scheduling"})
+                  .async_scheduling);  // the last one wins
+  bad({model_, prompts_, "--async-scheduling=maybe"}, "--async-scheduling");
+}
+
 // The help shows each default as it is: a flag pair names both spellings without CLI11's
 // "{false}" (which read as "off by default" for chunked prefill, on by default).
 TEST_F(LaunchCli, HelpShowsTheRealDefaults) {
@@ -312,6 +321,7 @@ TEST_F(LaunchCli, HelpShowsTheRealDefaults) {
       << help;
   EXPECT_NE(description_of("--enable-prefix-caching").find("(default: on)"), std::string::npos)
       << help;
+  EXPECT_NE(description_of("--async-scheduling").find("default: on)"), std::string::npos) << help;
   // --tp 1 and max_model_len's default and cap.
   EXPECT_NE(description_of("--tp,--tensor-parallel-size").find("=1"), std::string::npos) << help;
   EXPECT_NE(description_of("--max-model-len")

@@ -65,6 +65,10 @@ TEST_F(EngineOptionsTest, NanoVllmAndVllmNamesReachTheLaunchersFields) {
   EXPECT_EQ(o.sampling.seed, std::optional<uint64_t>(9));
   EXPECT_TRUE(o.prompts.empty());  // no prompts file sizes anything
   EXPECT_EQ(engine_options_from_json(with({{"block_size", 48}})).launch.block_size, 48);
+  // A flag with a --no- form: false is said, not left to the default (on).
+  EXPECT_FALSE(
+      engine_options_from_json(with({{"async_scheduling", false}})).launch.async_scheduling);
+  EXPECT_TRUE(engine_options_from_json(with({{"async_scheduling", true}})).launch.async_scheduling);
   EXPECT_EQ(engine_options_from_json(with({{"kv_cache_dtype", "fp8"}})).launch.kv_cache_dtype,
             DType::kFp8E4M3);
   EXPECT_EQ(engine_options_from_json(with({{"kv_cache_dtype", "auto"}})).launch.kv_cache_dtype,
