@@ -277,6 +277,36 @@ TEST(GpuGeneration, PrefixCachedTailLogprobsMatchAFreshPrefill) {
   EXPECT_LE(dev.mean(), f.tol_mean);
 }
 
+EngineConfig engine_config(const ModelRunner& runner, const Fixture& f,
+                           int budget = kMaxBatchedTokens,
+                           int threshold = EngineConfig{}.long_prefill_token_threshold) {
+  EngineConfig config;
+  config.kvcache_block_size = kBlockSize;
+  config.num_kvcache_blocks = runner.num_kv_blocks();
+  config.max_model_len = kMaxModelLen;
+  config.max_num_seqs = kMaxNumSeqs;
+  config.max_num_batched_tokens = budget;
+  config.long_prefill_token_threshold = threshold;
+  config.eos_token_ids = f.config.eos_token_ids;
+  return config;
+}
+
+// Every reference prompt, greedy for f.ref.steps tokens; returns seq id -> prompt index.
+std::map<int64_t, size_t> add_reference_prompts(LLMEngine& engine, const Fixture& f) {
+  std::map<int64_t, size_t> index;
+  for (size_t i = 0; i < f.ref.prompts.size(); ++i) {
+    SamplingParams params;
+    params.temperature = 0.0f;
+    params.max_tokens = f.ref.steps;
+    params.ignore_eos = true;  // the reference treats eos as an ordinary token
+    params.seed = i;           // tells the recorder's rows apart
+    const AddRequestResult r = engine.add_request(f.ref.prompts[i].ids, params);
+    EXPECT_TRUE(r.ok()) << r.error;
+    if (r.ok()) index[*r.seq_id] = i;
+  }
+  return index;
+}
+
 // Greedy generation of every reference prompt through LLMEngine, recording each step's top-5.
 struct EngineRun {
   std::vector<std::vector<GreedyStep>> steps;  // [prompt][step]
@@ -289,26 +319,8 @@ EngineRun generate(ModelRunner& runner, const Fixture& f, BlockHashFn hash_fn = 
                    int threshold = EngineConfig{}.long_prefill_token_threshold) {
   const auto start = std::chrono::steady_clock::now();
   RecordingStepExecutor recorder(runner);
-  EngineConfig config;
-  config.kvcache_block_size = kBlockSize;
-  config.num_kvcache_blocks = runner.num_kv_blocks();
-  config.max_model_len = kMaxModelLen;
-  config.max_num_seqs = kMaxNumSeqs;
-  config.max_num_batched_tokens = budget;
-  config.long_prefill_token_threshold = threshold;
-  config.eos_token_ids = f.config.eos_token_ids;
-  LLMEngine engine(config, recorder, std::move(hash_fn));
-  std::map<int64_t, size_t> index;
-  for (size_t i = 0; i < f.ref.prompts.size(); ++i) {
-    SamplingParams params;
-    params.temperature = 0.0f;
-    params.max_tokens = f.ref.steps;
-    params.ignore_eos = true;  // the reference treats eos as an ordinary token
-    params.seed = i;           // tells the recorder's rows apart
-    const AddRequestResult r = engine.add_request(f.ref.prompts[i].ids, params);
-    EXPECT_TRUE(r.ok()) << r.error;
-    if (r.ok()) index[*r.seq_id] = i;
-  }
+  LLMEngine engine(engine_config(runner, f, budget, threshold), recorder, std::move(hash_fn));
+  const std::map<int64_t, size_t> index = add_reference_prompts(engine, f);
   EngineRun run;
   run.steps.resize(f.ref.prompts.size());
   for (int n = 0; !engine.is_finished() && n < 100000; ++n)
@@ -483,6 +495,35 @@ TEST(GpuGeneration, TinyKvCacheWithPreemptionGivesTheSameGenerations) {
   // the baseline decoded them one by one: fp8's bar (fp8_noise_bar), every prompt under bf16.
   compare_runs(f, "tiny cache (preemption) vs roomy", run.steps, pointers(baseline().steps),
                fp8_noise_bar(f, static_cast<int>(f.ref.prompts.size())));
+}
+
+// Async scheduling through the model runner itself (no recorder in between: it takes pending
+// inputs): each decode step is launched before the one before it is read, its input tokens
+// taken from the sampler's last_tokens on the device. The same greedy tokens as the baseline,
+// whose steps ran one after the other.
+TEST(GpuGeneration, AsyncSchedulingGivesTheSameGenerations) {
+  SKIP_WITHOUT_GPU_MODEL();
+  const Fixture& f = fixture();
+  ModelRunner& runner = *f.runner;
+  ASSERT_TRUE(runner.accepts_pending_inputs(1)) << "one GPU with decode graphs takes them";
+  LLMEngine engine(engine_config(runner, f), runner);
+  const std::map<int64_t, size_t> index = add_reference_prompts(engine, f);
+  std::vector<std::vector<int32_t>> tokens(f.ref.prompts.size());  // [prompt][step]
+  for (int n = 0; !engine.is_finished() && n < 100000; ++n)
+    for (RequestOutput& out : engine.step())
+      tokens[index.at(out.seq_id)] = std::move(out.completion_token_ids);
+  ASSERT_TRUE(engine.is_finished());
+  EXPECT_GT(engine.stats().num_steps_ahead, engine.stats().num_decode_steps / 2);
+  int identical = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::vector<int32_t> expected;
+    for (const GreedyStep& s : baseline().steps[i]) expected.push_back(s.token);
+    identical += tokens[i] == expected;
+    EXPECT_EQ(tokens[i], expected) << f.ref.prompts[i].name;
+  }
+  std::printf("[%s] async scheduling: %lld of %lld decode steps ahead, %d/%zu prompts identical\n",
+              f.ref.preset.c_str(), static_cast<long long>(engine.stats().num_steps_ahead),
+              static_cast<long long>(engine.stats().num_decode_steps), identical, tokens.size());
 }
 
 }  // namespace
