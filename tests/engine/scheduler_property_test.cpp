@@ -314,25 +314,38 @@ void run_workload(uint64_t seed, const Tokenizer* tokenizer, Totals& totals,
   }
 }
 
-TEST(SchedulerProperty, RandomWorkloadsKeepInvariantsAndMatchSequentialOutputs) {
-  constexpr uint64_t kNumWorkloads = 8000;
-  std::string why;
-  const bool has_tokenizer = nanovllm::testing::qwen3_tokenizer_json(&why).has_value();
-  if (!has_tokenizer && nanovllm::testing::in_ci()) FAIL() << "reference missing in CI: " << why;
-  const Tokenizer* tokenizer = has_tokenizer ? nanovllm::testing::qwen3_tokenizer() : nullptr;
+constexpr uint64_t kNumWorkloads = 8000;
+
+// Every workload seed 1..kNumWorkloads through run_workload (with Qwen3's tokenizer where it is
+// found, and in CI always); stops at the first failure. has_tokenizer: whether it was found.
+Totals run_workloads(bool async_scheduling, bool& has_tokenizer) {
   Totals totals;
+  std::string why;
+  has_tokenizer = nanovllm::testing::qwen3_tokenizer_json(&why).has_value();
+  if (!has_tokenizer && nanovllm::testing::in_ci()) {
+    ADD_FAILURE() << "reference missing in CI: " << why;
+    return totals;
+  }
+  const Tokenizer* tokenizer = has_tokenizer ? nanovllm::testing::qwen3_tokenizer() : nullptr;
   for (uint64_t seed = 1; seed <= kNumWorkloads; ++seed) {
     SCOPED_TRACE("workload seed " + std::to_string(seed));
-    run_workload(seed, tokenizer, totals, /*async_scheduling=*/false);
-    if (HasFailure()) return;
+    run_workload(seed, tokenizer, totals, async_scheduling);
+    if (::testing::Test::HasFailure()) break;
   }
+  return totals;
+}
+
+TEST(SchedulerProperty, RandomWorkloadsKeepInvariantsAndMatchSequentialOutputs) {
+  bool has_tokenizer = false;
+  const Totals totals = run_workloads(/*async_scheduling=*/false, has_tokenizer);
+  if (HasFailure()) return;
   // The generator must actually reach the interesting paths.
   EXPECT_GT(totals.preemptions, 100);
   EXPECT_GT(totals.cached_tokens, 1000);
   EXPECT_GT(totals.rejected, 10);
   EXPECT_GT(totals.finished, 10000);
   EXPECT_GT(totals.forked, 1000);
-  if (tokenizer != nullptr) {
+  if (has_tokenizer) {
     EXPECT_GT(totals.stop_string_finishes, 1000);
   }
   std::printf(
@@ -348,22 +361,14 @@ TEST(SchedulerProperty, RandomWorkloadsKeepInvariantsAndMatchSequentialOutputs) 
 // eos, a stop id or a stop string has one row computed past its end, which must be dropped
 // without a trace: same outputs as the sequential reference, every block and slot given back.
 TEST(SchedulerProperty, AsyncSchedulingKeepsInvariantsAndMatchesSequentialOutputs) {
-  constexpr uint64_t kNumWorkloads = 8000;
-  std::string why;
-  const bool has_tokenizer = nanovllm::testing::qwen3_tokenizer_json(&why).has_value();
-  if (!has_tokenizer && nanovllm::testing::in_ci()) FAIL() << "reference missing in CI: " << why;
-  const Tokenizer* tokenizer = has_tokenizer ? nanovllm::testing::qwen3_tokenizer() : nullptr;
-  Totals totals;
-  for (uint64_t seed = 1; seed <= kNumWorkloads; ++seed) {
-    SCOPED_TRACE("workload seed " + std::to_string(seed));
-    run_workload(seed, tokenizer, totals, /*async_scheduling=*/true);
-    if (HasFailure()) return;
-  }
+  bool has_tokenizer = false;
+  const Totals totals = run_workloads(/*async_scheduling=*/true, has_tokenizer);
+  if (HasFailure()) return;
   EXPECT_GT(totals.steps_ahead, 30000);
   EXPECT_GE(totals.pending_inputs, totals.steps_ahead);
   EXPECT_GT(totals.preemptions, 100);
   EXPECT_GT(totals.finished, 10000);
-  if (tokenizer != nullptr) {
+  if (has_tokenizer) {
     EXPECT_GT(totals.stop_string_finishes, 1000);
   }
   std::printf("%lld steps launched ahead (%lld pending inputs), %lld finished, %lld preemptions\n",
