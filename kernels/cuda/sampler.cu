@@ -9,7 +9,10 @@
 //   other rows: pass 1 finds the row max (and its token).
 //   unfiltered / min-p rows: then one pass of Gumbel-max; the max token's score bounds it, so
 //     a token more than the largest possible noise below it draws no noise.
-//   top-k / top-p rows: Then histogram passes narrow the candidates:
+//   top-k rows with k <= 32 (Qwen3's defaults) in batches of 64 rows or more: one pass, each
+//     warp keeping its 32 largest keys, each block sending its top k to the leader, which
+//     finishes as after a compaction (sampler_small_top_k.cuh).
+//   other top-k / top-p rows: Then histogram passes narrow the candidates:
 //     the first counts (top-k) or sums the fixed-point mass (top-p) of tokens in 2048 bins of
 //     1/64 logit below the max (a token further than 32 below has zero mass); the bin where
 //     the cumulative count / mass reaches top_k / the top-p target bounds the candidates.
@@ -22,7 +25,8 @@
 //     - Otherwise (flat rows, a cut further than 32 logits down) radix-select passes over
 //       11-bit digits of the 64-bit candidate key narrow the range until one of the above
 //       applies.
-// Typical Qwen3 defaults (top_k 20, top_p 0.95): three passes over the row.
+// Typical Qwen3 defaults (top_k 20, top_p 0.95): one pass over the row from 64 rows, three
+// below (max, window histogram, compaction).
 // Emit mode (kernels/shard_sampler.h, cuda::shard_candidates below): the row is one rank's
 // vocabulary shard (ids offset by its start) and the kernel writes candidate keys instead of a
 // token: a greedy or unfiltered row's winner, or a top-k row's k keys sorted (top-p and min-p
@@ -38,6 +42,7 @@
 #include "kernels/cuda/sampler_process.cuh"
 #include "kernels/cuda/sampler_row.cuh"
 #include "kernels/cuda/sampler_select.cuh"
+#include "kernels/cuda/sampler_small_top_k.cuh"
 #include "kernels/sampler.h"
 #include "kernels/shard_sampler.h"
 
@@ -130,6 +135,9 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
     drawn = draw(
         sh, cluster, r, false, [](float x) { return x; }, everything);
     token = drawn.id;
+  } else if (r.use_k && r.top_k <= kWarpTopK && !r.emit &&
+             gridDim.y >= static_cast<unsigned>(kSmallTopKMinRows)) {
+    token = draw_small_top_k(sh, cluster, r);  // one pass (sampler_small_top_k.cuh)
   } else {
     // Pass 1: the row's largest logit and its token (raw: division is monotone, so scaling
     // it gives the largest scaled one).
