@@ -122,9 +122,16 @@ struct Row {
 // f(v, logit) for every token id v of this block's share, kUnroll 4-wide loads in flight per thread
 // when the row allows (one at a time leaves an SM far from its share of the bandwidth), in
 // steps every thread takes together: step_done() runs after each (block-uniform, so it may
-// synchronise the block).
-template <typename F, typename StepDone>
-__device__ __forceinline__ void for_each_logit_in_steps(const Row& r, F&& f, StepDone&& step_done) {
+// synchronise the block). kAllLanes: f(v, logit, valid) instead, on every lane at every token
+// slot of a step, valid false past the share (so that f may vote across the warp).
+template <bool kAllLanes, typename F, typename StepDone>
+__device__ __forceinline__ void for_each_logit_impl(const Row& r, F&& f, StepDone&& step_done) {
+  const auto call = [&](int id, float x, bool valid) {
+    if constexpr (kAllLanes)
+      f(id, x, valid);
+    else
+      f(id, x);
+  };
   const bool vec = (reinterpret_cast<uintptr_t>(r.logits) & 15) == 0 && (r.begin & 3) == 0;
   int v = r.begin;
   if (vec) {
@@ -139,12 +146,15 @@ __device__ __forceinline__ void for_each_logit_in_steps(const Row& r, F&& f, Ste
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int j = i + u * kThreads;
-        if (j >= last) break;
+        if constexpr (!kAllLanes) {
+          if (j >= last) break;
+        }
+        const bool valid = j < last;
         const int id = r.id_offset + 4 * j;
-        f(id, x[u].x);
-        f(id + 1, x[u].y);
-        f(id + 2, x[u].z);
-        f(id + 3, x[u].w);
+        call(id, x[u].x, valid);
+        call(id + 1, x[u].y, valid);
+        call(id + 2, x[u].z, valid);
+        call(id + 3, x[u].w, valid);
       }
       step_done();
     }
@@ -152,14 +162,28 @@ __device__ __forceinline__ void for_each_logit_in_steps(const Row& r, F&& f, Ste
   }
   for (int base = v; base < r.end; base += kThreads) {
     const int i = base + static_cast<int>(threadIdx.x);
-    if (i < r.end) f(r.id_offset + i, r.logits[i]);
+    if constexpr (kAllLanes)
+      f(r.id_offset + i, i < r.end ? r.logits[i] : 0.0f, i < r.end);
+    else if (i < r.end)
+      f(r.id_offset + i, r.logits[i]);
     step_done();
   }
+}
+
+template <typename F, typename StepDone>
+__device__ __forceinline__ void for_each_logit_in_steps(const Row& r, F&& f, StepDone&& step_done) {
+  for_each_logit_impl<false>(r, f, step_done);
 }
 
 template <typename F>
 __device__ __forceinline__ void for_each_logit(const Row& r, F&& f) {
   for_each_logit_in_steps(r, f, [] {});
+}
+
+// f(v, logit, valid) on every lane, block-uniform (for_each_logit_impl's kAllLanes).
+template <typename F>
+__device__ __forceinline__ void for_each_logit_all_lanes(const Row& r, F&& f) {
+  for_each_logit_impl<true>(r, f, [] {});
 }
 
 __device__ __forceinline__ float gumbel(uint64_t seed, int32_t id, int32_t position) {

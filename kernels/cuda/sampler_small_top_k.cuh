@@ -75,7 +75,7 @@ __device__ __noinline__ int32_t draw_small_top_k(Shared& sh, const cg::cluster_g
   const float t = r.temperature;
   u64 list = 0, thr = 0;
   float bound = -INFINITY;
-  // One token a lane, every lane of the warp at once (the loops below are block-uniform).
+  // One token a lane, every lane of the warp at once (the loop is block-uniform).
   const auto offer = [&](int v, float x, bool valid) {
     const bool maybe = valid && x >= bound;  // NaN never: it takes no part
     if (!__any_sync(0xffffffffu, maybe)) return;
@@ -83,35 +83,7 @@ __device__ __noinline__ int32_t draw_small_top_k(Shared& sh, const cg::cluster_g
     warp_offer(maybe ? candidate_key(scaled_logit(x, t), v) : 0, list, thr, lane);
     if (thr != before) bound = raw_bound(thr, t);
   };
-  const bool vec = (reinterpret_cast<uintptr_t>(r.logits) & 15) == 0 && (r.begin & 3) == 0;
-  int v0 = r.begin;
-  if (vec) {
-    const int first = r.begin >> 2, last = (r.begin + ((r.end - r.begin) & ~3)) >> 2;
-    const float4* p = reinterpret_cast<const float4*>(r.logits);
-    for (int base = first; base < last; base += kThreads * kUnroll) {
-      const int i = base + static_cast<int>(threadIdx.x);
-      float4 x[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i + u * kThreads < last) x[u] = __ldg(p + i + u * kThreads);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int j = i + u * kThreads;
-        const bool valid = j < last;
-        const int id = r.id_offset + 4 * j;
-        offer(id, x[u].x, valid);
-        offer(id + 1, x[u].y, valid);
-        offer(id + 2, x[u].z, valid);
-        offer(id + 3, x[u].w, valid);
-      }
-    }
-    v0 = 4 * last;
-  }
-  for (int base = v0; base < r.end; base += kThreads) {
-    const int i = base + static_cast<int>(threadIdx.x);
-    const bool valid = i < r.end;
-    offer(r.id_offset + i, valid ? r.logits[i] : 0.0f, valid);
-  }
+  for_each_logit_all_lanes(r, offer);
   // The block's warps' keys, sorted (descending) in the mass histogram's memory.
   u64* keys = sh.mass;
   keys[warp * kWarpTopK + lane] = list;
