@@ -52,42 +52,6 @@ constexpr int kMaxBatchedTokens = 8192;  // all 36 prompts (~5k tokens) in one p
 // measured on an H200 was 2.8x it (0.6B, p26), the others 4.7x-8.9x.
 constexpr double kPerturbationRatio = 2.5;
 
-struct Env {
-  std::filesystem::path model_dir, reference;
-};
-std::optional<Env> env() {
-  const char* m = std::getenv("NANOVLLM_GPU_MODEL_DIR");
-  const char* r = std::getenv("NANOVLLM_GPU_REFERENCE");
-  int n = 0;
-  if (!m || !r || cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return std::nullopt;
-  return Env{m, r};
-}
-#define SKIP_WITHOUT_GPU_MODEL()                                                                \
-  do {                                                                                          \
-    if (!env())                                                                                 \
-      GTEST_SKIP() << "needs a CUDA device, NANOVLLM_GPU_MODEL_DIR and NANOVLLM_GPU_REFERENCE"; \
-  } while (0)
-
-// NANOVLLM_GPU_KV_CACHE_DTYPE's 8-bit cache: fp8, int8, or none (bf16).
-DType cache_dtype() {
-  const char* dtype = std::getenv("NANOVLLM_GPU_KV_CACHE_DTYPE");
-  const std::string d = dtype != nullptr ? dtype : "";
-  return d == "fp8" ? DType::kFp8E4M3 : d == "int8" ? DType::kI8 : DType::kBf16;
-}
-// Either 8-bit cache: the tests below name it fp8 (int8's rounding is finer, the same rules
-// hold).
-bool fp8_cache() {
-  return cache_dtype() != DType::kBf16;
-}
-// The tests held to transformers bf16's noise: an fp8 cache adds its own rounding (3 mantissa
-// bits), so they skip under it.
-#define SKIP_WITH_FP8_CACHE()                                                                  \
-  do {                                                                                         \
-    if (fp8_cache())                                                                           \
-      GTEST_SKIP() << "fp8 KV cache: held to bf16's noise against transformers; fp8's error "  \
-                      "is scripts/check_fp8_kv_vs_transformers.py's (against our bf16 cache)"; \
-  } while (0)
-
 // A CUDA runner through the production start-up (warm-up, frozen workspace, decode CUDA
 // graphs unless eager) with an exact KV block count.
 std::unique_ptr<ModelRunner> make_runner(const ModelConfig& config, Communicator& comm, int blocks,

@@ -1,5 +1,6 @@
-// Support for the GPU generation checks (gpu_generation_test.cpp): the transformers
-// reference written by scripts/make_gpu_reference.py, log-softmax / top-k on the host, the
+// Support for the GPU generation checks (gpu_generation_test.cpp): the environment they need
+// (model folder, reference, optional 8-bit KV cache), the transformers reference written by
+// scripts/make_gpu_reference.py, log-softmax / top-k on the host, the
 // greedy comparison rule of vLLM's check_logprobs_close, and a StepExecutor that records the
 // top-5 of every sampled row while the engine generates.
 #pragma once
@@ -9,10 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,6 +25,43 @@
 #include "rank/model_runner.h"
 
 namespace nanovllm::gpu_test {
+
+// The checks' inputs: the model folder and its reference, on a machine with a CUDA device.
+struct Env {
+  std::filesystem::path model_dir, reference;
+};
+inline std::optional<Env> env() {
+  const char* m = std::getenv("NANOVLLM_GPU_MODEL_DIR");
+  const char* r = std::getenv("NANOVLLM_GPU_REFERENCE");
+  int n = 0;
+  if (!m || !r || cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return std::nullopt;
+  return Env{m, r};
+}
+#define SKIP_WITHOUT_GPU_MODEL()                                                                \
+  do {                                                                                          \
+    if (!env())                                                                                 \
+      GTEST_SKIP() << "needs a CUDA device, NANOVLLM_GPU_MODEL_DIR and NANOVLLM_GPU_REFERENCE"; \
+  } while (0)
+
+// NANOVLLM_GPU_KV_CACHE_DTYPE's 8-bit cache: fp8, int8, or none (bf16).
+inline DType cache_dtype() {
+  const char* dtype = std::getenv("NANOVLLM_GPU_KV_CACHE_DTYPE");
+  const std::string d = dtype != nullptr ? dtype : "";
+  return d == "fp8" ? DType::kFp8E4M3 : d == "int8" ? DType::kI8 : DType::kBf16;
+}
+// Either 8-bit cache: the tests name it fp8 (int8's rounding is finer, the same rules
+// hold).
+inline bool fp8_cache() {
+  return cache_dtype() != DType::kBf16;
+}
+// The tests held to transformers bf16's noise: an fp8 cache adds its own rounding (3 mantissa
+// bits), so they skip under it.
+#define SKIP_WITH_FP8_CACHE()                                                                  \
+  do {                                                                                         \
+    if (fp8_cache())                                                                           \
+      GTEST_SKIP() << "fp8 KV cache: held to bf16's noise against transformers; fp8's error "  \
+                      "is scripts/check_fp8_kv_vs_transformers.py's (against our bf16 cache)"; \
+  } while (0)
 
 struct TopEntry {
   int32_t token;
