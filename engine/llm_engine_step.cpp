@@ -109,12 +109,8 @@ std::unique_ptr<InFlightStep> LLMEngine::launch_ahead() {
   // Only a decode of exactly the running sequences, each one's next input pending: nothing
   // waits to be admitted, no prompt is between chunks.
   if (!config_.async_scheduling || !scheduler_.waiting().empty()) return nullptr;
-  const std::deque<Sequence*>& running = scheduler_.running();
-  if (static_cast<int>(running.size()) >
-      std::min(config_.max_num_seqs, config_.max_num_batched_tokens))
-    return nullptr;             // schedule() takes turns then
   std::vector<Sequence*> seqs;  // [B]
-  for (Sequence* seq : running) {
+  for (Sequence* seq : scheduler_.running()) {
     if (seq->num_pending_tokens != 1 || seq->num_computed_tokens != seq->num_tokens())
       return nullptr;
     // Its logprobs are read with its tokens; the next step would overwrite them first.

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "engine/llm_engine.h"
+#include "engine/step_builder.h"
 #include "tests/engine/checking_step_executor.h"
 
 namespace nanovllm {
@@ -50,6 +51,7 @@ EngineRun run(int n, int max_tokens, bool ignore_eos, bool accept_pending,
   c.async_scheduling = async_scheduling;
   CheckingStepExecutor runner(kVocab);
   runner.accept_pending = accept_pending;
+  runner.limits = step_limits(c);  // what the model runner enforces on every command
   LLMEngine engine(c, runner);
   runner.attach(engine.block_manager());
   for (int i = 0; i < n; ++i) {
