@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,12 @@ bool hopper_gemm_supports(int64_t m, int64_t n, int64_t k);
 // inside the decode step (kernels/cuda/hopper_gemm_rule.cpp gives the figures). behind_norm:
 // x was just written by an RMSNorm, which lets the GEMM launch at the norm's start.
 bool hopper_gemm_wins(int64_t m, int64_t n, int64_t k, bool behind_norm);
+
+// The config the decode step launches where hopper_gemm_wins (always early: programmatic
+// dependent launch): the measured one for the projections not behind a norm, else
+// hopper_gemm_configs' first guess; none where this size is unsupported.
+std::optional<HopperGemmConfig> hopper_gemm_decode_config(int64_t m, int64_t n, int64_t k,
+                                                          bool gate_up_act, bool behind_norm);
 
 // The configs worth timing for this size (a few, best guess first); empty if unsupported.
 // gate_up_act: for hopper_gemm_gate_up_act, n being the act rows I (w has 2I rows).

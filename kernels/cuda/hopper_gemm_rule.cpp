@@ -1,6 +1,9 @@
-// The Hopper decode GEMM's rule (kernels/hopper_gemm.h's hopper_gemm_wins): where the decode
-// step measured it faster than the skinny GEMM and cuBLAS. Host code only.
+// The Hopper decode GEMM's rule (kernels/hopper_gemm.h's hopper_gemm_wins and
+// hopper_gemm_decode_config): where the decode step measured it faster than the skinny GEMM and
+// cuBLAS, and with which config. Host code only.
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "kernels/hopper_gemm.h"
 
@@ -13,8 +16,9 @@ namespace {
 // 160 KB a block) made its decode step 1.01-1.05x slower at batch 16-32 on an H200.
 constexpr int64_t kHopperMaxWeights = int64_t{6} << 20;
 constexpr int64_t kHopperMaxK = 1024;
-// The most tokens for which it is chosen: the 0.6B decode step on an H200 took 0.95-0.99x
-// the time with it at batch 9-32 and 1.03-1.06x at 40-64 (two rounds, same call).
+// The most tokens for which the projections behind a norm take it: the 0.6B decode step on an
+// H200 took 0.95-0.99x the time with it at batch 9-32 and 1.03-1.06x at 40-64 (two rounds, same
+// call).
 constexpr int64_t kHopperMaxM = 32;
 
 // The fewest tokens for which projections that are not behind an RMSNorm take it (the skinny
@@ -25,25 +29,50 @@ constexpr int64_t kHopperMaxM = 32;
 constexpr int64_t kHopperRowMinM = 17;
 constexpr int64_t kHopperRowMaxN = 1024;
 constexpr int64_t kHopperRowMinK = 2048;
+// Their most tokens, and their split: in clusters of 4 ranks of 64-row blocks (64 blocks for the
+// 0.6B's 1024 outputs), the 0.6B decode step on an H200 took 0.96-0.98x the time of the rule
+// before (8 ranks, 32 tokens at most) at batch 17-64 and 64 x 512/512 0.972x its TPOT; 8 ranks
+// with the same bound tied the rule before, 2 ranks were slower
+// (bench/results/h200-2026-11-28-issue33_hopper_row_split.txt).
+constexpr int64_t kHopperRowMaxM = 64;
+constexpr int kHopperRowSplit = 4;
+
+bool takes_row_projection(int64_t m, int64_t n, int64_t k) {
+  return m >= kHopperRowMinM && m <= kHopperRowMaxM && n * k <= kHopperMaxWeights &&
+         n <= kHopperRowMaxN && k >= kHopperRowMinK;
+}
 
 }  // namespace
 
 // Where the Hopper decode GEMM is the faster path, measured inside the 0.6B decode step on an
-// H200 (bench/results/h200-2026-11-28-issue33_hopper_gemm.txt), at most kHopperMaxM tokens and
-// kHopperMaxWeights weights:
+// H200 (bench/results/h200-2026-11-28-issue33_hopper_gemm.txt), at most kHopperMaxWeights
+// weights:
 //   - behind an RMSNorm (which lets it launch at its start: qkv_proj and gate_up_proj), from 9
-//     tokens (the skinny GEMM serves fewer) on projections that widen (N > K, K <= kHopperMaxK).
-//     At batch 16 qkv_proj and rotary took 7.5 us a layer against cuBLAS's 9.45, gate_up_proj
-//     with the activation in its epilogue 5.8 against cuBLAS and silu_and_mul's 8.9.
-//   - elsewhere (o_proj behind the attention, down_proj behind gate_up_proj), from 17 tokens on
-//     at most kHopperRowMaxN outputs and kHopperRowMinK inputs: there it replaces cuBLAS,
-//     0.93-0.96x the step at batch 17-32. Up to 16 tokens the skinny GEMM stays: behind the
+//     to kHopperMaxM tokens (the skinny GEMM serves fewer) on projections that widen (N > K,
+//     K <= kHopperMaxK). At batch 16 qkv_proj and rotary took 7.5 us a layer against cuBLAS's 9.45,
+//     gate_up_proj with the activation in its epilogue 5.8 against cuBLAS and silu_and_mul's 8.9.
+//   - elsewhere (o_proj behind the attention, down_proj behind gate_up_proj), from 17 to
+//     kHopperRowMaxM tokens on at most kHopperRowMaxN outputs and kHopperRowMinK inputs: there
+//     it replaces cuBLAS, 0.93-0.96x the step at batch 17-32, and with kHopperRowSplit ranks
+//     0.96-0.98x again at 17-64. Up to 16 tokens the skinny GEMM stays: behind the
 //     attention the Hopper GEMM's blocks find no room to start early (o_proj 8.99 us a layer at
 //     batch 16 against the skinny GEMM's 4.40; down_proj 8.58 against 6.41).
 bool hopper_gemm_wins(int64_t m, int64_t n, int64_t k, bool behind_norm) {
+  if (!behind_norm) return takes_row_projection(m, n, k);
   if (m > kHopperMaxM || n * k > kHopperMaxWeights) return false;
-  if (behind_norm) return m > 8 && n > k && k <= kHopperMaxK;
-  return m >= kHopperRowMinM && n <= kHopperRowMaxN && k >= kHopperRowMinK;
+  return m > 8 && n > k && k <= kHopperMaxK;
+}
+
+std::optional<HopperGemmConfig> hopper_gemm_decode_config(int64_t m, int64_t n, int64_t k,
+                                                          bool gate_up_act, bool behind_norm) {
+  if (!gate_up_act && !behind_norm && takes_row_projection(m, n, k) &&
+      hopper_gemm_supports(m, n, k))
+    return HopperGemmConfig{1, kHopperRowSplit, true};
+  const std::vector<HopperGemmConfig> configs = hopper_gemm_configs(m, n, k, gate_up_act);
+  if (configs.empty()) return {};
+  HopperGemmConfig first = configs.front();
+  first.pdl = true;
+  return first;
 }
 
 }  // namespace nanovllm::kernels

@@ -93,10 +93,7 @@ std::optional<HopperGemmConfig> hopper_choice(int64_t m, int64_t n, int64_t k, b
       (setting == DecodeGemm::kAuto &&
        !hopper_gemm_wins(m, gate_up_act ? 2 * n : n, k, behind_norm)))
     return {};
-  std::vector<HopperGemmConfig> configs = hopper_gemm_configs(m, n, k, gate_up_act);
-  if (configs.empty()) return {};
-  configs.front().pdl = true;
-  return configs.front();
+  return hopper_gemm_decode_config(m, n, k, gate_up_act, behind_norm);
 }
 
 void cublas_linear(const TensorView& y, const TensorView& x, const TensorView& w,

@@ -1,10 +1,13 @@
 // Where the Hopper decode GEMM's rule (kernels::hopper_gemm_wins) sends the Qwen3 shapes' decode
-// GEMMs: the 0.6B's projections at the token counts and tensor-parallel sizes the decode step
-// was measured at (bench/results/h200-2026-11-28-issue33_hopper_gemm.txt), and none of the
-// larger shapes, whose GEMMs lost or were not measured. Host code: runs without a GPU.
+// GEMMs, and with which config (kernels::hopper_gemm_decode_config): the 0.6B's projections at
+// the token counts and tensor-parallel sizes the decode step was measured at
+// (bench/results/h200-2026-11-28-issue33_hopper_gemm.txt, ..._hopper_row_split.txt), and none of
+// the larger shapes, whose GEMMs lost or were not measured. Host code: runs without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "kernels/hopper_gemm.h"
 
@@ -30,18 +33,47 @@ TEST(HopperGemmRule, TakesTheWideningProjectionsBehindANormFromNineToThirtyTwoTo
   EXPECT_FALSE(hopper_gemm_wins(16, kGateUpN, kHidden, false));
 }
 
-TEST(HopperGemmRule, TakesOProjAndDownProjFromSeventeenTokensAtTpOne) {
-  for (int64_t m : {17, 24, 32}) {
+TEST(HopperGemmRule, TakesOProjAndDownProjFromSeventeenToSixtyFourTokensAtTpOne) {
+  for (int64_t m : {17, 24, 32, 33, 48, 64}) {
     EXPECT_TRUE(hopper_gemm_wins(m, kHidden, kQDim, false)) << "o_proj M=" << m;
     EXPECT_TRUE(hopper_gemm_wins(m, kHidden, kInter, false)) << "down_proj M=" << m;
   }
-  for (int64_t m : {1, 9, 16, 33}) {  // the skinny GEMM (launched early) up to 16
+  for (int64_t m :
+       {1, 9, 16, 65, 256}) {  // the skinny GEMM (launched early) up to 16, cuBLAS above 64
     EXPECT_FALSE(hopper_gemm_wins(m, kHidden, kQDim, false)) << "o_proj M=" << m;
     EXPECT_FALSE(hopper_gemm_wins(m, kHidden, kInter, false)) << "down_proj M=" << m;
   }
   // Their --tp 2 shards (K halved) were within the spread: cuBLAS.
   EXPECT_FALSE(hopper_gemm_wins(24, kHidden, kQDim / 2, false));
   EXPECT_FALSE(hopper_gemm_wins(24, kHidden, kInter / 2, false));
+}
+
+TEST(HopperGemmRule, OProjAndDownProjRunInClustersOfFourOthersTakeTheFirstGuess) {
+  using kernels::HopperGemmConfig;
+  for (int64_t m : {17, 40, 64})
+    for (int64_t k : {kQDim, kInter}) {
+      const std::optional<HopperGemmConfig> c =
+          kernels::hopper_gemm_decode_config(m, kHidden, k, false, false);
+      if (!kernels::hopper_gemm_supports(m, kHidden, k)) {  // no sm_90a build or no sm_90 GPU
+        EXPECT_FALSE(c.has_value());
+        continue;
+      }
+      ASSERT_TRUE(c.has_value()) << "M=" << m << " K=" << k;
+      EXPECT_EQ(*c, (HopperGemmConfig{1, 4, true})) << "M=" << m << " K=" << k << ": " << c->name();
+    }
+  // Behind a norm (qkv_proj, gate_up_proj with its activation): hopper_gemm_configs' first
+  // guess, launched early.
+  for (bool act : {false, true}) {
+    const int64_t n = act ? kInter : kQkvN;
+    const std::optional<HopperGemmConfig> c =
+        kernels::hopper_gemm_decode_config(16, n, kHidden, act, true);
+    const std::vector<HopperGemmConfig> guesses = kernels::hopper_gemm_configs(16, n, kHidden, act);
+    ASSERT_EQ(c.has_value(), !guesses.empty());
+    if (!c) continue;
+    HopperGemmConfig first = guesses.front();
+    first.pdl = true;
+    EXPECT_EQ(*c, first) << c->name();
+  }
 }
 
 TEST(HopperGemmRule, TakesTheShardsOfTheWideningProjectionsAtTpTwoAndFour) {

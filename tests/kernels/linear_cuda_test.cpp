@@ -69,12 +69,12 @@ TEST(LinearCuda, DecodeShapesBf16Out) {
 
 // The sizes where linear's rules pick each path on an H100/H200 (kernels/hopper_gemm.h's
 // hopper_gemm_wins): the 0.6B's qkv_proj behind its norm at 9-32 tokens, o_proj and down_proj
-// (with a bias, which the checkpoints lack but linear takes) at 17-32, and the sizes around them
+// (with a bias, which the checkpoints lack but linear takes) at 17-64, and the sizes around them
 // on the skinny GEMM or cuBLAS; elsewhere every size runs cuBLAS or the skinny GEMM.
 TEST(LinearCuda, TheDecodeRulesPathsMatchTheCpu) {
   SKIP_WITHOUT_CUDA();
   for (int64_t m : {8, 9, 16, 32, 33}) check_linear(m, 4096, 1024, false, DType::kBf16, 5, true);
-  for (int64_t m : {16, 17, 24, 32}) {
+  for (int64_t m : {16, 17, 24, 32, 48, 64, 65}) {
     check_linear(m, 1024, 2048, false, DType::kBf16, 6);
     check_linear(m, 1024, 3072, true, DType::kBf16, 7);
   }
