@@ -38,8 +38,8 @@ TEST(HopperGemmRule, TakesOProjAndDownProjFromSeventeenToSixtyFourTokensAtTpOne)
     EXPECT_TRUE(hopper_gemm_wins(m, kHidden, kQDim, false)) << "o_proj M=" << m;
     EXPECT_TRUE(hopper_gemm_wins(m, kHidden, kInter, false)) << "down_proj M=" << m;
   }
-  for (int64_t m :
-       {1, 9, 16, 65, 256}) {  // the skinny GEMM (launched early) up to 16, cuBLAS above 64
+  // The skinny GEMM (launched early) up to 16 tokens, cuBLAS above 64.
+  for (int64_t m : {1, 9, 16, 65, 256}) {
     EXPECT_FALSE(hopper_gemm_wins(m, kHidden, kQDim, false)) << "o_proj M=" << m;
     EXPECT_FALSE(hopper_gemm_wins(m, kHidden, kInter, false)) << "down_proj M=" << m;
   }
