@@ -163,9 +163,13 @@ void BlockManager::deallocate(Sequence& seq) {
   seq.num_computed_tokens = 0;
 }
 
+int BlockManager::blocks_to_grow(const Sequence& seq, int num_tokens) const {
+  return std::max(blocks_for(num_tokens, block_size_) - static_cast<int>(seq.block_table.size()),
+                  0);
+}
+
 bool BlockManager::can_grow(const Sequence& seq, int num_tokens) const {
-  const int needed = blocks_for(num_tokens, block_size_) - static_cast<int>(seq.block_table.size());
-  return num_free_blocks() >= std::max(needed, 0);
+  return num_free_blocks() >= blocks_to_grow(seq, num_tokens);
 }
 
 void BlockManager::grow(Sequence& seq, int num_tokens) {

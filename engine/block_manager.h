@@ -78,6 +78,8 @@ class BlockManager {
   void may_append(Sequence& seq) { grow(seq, seq.num_tokens()); }
   // A next chunk: the blocks of seq's first `num_tokens` tokens (it holds some already).
   bool can_grow(const Sequence& seq, int num_tokens) const;
+  // How many blocks grow(seq, num_tokens) takes from the free list.
+  int blocks_to_grow(const Sequence& seq, int num_tokens) const;
   // Allocates them and hashes every block full within num_tokens that has no hash yet (its
   // last tokens are computed in this step). num_tokens may count seq's pending tokens
   // (async scheduling); a block is hashed only once its tokens are known, at the next grow.

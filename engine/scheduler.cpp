@@ -122,10 +122,9 @@ bool Scheduler::schedule_ahead(std::span<Sequence* const> seqs, ScheduledBatch& 
     CHECK_EQ(seq->num_pending_tokens, 1);
     // Decoding: every token but the pending one computed.
     CHECK_EQ(seq->num_computed_tokens, seq->num_tokens());
-    const int after = seq->num_tokens() + seq->num_pending_tokens;  // with the step's token
+    // With the pending token, whose KV this step writes.
     blocks_needed +=
-        std::max(0, (after + config_.kvcache_block_size - 1) / config_.kvcache_block_size -
-                        static_cast<int>(seq->block_table.size()));
+        block_manager_.blocks_to_grow(*seq, seq->num_tokens() + seq->num_pending_tokens);
   }
   if (blocks_needed > block_manager_.num_free_blocks()) return false;
   for (Sequence* seq : running_) seq->num_scheduled_tokens = 0;

@@ -214,6 +214,30 @@ TEST(BlockManager, MayAppendHashesAFilledBlockAndAllocatesAtTheNextBoundary) {
   EXPECT_EQ(t.block_table[0], s.block_table[0]);
 }
 
+TEST(BlockManager, BlocksToGrowCountsWhatGrowTakesFromTheFreeList) {
+  BlockManager bm(8, 4);
+  Sequence s = make_seq({1, 2, 3, 4, 5}, 4);  // 2 blocks
+  bm.allocate(s);
+  EXPECT_EQ(bm.blocks_to_grow(s, 5), 0);
+  EXPECT_EQ(bm.blocks_to_grow(s, 8), 0);  // the second block holds up to 8
+  EXPECT_EQ(bm.blocks_to_grow(s, 9), 1);
+  EXPECT_EQ(bm.blocks_to_grow(s, 17), 3);
+  EXPECT_EQ(bm.blocks_to_grow(s, 3), 0);  // never negative
+  // A pending token (async scheduling) past the known ones: grow takes exactly that many.
+  for (int32_t t = 6; t <= 8; ++t) s.append_token(t);
+  const int free_before = bm.num_free_blocks();
+  const int taken = bm.blocks_to_grow(s, s.num_tokens() + 1);
+  ASSERT_EQ(taken, 1);
+  s.num_pending_tokens = 1;
+  bm.grow(s, s.num_tokens() + 1);
+  EXPECT_EQ(bm.num_free_blocks(), free_before - taken);
+  EXPECT_EQ(bm.blocks_to_grow(s, s.num_tokens() + 1), 0);
+  // 3 blocks held, 5 free: 8 blocks' worth of tokens fit, one more does not.
+  ASSERT_EQ(bm.num_free_blocks(), 5);
+  EXPECT_TRUE(bm.can_grow(s, 8 * 4));
+  EXPECT_FALSE(bm.can_grow(s, 8 * 4 + 1));
+}
+
 TEST(BlockManager, ReusingAFreedBlockDropsItsStaleHashEntry) {
   BlockManager bm(2, 2);
   Sequence s1 = make_seq({1, 2, 3}, 2, 1);
