@@ -3,6 +3,7 @@
 // Serialized with Boost.Serialization (ipc/step_command_serialization.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -118,6 +119,10 @@ struct StepCommand {
   int num_seqs() const {
     return kind == StepKind::kPrefill ? static_cast<int>(cu_seqlens_q.size()) - 1
                                       : static_cast<int>(context_lens.size());
+  }
+  // Some input id is kPendingInputToken (taken on the device from the step before).
+  bool has_pending_inputs() const {
+    return std::find(input_ids.begin(), input_ids.end(), kPendingInputToken) != input_ids.end();
   }
   int num_tokens() const { return static_cast<int>(input_ids.size()); }
 };

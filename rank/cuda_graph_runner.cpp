@@ -218,8 +218,7 @@ DecodeGraphOutputs CudaGraphRunner::replay(const StepCommand& cmd, cudaStream_t 
   }
   stage_padding(n, b);
   upload(b, stream);
-  if (std::any_of(cmd.input_ids.begin(), cmd.input_ids.end(),
-                  [](int32_t id) { return id == kPendingInputToken; })) {
+  if (cmd.has_pending_inputs()) {
     CHECK_MSG(last_tokens.data != nullptr, "a decode step with pending inputs and no last tokens");
     CHECK_MSG(!cmd.sample_slots.empty(), "a decode step with pending inputs names no slots");
     kernels::cuda::resolve_pending_inputs(device(kIds, {n}), device(kSampleSlots, {n}), last_tokens,

@@ -2,7 +2,8 @@
 // the decode graphs is launched without waiting for its tokens, which are copied to the host
 // behind it (rank/token_readback.h), so that rank 0's engine can launch the next decode step
 // before it reads them. Every other step runs to the end at launch, as execute().
-#include <algorithm>
+#include <optional>
+#include <utility>
 
 #include "rank/cuda_graph_runner.h"
 #include "rank/model_runner.h"
@@ -19,8 +20,7 @@ bool ModelRunner::accepts_pending_inputs(int num_seqs) const {
 
 void ModelRunner::launch(const StepCommand& cmd) {
   CHECK_LT(static_cast<int>(launched_.size()), kMaxStepsInFlight);
-  const bool pending = std::any_of(cmd.input_ids.begin(), cmd.input_ids.end(),
-                                   [](int32_t id) { return id == kPendingInputToken; });
+  const bool pending = cmd.has_pending_inputs();
   // Logprobs are read after the tokens, from buffers the next step overwrites: those steps end
   // at launch.
   const bool overlapped = cmd.kind == StepKind::kDecode && !cmd.eager && !cmd.sample_logprobs &&
