@@ -5,7 +5,8 @@
 // the same stream as the sampler, which orders it after the token it reads.
 #pragma once
 
-#include "kernels/exec_context.h"
+#include <cuda_runtime_api.h>
+
 #include "kernels/tensor.h"
 
 namespace nanovllm::kernels {
@@ -19,14 +20,6 @@ void resolve_pending_inputs(const TensorView& input_ids, const TensorView& slots
 namespace cuda {
 void resolve_pending_inputs(const TensorView& input_ids, const TensorView& slots,
                             const TensorView& last_tokens, cudaStream_t stream);
-}
-
-inline void resolve_pending_inputs(const TensorView& input_ids, const TensorView& slots,
-                                   const TensorView& last_tokens, const ExecContext& ctx) {
-  if (input_ids.on_cpu())
-    cpu::resolve_pending_inputs(input_ids, slots, last_tokens);
-  else
-    cuda::resolve_pending_inputs(input_ids, slots, last_tokens, ctx.stream);
 }
 
 }  // namespace nanovllm::kernels
