@@ -38,26 +38,32 @@ __device__ void zero_histogram(Shared& sh) {
   }
 }
 
+// Every thread of the block: sorts keys[0, size) (shared memory, size a power of two)
+// descending, bitonic; written before the call and synchronised, sorted and synchronised after.
+__device__ __forceinline__ void sort_keys_descending(u64* keys, int size) {
+  for (int span = 2; span <= size; span <<= 1) {
+    for (int stride = span / 2; stride > 0; stride >>= 1) {
+      for (int i = static_cast<int>(threadIdx.x); i < size / 2; i += kThreads) {
+        const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+        const bool descending = (lo & span) == 0;
+        const u64 a = keys[lo], b = keys[hi];
+        if ((a < b) == descending) {
+          keys[lo] = b;
+          keys[hi] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
 // Leader, every thread: sorts cand[0, n) descending ((l desc, id asc)), bitonic.
 __device__ void sort_candidates(Shared& sh, int n) {
   int size = 1;
   while (size < n) size <<= 1;
   for (int i = n + static_cast<int>(threadIdx.x); i < size; i += kThreads) sh.cand[i] = 0;
   __syncthreads();
-  for (int span = 2; span <= size; span <<= 1) {
-    for (int stride = span / 2; stride > 0; stride >>= 1) {
-      for (int i = static_cast<int>(threadIdx.x); i < size / 2; i += kThreads) {
-        const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
-        const bool descending = (lo & span) == 0;
-        const u64 a = sh.cand[lo], b = sh.cand[hi];
-        if ((a < b) == descending) {
-          sh.cand[lo] = b;
-          sh.cand[hi] = a;
-        }
-      }
-      __syncthreads();
-    }
-  }
+  sort_keys_descending(sh.cand, size);
 }
 
 // What the cumulative mass must reach: a fixed amount, or top_p's target of a total (the

@@ -31,7 +31,8 @@ constexpr int kWarpTopK = 32;  // keys a warp keeps: the largest top-k this path
 constexpr int kSmallTopKMinRows = 64;
 constexpr int kWarpsPerBlock = kThreads / 32;
 constexpr int kBlockKeys = kWarpsPerBlock * kWarpTopK;  // a block's warps' keys, sorted together
-static_assert(kBlockKeys <= kBins, "the block's keys are sorted in the mass histogram's memory");
+static_assert((kBlockKeys & (kBlockKeys - 1)) == 0 && kBlockKeys <= kBins,
+              "the block's keys are sorted (a power of two) in the mass histogram's memory");
 static_assert(kMaxCluster * kWarpTopK <= kMaxCandidates, "every block's top k fits the leader");
 
 // A raw logit below this cannot have a scaled logit as large as the key `thr`'s (0: no key
@@ -88,19 +89,7 @@ __device__ __noinline__ int32_t draw_small_top_k(Shared& sh, const cg::cluster_g
   u64* keys = sh.mass;
   keys[warp * kWarpTopK + lane] = list;
   __syncthreads();
-  for (int span = 2; span <= kBlockKeys; span <<= 1)
-    for (int stride = span / 2; stride > 0; stride >>= 1) {
-      for (int i = static_cast<int>(threadIdx.x); i < kBlockKeys / 2; i += kThreads) {
-        const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
-        const bool descending = (lo & span) == 0;
-        const u64 a = keys[lo], b = keys[hi];
-        if ((a < b) == descending) {
-          keys[lo] = b;
-          keys[hi] = a;
-        }
-      }
-      __syncthreads();
-    }
+  sort_keys_descending(keys, kBlockKeys);
   cluster.sync();  // the leader's count is zeroed
   // This block's top k (none of the empty entries) into the leader's candidates.
   if (threadIdx.x == 0) {
