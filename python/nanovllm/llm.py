@@ -41,9 +41,9 @@ class LLM:
     """LLM(model, **kwargs): nano-vllm's keywords (tensor_parallel_size, enforce_eager,
     max_num_batched_tokens, max_num_seqs, max_model_len, gpu_memory_utilization,
     kvcache_block_size, num_kvcache_blocks) and vLLM's where they differ (block_size,
-    enable_prefix_caching, enable_chunked_prefill, async_scheduling, seed), plus device ("cuda" | "cpu"),
-    disable_custom_all_reduce, disable_shard_sampling and log_level. An unknown keyword is a
-    TypeError naming it."""
+    enable_prefix_caching, enable_chunked_prefill, async_scheduling, seed), plus device
+    ("cuda" | "cpu"), disable_custom_all_reduce, disable_shard_sampling and log_level. An unknown
+    keyword is a TypeError naming it."""
 
     def __init__(self, model, **kwargs):
         self._engine = None
