@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/rotary.h"
 #include "kernels/tensor.h"
 
 namespace nanovllm::kernels {
@@ -64,6 +65,16 @@ bool hopper_gemm_wins(int64_t m, int64_t n, int64_t k, bool behind_norm);
 std::optional<HopperGemmConfig> hopper_gemm_decode_config(int64_t m, int64_t n, int64_t k,
                                                           bool gate_up_act, bool behind_norm);
 
+// Whether hopper_gemm_qkv_rope serves this step: hopper_gemm_supports, head dim 128, no bias, a
+// bf16 cache (the 8-bit caches' row scales stay with the separate kernel).
+bool hopper_gemm_qkv_rope_supports(int64_t m, int64_t k, const QkvRopeStore& r, int64_t head_dim,
+                                   bool has_bias);
+
+// The config of hopper_gemm_qkv_rope for M tokens, launched early: blocks of one head (2
+// warpgroups), the split as hopper_gemm_configs guesses for that height up to 16 tokens and
+// half of it above (measured in the decode step: kernels/cuda/hopper_gemm_rule.cpp).
+HopperGemmConfig hopper_gemm_qkv_rope_config(int64_t m, int64_t n, int64_t k);
+
 // The configs worth timing for this size (a few, best guess first); empty if unsupported.
 // gate_up_act: for hopper_gemm_gate_up_act, n being the act rows I (w has 2I rows).
 std::vector<HopperGemmConfig> hopper_gemm_configs(int64_t m, int64_t n, int64_t k,
@@ -85,6 +96,16 @@ void hopper_gemm(const TensorView& y, const TensorView& x, const TensorView& w,
 // rows, so it writes R / 2 act rows).
 void hopper_gemm_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
                              const HopperGemmConfig& cfg, cudaStream_t stream);
+
+// The attention's qkv projection with qk_norm_rope_store's work in its epilogue
+// (kernels/rotary.h): qkv = x @ w^T, then the q and k heads RMSNormed and rotated in place and
+// each token's k and v heads stored at its slot of the bf16 cache, bit-identical to hopper_gemm
+// with the same config followed by cuda::qk_norm_rope_store. A block of 128 weight rows is one
+// head, so cfg.warpgroups is 2 and the head dim 128 (hopper_gemm_qkv_rope_supports).
+// w: [(Hq + 2 Hkv) 128, K] bf16; x: [M, K] bf16; qkv: [M, (Hq + 2 Hkv) 128] bf16, its row stride
+// a multiple of 4; no bias.
+void hopper_gemm_qkv_rope(const TensorView& qkv, const TensorView& x, const TensorView& w,
+                          const QkvRopeStore& r, const HopperGemmConfig& cfg, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace nanovllm::kernels

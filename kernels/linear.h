@@ -2,6 +2,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/exec_context.h"
+#include "kernels/rotary.h"
 #include "kernels/tensor.h"
 
 namespace nanovllm::kernels {
@@ -37,6 +38,15 @@ void linear_silu_mul(const TensorView& y, const TensorView& gate_up, const Tenso
 // [gate; up]; act: [M, I] bf16.
 bool linear_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
                         const TensorView& bias, const ExecContext& ctx);
+// The attention's qkv projection with qk_norm_rope_store's work (kernels/rotary.h) in one kernel
+// where the Hopper decode GEMM serves the projection (its rule, 9-32 tokens behind the input
+// norm) and its qkv form takes the step (kernels/hopper_gemm.h: head dim 128, bf16 cache, no
+// bias): qkv then holds the rotated q and k and the cache the token's k and v, bit-identical to
+// that GEMM followed by qk_norm_rope_store. False (nothing done) elsewhere, or under
+// NANOVLLM_QKV_ROPE=apart (comparisons; another value than auto or apart stops the run).
+// x: [M, K] bf16; w: [(Hq + 2 Hkv) D, K] bf16; qkv: [M, (Hq + 2 Hkv) D] bf16.
+bool linear_qkv_rope_store(const TensorView& qkv, const TensorView& x, const TensorView& w,
+                           const TensorView& bias, const QkvRopeStore& r, const ExecContext& ctx);
 }  // namespace cuda
 
 inline void linear(const TensorView& y, const TensorView& x, const TensorView& w,
@@ -61,6 +71,14 @@ inline void linear_silu_mul(const TensorView& y, const TensorView& gate_up, cons
 inline bool linear_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
                                const TensorView& bias, const ExecContext& ctx) {
   return !x.on_cpu() && cuda::linear_gate_up_act(act, x, w, bias, ctx);
+}
+
+// The qkv projection and qk_norm_rope_store in one kernel where CUDA's
+// cuda::linear_qkv_rope_store takes the step; false on the CPU and elsewhere.
+inline bool linear_qkv_rope_store(const TensorView& qkv, const TensorView& x, const TensorView& w,
+                                  const TensorView& bias, const QkvRopeStore& r,
+                                  const ExecContext& ctx) {
+  return !x.on_cpu() && cuda::linear_qkv_rope_store(qkv, x, w, bias, r, ctx);
 }
 
 }  // namespace nanovllm::kernels

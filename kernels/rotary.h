@@ -76,4 +76,17 @@ inline void qk_norm_rope_store(const TensorView& q, const TensorView& k, const T
   }
 }
 
+// qk_norm_rope_store's work past q, k and v, for a qkv projection that does it in its epilogue
+// (kernels::linear_qkv_rope_store): the heads of this rank and the same arguments.
+struct QkvRopeStore {
+  int64_t num_heads = 0, num_kv_heads = 0;
+  TensorView q_norm_weight, k_norm_weight;  // [D] bf16 or data == nullptr
+  TensorView positions;                     // [T] i32
+  float eps = 0.f;
+  RopeFrequencies rope;
+  TensorView k_cache, v_cache;  // [num_blocks, block_size, Hkv, D]
+  TensorView slot_mapping;      // [T] i32, -1 stores nothing
+  TensorView k_scale, v_scale;  // 8-bit caches only
+};
+
 }  // namespace nanovllm::kernels

@@ -82,17 +82,31 @@ void Qwen3Attention::project_qkv(const TensorView& x, const TensorView& position
                                  const TensorView& slot_mapping, const TensorView& qkv,
                                  const ExecContext& ctx) const {
   CHECK_MSG(k_cache_.data != nullptr, "KV cache not bound");
+  kernels::QkvRopeStore r;
+  r.num_heads = qkv_proj_.num_heads();
+  r.num_kv_heads = qkv_proj_.num_kv_heads();
+  r.q_norm_weight = q_norm_ ? q_norm_->view() : TensorView();
+  r.k_norm_weight = k_norm_ ? k_norm_->view() : TensorView();
+  r.positions = positions;
+  r.eps = eps_;
+  r.rope = {rope_inv_freq_.view(DType::kF32, {head_dim_ / 2}), rope_attention_scaling_};
+  r.k_cache = k_cache_;
+  r.v_cache = v_cache_;
+  r.slot_mapping = slot_mapping;
+  r.k_scale = k_scale_;
+  r.v_scale = v_scale_;
+  // Decode sizes on an H100/H200: the projection does the rest in its epilogue.
+  if (!knocked_out(LayerOp::kQkvProj) && !knocked_out(LayerOp::kRope) &&
+      qkv_proj_.forward_rope(qkv, x, r, ctx))
+    return;
   if (!knocked_out(LayerOp::kQkvProj)) qkv_proj_.forward(qkv, x, ctx);
   if (knocked_out(LayerOp::kRope)) return;
   // Element-wise: the q/k norm + rotary and the KV store are one kernel on CUDA, so the store is
   // counted here rather than with attention.
   const PhaseScope phase(ctx, Phase::kElementwise);
-  const kernels::RopeFrequencies rope{rope_inv_freq_.view(DType::kF32, {head_dim_ / 2}),
-                                      rope_attention_scaling_};
-  kernels::qk_norm_rope_store(q_heads(qkv), k_heads(qkv), v_heads(qkv),
-                              q_norm_ ? q_norm_->view() : TensorView(),
-                              k_norm_ ? k_norm_->view() : TensorView(), positions, eps_, rope,
-                              k_cache_, v_cache_, slot_mapping, ctx, k_scale_, v_scale_);
+  kernels::qk_norm_rope_store(q_heads(qkv), k_heads(qkv), v_heads(qkv), r.q_norm_weight,
+                              r.k_norm_weight, positions, eps_, r.rope, k_cache_, v_cache_,
+                              slot_mapping, ctx, k_scale_, v_scale_);
 }
 
 void Qwen3Attention::attend_stored(const AttentionMetadata& meta, const TensorView& qkv,

@@ -58,6 +58,13 @@ bool MergedColumnParallelLinear::forward_act(const TensorView& act, const Tensor
                                      bias_.empty() ? TensorView() : bias_.view(), ctx);
 }
 
+bool QKVParallelLinear::forward_rope(const TensorView& qkv, const TensorView& x,
+                                     const kernels::QkvRopeStore& r, const ExecContext& ctx) const {
+  const PhaseScope phase(ctx, Phase::kGemm);
+  return kernels::linear_qkv_rope_store(qkv, x, weight_.view(),
+                                        bias_.empty() ? TensorView() : bias_.view(), r, ctx);
+}
+
 QKVParallelLinear::QKVParallelLinear(const Checkpoint& ckpt, const std::string& attn_prefix,
                                      int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                                      bool bias, const ShardInfo& s) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/communicator.h"
+#include "kernels/rotary.h"
 #include "layers/parameter.h"
 
 namespace nanovllm {
@@ -64,6 +65,11 @@ class QKVParallelLinear : public LinearBase {
                     int64_t num_kv_heads, int64_t head_dim, bool bias, const ShardInfo& shard);
   int64_t num_heads() const { return num_heads_; }        // q heads on this rank
   int64_t num_kv_heads() const { return num_kv_heads_; }  // kv heads on this rank
+  // qkv = x @ w^T and then the q/k norm, rotary and KV store of `r` (its heads this layer's) in
+  // one kernel where the backend has one (kernels::linear_qkv_rope_store: decode sizes on
+  // CUDA); false, nothing done, elsewhere. x: [T, in_local] bf16; qkv: [T, out_local] bf16.
+  bool forward_rope(const TensorView& qkv, const TensorView& x, const kernels::QkvRopeStore& r,
+                    const ExecContext& ctx) const;
 
  private:
   int64_t num_heads_ = 0, num_kv_heads_ = 0;

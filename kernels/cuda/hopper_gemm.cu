@@ -74,14 +74,21 @@ std::vector<HopperGemmConfig> hopper_gemm_configs(int64_t m, int64_t n, int64_t 
   return out;
 }
 
+bool hopper_gemm_qkv_rope_supports(int64_t m, int64_t k, const QkvRopeStore& r, int64_t head_dim,
+                                   bool has_bias) {
+  const int64_t n = (r.num_heads + 2 * r.num_kv_heads) * head_dim;
+  return head_dim == cuda::hgemm::kRopeHeadDim && !has_bias && r.k_cache.dtype == DType::kBf16 &&
+         r.v_cache.dtype == DType::kBf16 && hopper_gemm_supports(m, n, k);
+}
+
 namespace cuda {
 namespace {
 
 using hgemm::Params;
 
-template <int kTok, int kWg, bool kAct>
+template <int kTok, int kWg, bool kAct, bool kRope = false>
 void raise_smem_limit() {
-  CUDA_CHECK(cudaFuncSetAttribute(hgemm::hopper_gemm_kernel<kTok, kWg, kAct>,
+  CUDA_CHECK(cudaFuncSetAttribute(hgemm::hopper_gemm_kernel<kTok, kWg, kAct, kRope>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   hgemm::smem_bytes(kTok, kWg, hgemm::max_stages(kTok, kWg))));
 }
@@ -102,15 +109,18 @@ void raise_smem_limits() {
   static const bool raised = [] {
     raise_smem_limits_of<false>();
     raise_smem_limits_of<true>();
+    raise_smem_limit<16, 2, false, true>();
+    raise_smem_limit<32, 2, false, true>();
+    raise_smem_limit<64, 2, false, true>();
     return true;
   }();
   (void)raised;
 }
 
-template <int kTok, int kWg, bool kAct>
+template <int kTok, int kWg, bool kAct, bool kRope>
 void launch(const Params& p, const CUtensorMap& tm_w, const CUtensorMap& tm_x, int64_t tiles,
             bool pdl, cudaStream_t stream) {
-  const auto kernel = hgemm::hopper_gemm_kernel<kTok, kWg, kAct>;
+  const auto kernel = hgemm::hopper_gemm_kernel<kTok, kWg, kAct, kRope>;
   Params q = p;
   // As many slots as steps where they fit: the block's whole weight share is then requested
   // before its wait. More slots than steps buy nothing; fewer bytes let two blocks share an SM.
@@ -126,7 +136,7 @@ void launch(const Params& p, const CUtensorMap& tm_w, const CUtensorMap& tm_x, i
 }
 
 // kAct: w holds 2 p.n rows ([gate; up]) and each 64 weight rows of a block are 32 output rows.
-template <int kWg, bool kAct>
+template <int kWg, bool kAct, bool kRope = false>
 void dispatch_tokens(const Params& p, const TensorView& x, const TensorView& w, bool pdl,
                      cudaStream_t stream) {
   const int tok = token_tile(p.m);
@@ -137,7 +147,7 @@ void dispatch_tokens(const Params& p, const TensorView& x, const TensorView& w, 
   const CUtensorMap tm_x =
       swizzled_matrix_tile_map(x.data, p.m, x.size(1), x.stride[0], tok, "hopper_gemm x");
   const auto go = [&](auto t) {
-    launch<decltype(t)::value, kWg, kAct>(p, tm_w, tm_x, tiles, pdl, stream);
+    launch<decltype(t)::value, kWg, kAct, kRope>(p, tm_w, tm_x, tiles, pdl, stream);
   };
   switch (tok) {
     case 16:
@@ -226,6 +236,58 @@ void hopper_gemm_gate_up_act(const TensorView& act, const TensorView& x, const T
     dispatch_tokens<1, true>(p, x, w, cfg.pdl, stream);
   else
     dispatch_tokens<2, true>(p, x, w, cfg.pdl, stream);
+}
+
+void hopper_gemm_qkv_rope(const TensorView& qkv, const TensorView& x, const TensorView& w,
+                          const QkvRopeStore& r, const HopperGemmConfig& cfg, cudaStream_t stream) {
+  constexpr int64_t kD = hgemm::kRopeHeadDim;
+  check_cuda_tensor(x, DType::kBf16, "hopper_gemm_qkv_rope x");
+  check_cuda_tensor(w, DType::kBf16, "hopper_gemm_qkv_rope w");
+  check_cuda_tensor(qkv, DType::kBf16, "hopper_gemm_qkv_rope qkv");
+  CHECK(x.ndim == 2 && w.ndim == 2 && qkv.ndim == 2);
+  const int64_t m = x.size(0), n = w.size(0), k = w.size(1);
+  CHECK_EQ(x.size(1), k);
+  CHECK_EQ(n, (r.num_heads + 2 * r.num_kv_heads) * kD);
+  CHECK_EQ(qkv.size(0), m);
+  CHECK_EQ(qkv.size(1), n);
+  CHECK_EQ(qkv.stride[0] % 4, 0);  // 8-byte stores of 4 dimensions
+  CHECK_EQ(cfg.warpgroups, 2);     // a block is one head
+  if (m == 0) return;
+  check_operands(x, w, m, n, k, cfg, false);
+  check_cuda_tensor(r.positions, DType::kI32, "hopper_gemm_qkv_rope positions");
+  check_cuda_tensor(r.slot_mapping, DType::kI32, "hopper_gemm_qkv_rope slot_mapping");
+  CHECK_EQ(r.positions.numel(), m);
+  CHECK_EQ(r.slot_mapping.numel(), m);
+  check_cuda_tensor(r.rope.inv_freq, DType::kF32, "hopper_gemm_qkv_rope inv_freq");
+  CHECK_EQ(r.rope.inv_freq.numel(), kD / 2);
+  const bool has_norm = r.q_norm_weight.data != nullptr;
+  CHECK_EQ(has_norm, r.k_norm_weight.data != nullptr);
+  if (has_norm) {
+    check_cuda_tensor(r.q_norm_weight, DType::kBf16, "hopper_gemm_qkv_rope q_norm_weight");
+    check_cuda_tensor(r.k_norm_weight, DType::kBf16, "hopper_gemm_qkv_rope k_norm_weight");
+    CHECK_EQ(r.q_norm_weight.numel(), kD);
+    CHECK_EQ(r.k_norm_weight.numel(), kD);
+  }
+  for (const TensorView* c : {&r.k_cache, &r.v_cache}) {
+    check_cuda_tensor(*c, DType::kBf16, "hopper_gemm_qkv_rope k_cache / v_cache");
+    CHECK(c->ndim == 4 && c->is_contiguous());
+    CHECK_EQ(c->size(2), r.num_kv_heads);
+    CHECK_EQ(c->size(3), kD);
+  }
+  raise_smem_limits();
+  Params p = make_params(qkv, w, m, n, k, cfg);
+  p.rope.q_w = has_norm ? r.q_norm_weight.ptr<bf16>() : nullptr;
+  p.rope.k_w = has_norm ? r.k_norm_weight.ptr<bf16>() : nullptr;
+  p.rope.positions = r.positions.ptr<int32_t>();
+  p.rope.inv_freq = r.rope.inv_freq.ptr<float>();
+  p.rope.slot_mapping = r.slot_mapping.ptr<int32_t>();
+  p.rope.k_cache = r.k_cache.ptr<bf16>();
+  p.rope.v_cache = r.v_cache.ptr<bf16>();
+  p.rope.hq = static_cast<int>(r.num_heads);
+  p.rope.hkv = static_cast<int>(r.num_kv_heads);
+  p.rope.eps = r.eps;
+  p.rope.attention_scaling = r.rope.attention_scaling;
+  dispatch_tokens<2, false, true>(p, x, w, cfg.pdl, stream);
 }
 
 }  // namespace cuda

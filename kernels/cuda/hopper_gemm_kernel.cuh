@@ -24,6 +24,10 @@
 // [gate; up], and a block's slot holds R / 2 gate rows (rows [0, R/2)) and the same R / 2 up
 // rows (rows [R/2, R)), two boxes a step; act row r of the tile = silu(gate r) * up r, each sum
 // rounded to bf16 first, as the plain GEMM followed by silu_and_mul would give.
+//
+// kRope (the attention's qkv projection with q/k norm, rotary and KV store in the epilogue,
+// kernels/cuda/hopper_gemm_rope.cuh): blocks of 128 rows (one head), and the sum deals each
+// rank whole tokens so that a warp holds whole (token, head) rows.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -32,6 +36,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/hopper_gemm_rope.cuh"
 #include "kernels/cuda/hopper_gemm_wgmma.cuh"
 #include "kernels/cuda/silu_mul.cuh"
 
@@ -93,6 +98,7 @@ struct Params {
   int split;           // cluster blocks along K
   int stages;          // ring slots, <= max_stages
   bool f32_out;
+  RopeEpilogue rope;  // kRope only
 };
 
 // One box of a 2-D tensor map into shared memory, completing on `bar`.
@@ -210,7 +216,7 @@ __device__ __forceinline__ void store_act(const Params& p, int token, int n, flo
 // Block b = (tile b / split, rank b % split): weight rows [R tile, +R) (kAct: gate and up rows
 // [R/2 tile, +R/2)), the rank-th range of 64-k steps. Launched with blockDim threads(kWg) and
 // cluster (split, 1, 1).
-template <int kTok, int kWg, bool kAct>
+template <int kTok, int kWg, bool kAct, bool kRope = false>
 __global__ void __launch_bounds__(threads(kWg), 1)
     hopper_gemm_kernel(const __grid_constant__ CUtensorMap tm_w,
                        const __grid_constant__ CUtensorMap tm_x, const Params p) {
@@ -221,6 +227,7 @@ __global__ void __launch_bounds__(threads(kWg), 1)
   constexpr int kR = 64 * kWg, kPitch = partial_pitch(kWg), kConsumers = 128 * kWg;
   // Outputs of a tile: kR rows, or kR / 2 act rows (gate row r and up row r + kR / 2).
   constexpr int kOut = kAct ? kR / 2 : kR;
+  static_assert(!kRope || (!kAct && kOut == kRopeHeadDim), "kRope: blocks of one head");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + kAlignSlack - 1) & ~uintptr_t{kAlignSlack - 1});
@@ -272,7 +279,9 @@ __global__ void __launch_bounds__(threads(kWg), 1)
   // distributed shared memory are what this sum waits on.
   constexpr int kGroups = kOut / 4;
   const int groups = kGroups * p.m;
-  const int share = (groups + p.split - 1) / p.split;
+  // kRope: whole tokens a rank (a token's kGroups = 32 groups are then one warp's lanes).
+  const int share =
+      kRope ? (p.m + p.split - 1) / p.split * kGroups : (groups + p.split - 1) / p.split;
   const int g_begin = rank * share, g_end = min(groups, g_begin + share);
   const int tid = static_cast<int>(threadIdx.x);
   cg::cluster_group cluster = cg::this_cluster();
@@ -300,6 +309,10 @@ __global__ void __launch_bounds__(threads(kWg), 1)
       const int g = g0 + v * kConsumers;
       if (g >= g_end) continue;
       const int token = g / kGroups, n0 = tile * kOut + 4 * (g % kGroups);
+      if constexpr (kRope) {  // warp-uniform: the warp's lanes are the row's 32 groups
+        store_rope_row(p.rope, static_cast<bf16*>(p.y), p.ldy, token, tile, g % kGroups, sum[v]);
+        continue;
+      }
       const float s4[4] = {sum[v].x, sum[v].y, sum[v].z, sum[v].w};
       const float u4[4] = {up[v].x, up[v].y, up[v].z, up[v].w};
 #pragma unroll

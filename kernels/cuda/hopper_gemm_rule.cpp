@@ -1,6 +1,7 @@
 // The Hopper decode GEMM's rule (kernels/hopper_gemm.h's hopper_gemm_wins and
 // hopper_gemm_decode_config): where the decode step measured it faster than the skinny GEMM and
 // cuBLAS, and with which config. Host code only.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -36,6 +37,9 @@ constexpr int64_t kHopperRowMinK = 2048;
 // (bench/results/h200-2026-11-28-issue33_hopper_row_split.txt).
 constexpr int64_t kHopperRowMaxM = 64;
 constexpr int kHopperRowSplit = 4;
+
+// The most tokens for which the fused qkv + rope keeps the guess's whole split.
+constexpr int64_t kQkvRopeFullSplitMaxM = 16;
 
 bool takes_row_projection(int64_t m, int64_t n, int64_t k) {
   return m >= kHopperRowMinM && m <= kHopperRowMaxM && n * k <= kHopperMaxWeights &&
@@ -73,6 +77,22 @@ std::optional<HopperGemmConfig> hopper_gemm_decode_config(int64_t m, int64_t n, 
   HopperGemmConfig first = configs.front();
   first.pdl = true;
   return first;
+}
+
+// Blocks of one head, as many ranks as hopper_gemm_configs' guess for that height up to 16
+// tokens and half of them above. The 0.6B decode step on an H200 (greedy, context 1025; two
+// rounds, bench/results/h200-2026-11-29-issue33_qkv_rope_epilogue.txt), against the GEMM and
+// the separate kernel: batch 9-16 (graph of 16) 0.979x with 4 ranks; batch 20-32 (graph of 32)
+// 0.989x with 2, 1.007x with 4. The --tp 2 shard (16 heads, 8 ranks at first) was not measured.
+HopperGemmConfig hopper_gemm_qkv_rope_config(int64_t m, int64_t n, int64_t k) {
+  HopperGemmConfig c{2, 1, true};
+  for (const HopperGemmConfig& guess : hopper_gemm_configs(m, n, k))
+    if (guess.warpgroups == 2) {
+      c.split = guess.split;
+      break;
+    }
+  if (m > kQkvRopeFullSplitMaxM) c.split = std::max(1, c.split / 2);
+  return c;
 }
 
 }  // namespace nanovllm::kernels

@@ -229,4 +229,20 @@ bool linear_gate_up_act(const TensorView& act, const TensorView& x, const Tensor
   return true;
 }
 
+bool linear_qkv_rope_store(const TensorView& qkv, const TensorView& x, const TensorView& w,
+                           const TensorView& bias, const QkvRopeStore& r, const ExecContext& ctx) {
+  static const bool apart = env_choice("NANOVLLM_QKV_ROPE", {"auto", "apart"}) == "apart";
+  check_cuda_tensor(x, DType::kBf16, "linear_qkv_rope_store x");
+  check_cuda_tensor(w, DType::kBf16, "linear_qkv_rope_store w");
+  CHECK(x.ndim == 2 && w.ndim == 2);
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
+  const int64_t heads = r.num_heads + 2 * r.num_kv_heads;
+  if (apart || m == 0 || heads == 0 || n % heads != 0 ||
+      !hopper_gemm_qkv_rope_supports(m, k, r, n / heads, bias.data != nullptr) ||
+      !hopper_choice(m, n, k, false, true, ctx))
+    return false;
+  hopper_gemm_qkv_rope(qkv, x, w, r, hopper_gemm_qkv_rope_config(m, n, k), ctx.stream);
+  return true;
+}
+
 }  // namespace nanovllm::kernels::cuda

@@ -6,6 +6,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/fp8_kv.cuh"
+#include "kernels/cuda/qk_norm_rope_math.cuh"
 #include "kernels/rotary.h"
 
 namespace nanovllm::kernels::cuda {
@@ -109,14 +110,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
   for (int j = 0; j < kPairs; ++j) {
     lo[j] = to_f32(x[lane + 32 * j]);
     hi[j] = to_f32(x[lane + 32 * j + D / 2]);
-    sq += lo[j] * lo[j] + hi[j] * hi[j];
+    sq = add_pair_squares(sq, lo[j], hi[j]);
   }
   if (w != nullptr) {
-    const float inv = rsqrtf(warp_sum(sq) / D + a.eps);
+    const float inv = head_rms_inverse<D>(warp_sum(sq), a.eps);
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
-      lo[j] = lo[j] * inv * to_f32(w[lane + 32 * j]);
-      hi[j] = hi[j] * inv * to_f32(w[lane + 32 * j + D / 2]);
+      lo[j] = head_norm_scale(lo[j], inv, to_f32(w[lane + 32 * j]));
+      hi[j] = head_norm_scale(hi[j], inv, to_f32(w[lane + 32 * j + D / 2]));
     }
   }
   const float pos = static_cast<float>(a.positions[t]);
@@ -130,8 +131,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
     sincosf(angle, &s, &c);
     c *= a.attention_scaling;
     s *= a.attention_scaling;
-    const bf16 y_lo = to_bf16(lo[j] * c - hi[j] * s);
-    const bf16 y_hi = to_bf16(hi[j] * c + lo[j] * s);
+    const bf16 y_lo = to_bf16(rotate_lo(lo[j], hi[j], c, s));
+    const bf16 y_hi = to_bf16(rotate_hi(lo[j], hi[j], c, s));
     x[i] = y_lo;
     x[i + D / 2] = y_hi;
     lo[j] = to_f32(y_lo);  // the rounded values, for the cache

@@ -5,6 +5,7 @@
 // the larger shapes, whose GEMMs lost or were not measured. Host code: runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -73,6 +74,22 @@ TEST(HopperGemmRule, OProjAndDownProjRunInClustersOfFourOthersTakeTheFirstGuess)
     HopperGemmConfig first = guesses.front();
     first.pdl = true;
     EXPECT_EQ(*c, first) << c->name();
+  }
+}
+
+TEST(HopperGemmRule, QkvRopeTakesBlocksOfOneHeadAndHalfTheSplitAbove16Tokens) {
+  using kernels::HopperGemmConfig;
+  for (int64_t m : {9, 16, 17, 32}) {
+    const HopperGemmConfig c = kernels::hopper_gemm_qkv_rope_config(m, kQkvN, kHidden);
+    EXPECT_EQ(c.warpgroups, 2) << "M=" << m;
+    EXPECT_TRUE(c.pdl) << "M=" << m;
+    int guess = 1;  // the configs' first split of that height (none without an sm_90 GPU)
+    for (const HopperGemmConfig& g : kernels::hopper_gemm_configs(m, kQkvN, kHidden))
+      if (g.warpgroups == 2) {
+        guess = g.split;
+        break;
+      }
+    EXPECT_EQ(c.split, m <= 16 ? guess : std::max(1, guess / 2)) << "M=" << m << ": " << c.name();
   }
 }
 
