@@ -284,12 +284,26 @@ __global__ void __launch_bounds__(threads(kWg), 1)
       kRope ? (p.m + p.split - 1) / p.split * kGroups : (groups + p.split - 1) / p.split;
   const int g_begin = rank * share, g_end = min(groups, g_begin + share);
   const int tid = static_cast<int>(threadIdx.x);
+  // kRope: each thread's rows' inputs (at most two rows an iteration of the loop below), the
+  // first iteration's before the barrier.
+  RopeRowInputs rope_in[2];
+  const auto prepare_rope = [&](int g0) {
+#pragma unroll
+    for (int v = 0; v < 2; ++v) {
+      const int g = g0 + v * kConsumers;
+      if (g < g_end) rope_in[v] = rope_row_inputs(p.rope, g / kGroups, tile, g % kGroups);
+    }
+  };
+  if constexpr (kRope)
+    if (tid < kConsumers) prepare_rope(g_begin + tid);
   cg::cluster_group cluster = cg::this_cluster();
   if (p.split == 1)
     named_barrier_sync(kPartialBarrier, kConsumers);
   else
     cluster.sync();  // every rank's partial tile is written
   for (int g0 = g_begin + tid; g0 < g_end && tid < kConsumers; g0 += 2 * kConsumers) {
+    if constexpr (kRope)
+      if (g0 != g_begin + tid) prepare_rope(g0);
     float4 sum[2] = {}, up[2] = {};
 #pragma unroll
     for (int q = 0; q < kMaxSplit; ++q) {
@@ -310,7 +324,8 @@ __global__ void __launch_bounds__(threads(kWg), 1)
       if (g >= g_end) continue;
       const int token = g / kGroups, n0 = tile * kOut + 4 * (g % kGroups);
       if constexpr (kRope) {  // warp-uniform: the warp's lanes are the row's 32 groups
-        store_rope_row(p.rope, static_cast<bf16*>(p.y), p.ldy, token, tile, g % kGroups, sum[v]);
+        store_rope_row(p.rope, static_cast<bf16*>(p.y), p.ldy, token, tile, g % kGroups, sum[v],
+                       rope_in[v]);
         continue;
       }
       const float s4[4] = {sum[v].x, sum[v].y, sum[v].z, sum[v].w};

@@ -51,46 +51,67 @@ __device__ __forceinline__ void store4(bf16* dst, const float (&x)[4]) {
   *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(v);
 }
 
+// What a lane's row needs besides the sums, loaded and computed before the split-K sum (after
+// the kernel's griddepcontrol.wait, since the step's positions and slots may come from a
+// kernel), so that the loads' and sines' latency overlaps the cluster barrier.
+struct RopeRowInputs {
+  float cos[4], sin[4];  // of the lane's dimensions at the token's position, scaled
+  float weight[4];       // the head's RMSNorm weight at them (q or k; unused for v)
+  int64_t slot;          // the token's cache slot, -1: none
+};
+
+__device__ __forceinline__ RopeRowInputs rope_row_inputs(const RopeEpilogue& r, int token, int head,
+                                                         int lane) {
+  constexpr int D = kRopeHeadDim;
+  const int d0 = 4 * lane;
+  RopeRowInputs in;
+  const bf16* w = head < r.hq ? r.q_w : r.k_w;
+  const float pos = static_cast<float>(r.positions[token]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    in.weight[i] = w != nullptr ? to_f32(w[d0 + i]) : 1.f;
+    const float angle = pos * r.inv_freq[(d0 + i) & (D / 2 - 1)];
+    sincosf(angle, &in.sin[i], &in.cos[i]);
+    in.cos[i] *= r.attention_scaling;
+    in.sin[i] *= r.attention_scaling;
+  }
+  in.slot = head >= r.hq ? r.slot_mapping[token] : -1;
+  return in;
+}
+
 // The whole warp: its row of head `head` for `token`, from the four sums of lane `lane`
-// (dimensions 4 lane ..); y: the qkv output [M, (hq + 2 hkv) D] bf16, row stride ldy.
+// (dimensions 4 lane ..) and that lane's rope_row_inputs; y: the qkv output
+// [M, (hq + 2 hkv) D] bf16, row stride ldy.
 __device__ __forceinline__ void store_rope_row(const RopeEpilogue& r, bf16* y, int64_t ldy,
-                                               int token, int head, int lane, const float4& sum) {
+                                               int token, int head, int lane, const float4& sum,
+                                               const RopeRowInputs& in) {
   constexpr int D = kRopeHeadDim;
   // The GEMM's output, rounded to bf16 as qkv holds it before the separate kernel reads it.
   float x[4] = {to_f32(to_bf16(sum.x)), to_f32(to_bf16(sum.y)), to_f32(to_bf16(sum.z)),
                 to_f32(to_bf16(sum.w))};
   const int d0 = 4 * lane;
   if (head < r.hq + r.hkv) {
-    const bool is_q = head < r.hq;
-    const bf16* w = is_q ? r.q_w : r.k_w;
-    if (w != nullptr) {
+    if ((head < r.hq ? r.q_w : r.k_w) != nullptr) {
       const float lo0 = row_element(x, lane, lane), hi0 = row_element(x, lane + 64, lane);
       const float lo1 = row_element(x, lane + 32, lane), hi1 = row_element(x, lane + 96, lane);
       const float sq = add_pair_squares(add_pair_squares(0.f, lo0, hi0), lo1, hi1);
       const float inv = head_rms_inverse<D>(warp_sum(sq), r.eps);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) x[i] = head_norm_scale(x[i], inv, to_f32(w[d0 + i]));
+      for (int i = 0; i < 4; ++i) x[i] = head_norm_scale(x[i], inv, in.weight[i]);
     }
-    const float pos = static_cast<float>(r.positions[token]);
     const bool lo_half = lane < 16;  // dimensions 0..63 pair with the next 64
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float other = __shfl_xor_sync(0xffffffffu, x[i], 16);
-      const float angle = pos * r.inv_freq[(d0 + i) & (D / 2 - 1)];
-      float s, c;
-      sincosf(angle, &s, &c);
-      c *= r.attention_scaling;
-      s *= r.attention_scaling;
+      const float c = in.cos[i], s = in.sin[i];
       x[i] = to_f32(to_bf16(lo_half ? rotate_lo(x[i], other, c, s) : rotate_hi(other, x[i], c, s)));
     }
   }
   store4(y + token * ldy + head * D + d0, x);
-  if (head < r.hq) return;
-  const int64_t slot = r.slot_mapping[token];
-  if (slot < 0) return;
+  if (in.slot < 0) return;  // q heads, and tokens without a slot
   const bool is_k = head < r.hq + r.hkv;
   const int kv_head = is_k ? head - r.hq : head - r.hq - r.hkv;
-  store4((is_k ? r.k_cache : r.v_cache) + (slot * r.hkv + kv_head) * D + d0, x);
+  store4((is_k ? r.k_cache : r.v_cache) + (in.slot * r.hkv + kv_head) * D + d0, x);
 }
 
 }  // namespace nanovllm::kernels::cuda::hgemm

@@ -93,8 +93,8 @@ struct Run {
     r.slot_mapping = slots.view(DType::kI32, {c.m});
   }
   TensorView heads(int64_t first, int64_t num) const {
-    TensorView v(static_cast<uint16_t*>(qkv.mem.get()) + first * kD, DType::kBf16,
-                 {c.m, num, kD}, Device::kCuda);
+    TensorView v(static_cast<uint16_t*>(qkv.mem.get()) + first * kD, DType::kBf16, {c.m, num, kD},
+                 Device::kCuda);
     v.stride[0] = c.n;
     return v;
   }
@@ -125,12 +125,11 @@ struct Reference {
       return v;
     };
     const TensorView none;
-    kernels::cpu::qk_norm_rope(
-        heads(0, c.s.hq), heads(c.s.hq, c.s.hkv),
-        c.s.norm ? host_view(q_w.data(), DType::kBf16, {kD}) : none,
-        c.s.norm ? host_view(k_w.data(), DType::kBf16, {kD}) : none,
-        host_view(positions.data(), DType::kI32, {c.m}), 1e-6f,
-        {host_view(inv_freq.data(), DType::kF32, {kD / 2}), 1.0f});
+    kernels::cpu::qk_norm_rope(heads(0, c.s.hq), heads(c.s.hq, c.s.hkv),
+                               c.s.norm ? host_view(q_w.data(), DType::kBf16, {kD}) : none,
+                               c.s.norm ? host_view(k_w.data(), DType::kBf16, {kD}) : none,
+                               host_view(positions.data(), DType::kI32, {c.m}), 1e-6f,
+                               {host_view(inv_freq.data(), DType::kF32, {kD / 2}), 1.0f});
     kernels::cpu::store_kvcache(
         heads(c.s.hq, c.s.hkv), heads(c.s.hq + c.s.hkv, c.s.hkv),
         host_view(k_cache.data(), DType::kBf16, {kBlocks, kBlockSize, c.s.hkv, kD}),
@@ -179,12 +178,12 @@ void check_shape(const Shape& s, int64_t m, uint32_t seed) {
                                       apart.heads(s.hq + s.hkv, s.hkv), r.q_norm_weight,
                                       r.k_norm_weight, r.positions, r.eps, r.rope, r.k_cache,
                                       r.v_cache, r.slot_mapping, nullptr);
-    kernels::cuda::hopper_gemm_qkv_rope(fused.qkv.view(DType::kBf16, {m, c.n}),
-                                        fused.x.view(DType::kBf16, {m, s.k}),
-                                        fused.w.view(DType::kBf16, {c.n, s.k}), fused.r, cfg,
-                                        nullptr);
+    kernels::cuda::hopper_gemm_qkv_rope(
+        fused.qkv.view(DType::kBf16, {m, c.n}), fused.x.view(DType::kBf16, {m, s.k}),
+        fused.w.view(DType::kBf16, {c.n, s.k}), fused.r, cfg, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
-    EXPECT_EQ(differing(fused.qkv.host(), apart.qkv.host()), 0) << what << ": qkv, of the two kernels'";
+    EXPECT_EQ(differing(fused.qkv.host(), apart.qkv.host()), 0)
+        << what << ": qkv, of the two kernels'";
     EXPECT_EQ(differing(fused.k_cache.host(), apart.k_cache.host()), 0) << what << ": k cache";
     EXPECT_EQ(differing(fused.v_cache.host(), apart.v_cache.host()), 0) << what << ": v cache";
     EXPECT_EQ(off_reference(fused.qkv.host(), ref.qkv), 0) << what << ": qkv off the CPU";
@@ -193,10 +192,10 @@ void check_shape(const Shape& s, int64_t m, uint32_t seed) {
   }
 }
 
-#define SKIP_UNLESS_QKV_ROPE()                                                            \
-  do {                                                                                    \
-    SKIP_WITHOUT_CUDA();                                                                  \
-    if (!kernels::hopper_gemm_supports(1, 64, 64))                                        \
+#define SKIP_UNLESS_QKV_ROPE()                                                          \
+  do {                                                                                  \
+    SKIP_WITHOUT_CUDA();                                                                \
+    if (!kernels::hopper_gemm_supports(1, 64, 64))                                      \
       GTEST_SKIP() << "hopper_gemm_qkv_rope needs an sm_90 device and an sm_90a build"; \
   } while (0)
 
@@ -209,9 +208,9 @@ TEST(HopperGemmQkvRope, IsTheGemmThenQkNormRopeStoreBitForBitOnThe06BHeads) {
 TEST(HopperGemmQkvRope, TensorParallelShardsAndNoNorm) {
   SKIP_UNLESS_QKV_ROPE();
   for (int64_t m : {5, 24}) {
-    check_shape({8, 4, 1024, true}, m, static_cast<uint32_t>(100 + m));   // 0.6B at tp 2
-    check_shape({8, 2, 4096, true}, m, static_cast<uint32_t>(200 + m));   // 8B at tp 4
-    check_shape({4, 2, 256, false}, m, static_cast<uint32_t>(300 + m));   // no q/k norm
+    check_shape({8, 4, 1024, true}, m, static_cast<uint32_t>(100 + m));  // 0.6B at tp 2
+    check_shape({8, 2, 4096, true}, m, static_cast<uint32_t>(200 + m));  // 8B at tp 4
+    check_shape({4, 2, 256, false}, m, static_cast<uint32_t>(300 + m));  // no q/k norm
   }
 }
 
@@ -222,8 +221,8 @@ TEST(HopperGemmQkvRope, ServesOnlyHeadDim128BfloatCachesWithoutBias) {
   r.num_kv_heads = 8;
   r.k_cache.dtype = r.v_cache.dtype = DType::kBf16;
   EXPECT_TRUE(kernels::hopper_gemm_qkv_rope_supports(16, 1024, r, 128, false));
-  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(16, 1024, r, 128, true));  // a bias
-  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(16, 1024, r, 64, false));  // head dim 64
+  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(16, 1024, r, 128, true));   // a bias
+  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(16, 1024, r, 64, false));   // head dim 64
   EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(65, 1024, r, 128, false));  // 65 tokens
   r.k_cache.dtype = r.v_cache.dtype = DType::kFp8E4M3;
   EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(16, 1024, r, 128, false));  // fp8 cache
