@@ -105,8 +105,8 @@ void Qwen3Attention::project_qkv(const TensorView& x, const TensorView& position
   // counted here rather than with attention.
   const PhaseScope phase(ctx, Phase::kElementwise);
   kernels::qk_norm_rope_store(q_heads(qkv), k_heads(qkv), v_heads(qkv), r.q_norm_weight,
-                              r.k_norm_weight, positions, eps_, r.rope, k_cache_, v_cache_,
-                              slot_mapping, ctx, k_scale_, v_scale_);
+                              r.k_norm_weight, r.positions, r.eps, r.rope, r.k_cache, r.v_cache,
+                              r.slot_mapping, ctx, r.k_scale, r.v_scale);
 }
 
 void Qwen3Attention::attend_stored(const AttentionMetadata& meta, const TensorView& qkv,

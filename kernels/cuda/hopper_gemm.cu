@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/hopper_gemm_kernel.cuh"
@@ -159,6 +160,16 @@ void dispatch_tokens(const Params& p, const TensorView& x, const TensorView& w, 
   }
 }
 
+// The bf16 matrices of the fused entry points (out: act or qkv), each a 2-D CUDA tensor; fn
+// names the entry point in the messages.
+void check_bf16_matrices(const TensorView& out, const TensorView& x, const TensorView& w,
+                         const std::string& fn) {
+  check_cuda_tensor(x, DType::kBf16, (fn + " x").c_str());
+  check_cuda_tensor(w, DType::kBf16, (fn + " w").c_str());
+  check_cuda_tensor(out, DType::kBf16, (fn + " output").c_str());
+  CHECK(x.ndim == 2 && w.ndim == 2 && out.ndim == 2);
+}
+
 // The checks both entry points share; kAct: w has 2 n rows.
 void check_operands(const TensorView& x, const TensorView& w, int64_t m, int64_t n, int64_t k,
                     const HopperGemmConfig& cfg, bool act) {
@@ -220,10 +231,7 @@ void hopper_gemm(const TensorView& y, const TensorView& x, const TensorView& w,
 
 void hopper_gemm_gate_up_act(const TensorView& act, const TensorView& x, const TensorView& w,
                              const HopperGemmConfig& cfg, cudaStream_t stream) {
-  check_cuda_tensor(x, DType::kBf16, "hopper_gemm_gate_up_act x");
-  check_cuda_tensor(w, DType::kBf16, "hopper_gemm_gate_up_act w");
-  check_cuda_tensor(act, DType::kBf16, "hopper_gemm_gate_up_act act");
-  CHECK(x.ndim == 2 && w.ndim == 2 && act.ndim == 2);
+  check_bf16_matrices(act, x, w, "hopper_gemm_gate_up_act");
   const int64_t m = x.size(0), inter = act.size(1), k = w.size(1);
   CHECK_EQ(x.size(1), k);
   CHECK_EQ(w.size(0), 2 * inter);
@@ -241,10 +249,7 @@ void hopper_gemm_gate_up_act(const TensorView& act, const TensorView& x, const T
 void hopper_gemm_qkv_rope(const TensorView& qkv, const TensorView& x, const TensorView& w,
                           const QkvRopeStore& r, const HopperGemmConfig& cfg, cudaStream_t stream) {
   constexpr int64_t kD = hgemm::kRopeHeadDim;
-  check_cuda_tensor(x, DType::kBf16, "hopper_gemm_qkv_rope x");
-  check_cuda_tensor(w, DType::kBf16, "hopper_gemm_qkv_rope w");
-  check_cuda_tensor(qkv, DType::kBf16, "hopper_gemm_qkv_rope qkv");
-  CHECK(x.ndim == 2 && w.ndim == 2 && qkv.ndim == 2);
+  check_bf16_matrices(qkv, x, w, "hopper_gemm_qkv_rope");
   const int64_t m = x.size(0), n = w.size(0), k = w.size(1);
   CHECK_EQ(x.size(1), k);
   CHECK_EQ(n, (r.num_heads + 2 * r.num_kv_heads) * kD);
