@@ -196,10 +196,7 @@ ModelRunner::Forward ModelRunner::forward_step(const StepCommand& cmd) {
   if (graphs_ && !ctx_.phase_timer && !cmd.eager && cmd.kind == StepKind::kDecode &&
       graphs_->can_run(b)) {
     trace_->before_replay(ctx_.stream, b);
-    // Only rank 0 holds the sampler's last tokens (a worker's sampling state has none), and
-    // only a step with pending inputs reads them (one GPU: accepts_pending_inputs).
-    const DecodeGraphOutputs out = graphs_->replay(
-        cmd, ctx_.stream, cmd.has_pending_inputs() ? sampling_->last_tokens() : TensorView());
+    const DecodeGraphOutputs out = graphs_->replay(cmd, ctx_.stream, sampling_->last_tokens());
     trace_->after_replay(ctx_.stream, b);
     if (comm_->rank() != 0) return {};
     return {out.logits, out.out_tokens};

@@ -42,8 +42,11 @@ class SlotSamplingState {
   // [tp_size, rows, kShardCandidates] (tp_size > 1).
   TensorView shard_keys(int64_t rows) const;
   TensorView gathered_keys(int64_t rows) const;
-  // Each slot's last sampled token [num_slots] i32 (rank 0; a worker has none).
-  TensorView last_tokens() const { return last_tokens_.view(DType::kI32, {num_slots_}); }
+  // Each slot's last sampled token [num_slots] i32 on rank 0; an empty view on a worker, which
+  // samples nothing (a step that would read it, one with pending inputs, runs on one GPU only).
+  TensorView last_tokens() const {
+    return last_tokens_.nbytes() == 0 ? TensorView() : last_tokens_.view(DType::kI32, {num_slots_});
+  }
   // Scratch and outputs for a batch of `rows` <= num_slots sampled rows.
   TensorView processed(int64_t rows) const;  // [rows, V] f32
   kernels::SampledLogprobs logprobs(int64_t rows) const;

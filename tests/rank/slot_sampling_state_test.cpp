@@ -107,5 +107,15 @@ TEST(SlotSamplingState, PenalizedSlotTokenStateIsResetToItsEntriesOnEveryFill) {
   EXPECT_THROW(state.apply(bad, nullptr), CheckError);
 }
 
+// Every rank's decode graph replay asks for the last tokens; a worker, which samples nothing,
+// answers with an empty view (it once failed the buffer's CHECK, and --tp 2 with it).
+TEST(SlotSamplingState, LastTokensAreRankZerosAWorkerHasAnEmptyView) {
+  const SlotSamplingState rank0(5, kVocab, Device::kCpu, 0, 2);
+  EXPECT_NE(rank0.last_tokens().data, nullptr);
+  EXPECT_EQ(rank0.last_tokens().numel(), 5);
+  const SlotSamplingState worker(5, kVocab, Device::kCpu, 1, 2);
+  EXPECT_EQ(worker.last_tokens().data, nullptr);
+}
+
 }  // namespace
 }  // namespace nanovllm
