@@ -65,9 +65,10 @@ bool hopper_gemm_wins(int64_t m, int64_t n, int64_t k, bool behind_norm);
 std::optional<HopperGemmConfig> hopper_gemm_decode_config(int64_t m, int64_t n, int64_t k,
                                                           bool gate_up_act, bool behind_norm);
 
-// Whether hopper_gemm_qkv_rope serves this step: hopper_gemm_supports, head dim 128, no bias, a
-// bf16 cache (the 8-bit caches' row scales stay with the separate kernel).
-bool hopper_gemm_qkv_rope_supports(int64_t m, int64_t k, const QkvRopeStore& r, int64_t head_dim,
+// Whether hopper_gemm_qkv_rope serves this step of M tokens, N = (Hq + 2 Hkv) D outputs and K
+// inputs: hopper_gemm_supports, head dim D = 128, no bias, a bf16 cache (the 8-bit caches' row
+// scales stay with the separate kernel).
+bool hopper_gemm_qkv_rope_supports(int64_t m, int64_t n, int64_t k, const QkvRopeStore& r,
                                    bool has_bias);
 
 // The config of hopper_gemm_qkv_rope for M tokens, launched early: blocks of one head (2

@@ -75,11 +75,11 @@ std::vector<HopperGemmConfig> hopper_gemm_configs(int64_t m, int64_t n, int64_t 
   return out;
 }
 
-bool hopper_gemm_qkv_rope_supports(int64_t m, int64_t k, const QkvRopeStore& r, int64_t head_dim,
+bool hopper_gemm_qkv_rope_supports(int64_t m, int64_t n, int64_t k, const QkvRopeStore& r,
                                    bool has_bias) {
-  const int64_t n = (r.num_heads + 2 * r.num_kv_heads) * head_dim;
-  return head_dim == cuda::hgemm::kRopeHeadDim && !has_bias && r.k_cache.dtype == DType::kBf16 &&
-         r.v_cache.dtype == DType::kBf16 && hopper_gemm_supports(m, n, k);
+  return n == (r.num_heads + 2 * r.num_kv_heads) * cuda::hgemm::kRopeHeadDim && !has_bias &&
+         r.k_cache.dtype == DType::kBf16 && r.v_cache.dtype == DType::kBf16 &&
+         hopper_gemm_supports(m, n, k);
 }
 
 namespace cuda {

@@ -236,9 +236,7 @@ bool linear_qkv_rope_store(const TensorView& qkv, const TensorView& x, const Ten
   check_cuda_tensor(w, DType::kBf16, "linear_qkv_rope_store w");
   CHECK(x.ndim == 2 && w.ndim == 2);
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
-  const int64_t heads = r.num_heads + 2 * r.num_kv_heads;
-  if (apart || m == 0 || heads == 0 || n % heads != 0 ||
-      !hopper_gemm_qkv_rope_supports(m, k, r, n / heads, bias.data != nullptr) ||
+  if (apart || m == 0 || !hopper_gemm_qkv_rope_supports(m, n, k, r, bias.data != nullptr) ||
       !hopper_choice(m, n, k, false, true, ctx))
     return false;
   hopper_gemm_qkv_rope(qkv, x, w, r, hopper_gemm_qkv_rope_config(m, n, k), ctx.stream);

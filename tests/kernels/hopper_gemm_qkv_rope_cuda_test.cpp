@@ -220,12 +220,12 @@ TEST(HopperGemmQkvRope, ServesOnlyHeadDim128BfloatCachesWithoutBias) {
   r.num_heads = 16;
   r.num_kv_heads = 8;
   r.k_cache.dtype = r.v_cache.dtype = DType::kBf16;
-  EXPECT_TRUE(kernels::hopper_gemm_qkv_rope_supports(16, 1024, r, 128, false));
-  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(16, 1024, r, 128, true));   // a bias
-  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(16, 1024, r, 64, false));   // head dim 64
-  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(65, 1024, r, 128, false));  // 65 tokens
+  EXPECT_TRUE(kernels::hopper_gemm_qkv_rope_supports(16, 4096, 1024, r, false));
+  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(16, 4096, 1024, r, true));   // a bias
+  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(16, 2048, 1024, r, false));  // head dim 64
+  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(65, 4096, 1024, r, false));  // 65 tokens
   r.k_cache.dtype = r.v_cache.dtype = DType::kFp8E4M3;
-  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(16, 1024, r, 128, false));  // fp8 cache
+  EXPECT_FALSE(kernels::hopper_gemm_qkv_rope_supports(16, 4096, 1024, r, false));  // fp8 cache
 }
 
 }  // namespace
