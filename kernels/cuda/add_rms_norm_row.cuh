@@ -1,9 +1,11 @@
 // The residual add and RMSNorm of a row in 16-byte units: rms_norm.cu's vector path writes its
-// rows with write_normed_row, and the all-reduce + norm kernels (peer_all_reduce_norm.cu,
-// copy_engine_all_reduce.cu) add and normalise with both, at rms_norm.cu's block size (the
-// caller takes block_sum between the two), so each gives fused_add_rms_norm's bits after its sum.
-// Moving the code here left rms_norm.cu's PTX identical and the other two kernels' float
-// operations the same in kind and count (only their order among independent loads changed).
+// rows above 2048 elements with write_normed_row (at most 2048 it keeps each thread's unit in
+// registers and writes the same expression), and the all-reduce + norm kernels
+// (peer_all_reduce_norm.cu, copy_engine_all_reduce.cu) add and normalise with both, at
+// rms_norm.cu's block size (the caller takes block_sum between the two), so each gives
+// fused_add_rms_norm's bits after its sum. Moving the code here left rms_norm.cu's PTX identical
+// and the other two kernels' float operations the same in kind and count (only their order among
+// independent loads changed).
 #pragma once
 
 #include "kernels/cuda/common.cuh"

@@ -21,11 +21,43 @@ __global__ void __launch_bounds__(kThreads)
   // launch now, so its weights are in flight while this one waits for x; allowing it only
   // after the wait put that stream on the critical path of every qkv and gate_up.
   allow_next_grid();
-  wait_for_previous_grid();  // launched early (launch_dependent): x is the previous kernel's
   const int64_t t = blockIdx.x;
   bf16* xr = x + t * x_stride;
   bf16* rr = FUSED ? residual + t * r_stride : nullptr;
   bf16* orow = out + t * out_stride;
+  if constexpr (VEC) {
+    if (hidden <= kThreads * 8) {
+      // At most one 16-byte unit a thread (hidden <= 2048): the sum stays in registers, where
+      // the loop below stores it and reads it back. The same values in the same order.
+      const int i = static_cast<int>(threadIdx.x) * 8;
+      const bool mine = i < hidden;
+      Bf16x8 w;
+      if (mine) w = load8(weight + i);  // constants: before the wait
+      wait_for_previous_grid();         // launched early (launch_dependent)
+      Bf16x8 a;
+      float sq = 0.f;
+      if (mine) {
+        a = load8(xr + i);
+        if constexpr (FUSED) {
+          const Bf16x8 b = load8(rr + i);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) a.v[j] = to_bf16(to_f32(a.v[j]) + to_f32(b.v[j]));
+          store8(rr + i, a);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sq += to_f32(a.v[j]) * to_f32(a.v[j]);
+      }
+      const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
+      if (mine) {
+        Bf16x8 o;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) o.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
+        store8(orow + i, o);
+      }
+      return;
+    }
+  }
+  wait_for_previous_grid();  // launched early (launch_dependent): x is the previous kernel's
   // The normalised input: x itself, or the bf16 sum that FUSED writes into residual.
   const bf16* src = FUSED ? rr : xr;
   float sq = 0.f;
