@@ -1,5 +1,5 @@
 // The residual add and RMSNorm of a row in 16-byte units: rms_norm.cu's vector path writes its
-// rows above 2048 elements with write_normed_row (at most 2048 it keeps each thread's unit in
+// rows above 8192 elements with write_normed_row (at most 8192 it keeps each thread's units in
 // registers and writes the same expression), and the all-reduce + norm kernels
 // (peer_all_reduce_norm.cu, copy_engine_all_reduce.cu) add and normalise with both, at
 // rms_norm.cu's block size (the caller takes block_sum between the two), so each gives

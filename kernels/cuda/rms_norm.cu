@@ -9,10 +9,14 @@ namespace nanovllm::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+// The most 16-byte units a thread keeps in registers (rows of up to 8192 elements: Qwen3's hidden
+// sizes 1024-5120); longer rows store the residual sum and read it back.
+constexpr int kMaxRegisterUnits = 4;
 
 // out: [T, H] (row stride out_stride); x: [T, H] (row stride x_stride); weight: [H].
 // FUSED: residual: [T, H] (row stride r_stride) = bf16(x + residual); out aliases x.
-template <bool VEC, bool FUSED>
+// UNITS (VEC only; 0: the loop): each thread's 16-byte units, all of the row's, in registers.
+template <bool VEC, bool FUSED, int UNITS = 0>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* residual,
                     int64_t r_stride, const bf16* __restrict__ weight, int hidden, float eps) {
@@ -25,37 +29,48 @@ __global__ void __launch_bounds__(kThreads)
   bf16* xr = x + t * x_stride;
   bf16* rr = FUSED ? residual + t * r_stride : nullptr;
   bf16* orow = out + t * out_stride;
-  if constexpr (VEC) {
-    if (hidden <= kThreads * 8) {
-      // At most one 16-byte unit a thread (hidden <= 2048): the sum stays in registers, where
-      // the loop below stores it and reads it back. The same values in the same order.
-      const int i = static_cast<int>(threadIdx.x) * 8;
-      const bool mine = i < hidden;
-      Bf16x8 w;
-      if (mine) w = load8(weight + i);  // constants: before the wait
-      wait_for_previous_grid();         // launched early (launch_dependent)
-      Bf16x8 a;
-      float sq = 0.f;
-      if (mine) {
-        a = load8(xr + i);
-        if constexpr (FUSED) {
-          const Bf16x8 b = load8(rr + i);
+  if constexpr (VEC && UNITS > 0) {
+    // UNITS 16-byte units a thread (unit u + n * kThreads for thread u, as the loop below deals
+    // them), all loaded before any store: the sum stays in registers, where the loop below
+    // stores it and reads it back. The same values in the same order.
+    Bf16x8 a[UNITS], b[UNITS], w[UNITS];
 #pragma unroll
-          for (int j = 0; j < 8; ++j) a.v[j] = to_bf16(to_f32(a.v[j]) + to_f32(b.v[j]));
-          store8(rr + i, a);
-        }
-#pragma unroll
-        for (int j = 0; j < 8; ++j) sq += to_f32(a.v[j]) * to_f32(a.v[j]);
-      }
-      const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
-      if (mine) {
-        Bf16x8 o;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) o.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
-        store8(orow + i, o);
-      }
-      return;
+    for (int n = 0; n < UNITS; ++n) {
+      const int i = (static_cast<int>(threadIdx.x) + n * kThreads) * 8;
+      if (i < hidden) w[n] = load8(weight + i);  // constants: before the wait
     }
+    wait_for_previous_grid();  // launched early (launch_dependent)
+#pragma unroll
+    for (int n = 0; n < UNITS; ++n) {
+      const int i = (static_cast<int>(threadIdx.x) + n * kThreads) * 8;
+      if (i >= hidden) break;
+      a[n] = load8(xr + i);
+      if constexpr (FUSED) b[n] = load8(rr + i);
+    }
+    float sq = 0.f;
+#pragma unroll
+    for (int n = 0; n < UNITS; ++n) {
+      const int i = (static_cast<int>(threadIdx.x) + n * kThreads) * 8;
+      if (i >= hidden) break;
+      if constexpr (FUSED) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) a[n].v[j] = to_bf16(to_f32(a[n].v[j]) + to_f32(b[n].v[j]));
+        store8(rr + i, a[n]);
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sq += to_f32(a[n].v[j]) * to_f32(a[n].v[j]);
+    }
+    const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
+#pragma unroll
+    for (int n = 0; n < UNITS; ++n) {
+      const int i = (static_cast<int>(threadIdx.x) + n * kThreads) * 8;
+      if (i >= hidden) break;
+      Bf16x8 o;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) o.v[j] = to_bf16(to_f32(a[n].v[j]) * inv * to_f32(w[n].v[j]));
+      store8(orow + i, o);
+    }
+    return;
   }
   wait_for_previous_grid();  // launched early (launch_dependent): x is the previous kernel's
   // The normalised input: x itself, or the bf16 sum that FUSED writes into residual.
@@ -99,7 +114,21 @@ void launch(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* resi
   if (tokens == 0) return;
   const bool fused = residual != nullptr;
   const int h = static_cast<int>(hidden);
-  if (vec && fused)
+  // A row's 16-byte units a thread; each count of registers its own kernel (the registers
+  // of four units would be every row's otherwise).
+  const int64_t units = (hidden / 8 + kThreads - 1) / kThreads;
+  const auto go = [&](auto kernel) {
+    launch_dependent(kernel, dim3(tokens), dim3(kThreads), stream, out, out_stride, x, x_stride,
+                     residual, r_stride, weight, h, eps);
+  };
+  if (vec && units <= kMaxRegisterUnits) {
+    if (units == 1)
+      fused ? go(rms_norm_kernel<true, true, 1>) : go(rms_norm_kernel<true, false, 1>);
+    else if (units == 2)
+      fused ? go(rms_norm_kernel<true, true, 2>) : go(rms_norm_kernel<true, false, 2>);
+    else
+      fused ? go(rms_norm_kernel<true, true, 4>) : go(rms_norm_kernel<true, false, 4>);
+  } else if (vec && fused)
     launch_dependent(rms_norm_kernel<true, true>, dim3(tokens), dim3(kThreads), stream, out,
                      out_stride, x, x_stride, residual, r_stride, weight, h, eps);
   else if (vec)
