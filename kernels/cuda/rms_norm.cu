@@ -128,18 +128,11 @@ void launch(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* resi
       fused ? go(rms_norm_kernel<true, true, 2>) : go(rms_norm_kernel<true, false, 2>);
     else
       fused ? go(rms_norm_kernel<true, true, 4>) : go(rms_norm_kernel<true, false, 4>);
-  } else if (vec && fused)
-    launch_dependent(rms_norm_kernel<true, true>, dim3(tokens), dim3(kThreads), stream, out,
-                     out_stride, x, x_stride, residual, r_stride, weight, h, eps);
-  else if (vec)
-    launch_dependent(rms_norm_kernel<true, false>, dim3(tokens), dim3(kThreads), stream, out,
-                     out_stride, x, x_stride, residual, r_stride, weight, h, eps);
-  else if (fused)
-    launch_dependent(rms_norm_kernel<false, true>, dim3(tokens), dim3(kThreads), stream, out,
-                     out_stride, x, x_stride, residual, r_stride, weight, h, eps);
-  else
-    launch_dependent(rms_norm_kernel<false, false>, dim3(tokens), dim3(kThreads), stream, out,
-                     out_stride, x, x_stride, residual, r_stride, weight, h, eps);
+  } else if (vec) {
+    fused ? go(rms_norm_kernel<true, true>) : go(rms_norm_kernel<true, false>);
+  } else {
+    fused ? go(rms_norm_kernel<false, true>) : go(rms_norm_kernel<false, false>);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
