@@ -77,14 +77,31 @@ __device__ __forceinline__ void store_row(const RopeArgs& a, void* cache, int8_t
 template <int D, bool STORE, int FP8>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const RopeArgs a) {
   NANOVLLM_TRACE_SCOPE(trace::kQkNormRope, a.k_cache);
-  wait_for_previous_grid();  // launched early (launch_dependent): qkv is the previous kernel's
-  allow_next_grid();
   constexpr int kPairs = D / 64;  // pairs per lane
   const int lane = threadIdx.x & 31;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int heads = a.hq + a.hkv * (STORE ? 2 : 1);
-  if (item >= static_cast<int64_t>(a.tokens) * heads) return;
-  const int t = static_cast<int>(item / heads), h = static_cast<int>(item % heads);
+  const bool valid = item < static_cast<int64_t>(a.tokens) * heads;
+  const int t = valid ? static_cast<int>(item / heads) : 0;
+  const int h = valid ? static_cast<int>(item % heads) : 0;
+  const bool is_q = h < a.hq;
+  const bf16* w = is_q ? a.q_w : a.k_w;
+  // Constants before the wait: the head's norm weights and the rotary frequencies of the lane's
+  // pairs (a v head uses neither).
+  float w_lo[kPairs], w_hi[kPairs], freq[kPairs];
+  if (valid && h < a.hq + a.hkv) {
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      freq[j] = a.inv_freq[lane + 32 * j];
+      if (w != nullptr) {
+        w_lo[j] = to_f32(w[lane + 32 * j]);
+        w_hi[j] = to_f32(w[lane + 32 * j + D / 2]);
+      }
+    }
+  }
+  wait_for_previous_grid();  // launched early (launch_dependent): qkv is the previous kernel's
+  allow_next_grid();
+  if (!valid) return;
 
   if constexpr (STORE) {
     if (h >= a.hq + a.hkv) {  // a v head: a copy into its slot
@@ -100,9 +117,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
     }
   }
 
-  const bool is_q = h < a.hq;
   bf16* x = is_q ? a.q + t * a.q_tok + h * a.q_head : a.k + t * a.k_tok + (h - a.hq) * a.k_head;
-  const bf16* w = is_q ? a.q_w : a.k_w;
+  const float pos = static_cast<float>(a.positions[t]);  // requested beside x's loads
 
   float lo[kPairs], hi[kPairs];
   float sq = 0.f;
@@ -116,17 +132,16 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
     const float inv = head_rms_inverse<D>(warp_sum(sq), a.eps);
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
-      lo[j] = head_norm_scale(lo[j], inv, to_f32(w[lane + 32 * j]));
-      hi[j] = head_norm_scale(hi[j], inv, to_f32(w[lane + 32 * j + D / 2]));
+      lo[j] = head_norm_scale(lo[j], inv, w_lo[j]);
+      hi[j] = head_norm_scale(hi[j], inv, w_hi[j]);
     }
   }
-  const float pos = static_cast<float>(a.positions[t]);
 #pragma unroll
   for (int j = 0; j < kPairs; ++j) {
     const int i = lane + 32 * j;
     // One f32 multiply, as the CPU reference and transformers form the angle; sincosf (not
     // the fast intrinsic, which is only accurate near 0): angles reach ~1e5 rad at 128k.
-    const float angle = pos * a.inv_freq[i];
+    const float angle = pos * freq[j];
     float s, c;
     sincosf(angle, &s, &c);
     c *= a.attention_scaling;
