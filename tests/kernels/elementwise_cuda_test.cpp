@@ -70,7 +70,8 @@ TEST(ResolvePendingInputsCuda, MatchesCpuOnRandomBatches) {
 TEST(RmsNormCuda, MatchesCpuOverHiddenSizesAndStrides) {
   SKIP_WITHOUT_CUDA();
   std::mt19937 rng(2);
-  for (int64_t hidden : {64, 1024, 4096, 100, 33}) {
+  // 64-8192 keep the row in registers (1, 2 or 4 units a thread), 8448 takes the vector loop.
+  for (int64_t hidden : {64, 1024, 4096, 8448, 100, 33}) {
     for (int64_t tokens : {1, 7, 512}) {
       const int64_t pitch = hidden + 8;  // strided rows
       auto x = random_bf16(tokens * pitch, rng, -4, 4);
@@ -96,7 +97,7 @@ TEST(RmsNormCuda, MatchesCpuOverHiddenSizesAndStrides) {
 TEST(FusedAddRmsNormCuda, MatchesCpuResidualExactlyAndNormClosely) {
   SKIP_WITHOUT_CUDA();
   std::mt19937 rng(3);
-  for (int64_t hidden : {1024, 2560, 72, 30}) {
+  for (int64_t hidden : {1024, 2560, 8448, 72, 30}) {  // registers, registers, loop, scalar
     for (int64_t tokens : {1, 13, 256}) {
       auto x = random_bf16(tokens * hidden, rng, -3, 3);
       auto r = random_bf16(tokens * hidden, rng, -3, 3);
