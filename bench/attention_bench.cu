@@ -133,7 +133,7 @@ bool g_long_context = false;  // --long-context: batches 1-8 at 32k-128k (issue 
 // --decode-row B,CTX: that one uniform decode row alone (a profiler then sees one shape only).
 int64_t g_row_batch = 0;
 int g_row_context = 0;
-// --decode-walk auto|pieces|stream: how the fp8 mma kernel at G <= 2 walks a CTA's pieces
+// --decode-walk auto|pieces|stream: how the mma kernel at G <= 2 walks a CTA's pieces
 // (kernels/attention.h's DecodeWalk); the label says which when it is not auto.
 kernels::cuda::DecodeWalk g_walk = kernels::cuda::DecodeWalk::kAuto;
 

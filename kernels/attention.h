@@ -122,9 +122,9 @@ bool mma_decode_supports(int64_t head_dim, int64_t hq, int64_t hkv);
 // lanes, mma or auto fails a CHECK naming the variable).
 DecodeKernel decode_attention_kernel(int64_t head_dim, int64_t hq, int64_t hkv);
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream);
-// How a CTA of the split kernel walks the pieces of its range on the fp8 cache with kMma at up
-// to 2 query heads per kv head (elsewhere it is ignored): kPieces one by one, the ring drained
-// and refilled at each; kStream through one ring, each next piece's query coming with it. kAuto
+// How a CTA of the split kernel walks the pieces of its range with kMma at up to 2 query heads
+// per kv head, on any cache (elsewhere it is ignored): kPieces one by one, the ring drained and
+// refilled at each; kStream through one ring, each next piece's query coming with it. kAuto
 // streams from a batch with as many (sequence, kv head) groups as the grid has CTAs,
 // unless the environment has NANOVLLM_DECODE_WALK=pieces|stream (whole-run comparisons; a
 // value other than those or auto fails a CHECK naming the variable).

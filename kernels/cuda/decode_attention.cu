@@ -21,10 +21,10 @@
 // (grid (Hkv, B)). Sequences with context_len <= 0 (graph padding rows) get zeros, as the CPU
 // reference writes.
 //
-// A CTA takes its pieces one by one (the ring drained and refilled at each), except on the fp8
+// A CTA takes its pieces one by one (the ring drained and refilled at each), except on the
 // tensor-core path at G <= 2 with enough groups for CTAs to hold several pieces, where one ring
 // streams the whole range and the next piece's query comes with it (decode_attention_stream.cuh:
-// short pieces cost fp8 about 3.3 us each; see stream_walk for when).
+// short pieces cost fp8 about 3.3 us each, bf16 about 0.8; see stream_walk for when).
 //
 // Why the last CTA merges rather than a second kernel: at small batches the whole call lasts a
 // few microseconds and a second launch (a graph node) costs about as much as the merge; the
@@ -113,25 +113,30 @@ __device__ void zero_padding_rows(const DecodeArgs& a) {
 }
 
 // With scratch: a fixed grid (gridDim.x CTAs), CTA j walks the pieces of its range in order
-// (kStream: through one ring, on the fp8 tensor-core path at G <= 2 only).
+// (kStream: through one ring, on the tensor-core path at G <= 2 only; bf16's ring takes its
+// shared memory dynamically, decode::stream_smem_bytes).
 template <int D, int G, bool kFused, int FP8, bool MMA, bool kStream>
 __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     decode_split_kernel(const DecodeArgs a) {
   NANOVLLM_TRACE_SCOPE(trace::kDecodeSplit, a.k_cache);
-  static_assert(!kStream || (FP8 && MMA && G <= 2));
+  static_assert(!kStream || (MMA && G <= 2));
   using L = Layout<D>;
+  constexpr bool kDynamic = kStream && !FP8;
+  constexpr int kSmem = kDynamic ? decode::stream_smem_bytes<D, G, FP8>() : L::kSmemBytes;
   // The plan and the first piece's cache tiles go before the wait for the previous kernel
   // (attend_tiles): context_lens, block tables and all but the last cache row of a sequence
   // were written before that kernel started.
   bool waited = false;
-  __shared__ float4 smem[L::kSmemBytes / 16];
+  __shared__ float4 static_smem[kDynamic ? 1 : L::kSmemBytes / 16];
+  extern __shared__ float4 dynamic_smem[];
+  float4* const smem = kDynamic ? dynamic_smem : static_smem;
   // The plan's few words sit at the end of the ring, past the lane-group merge buffers of
   // attend_tiles and merge_group's stage; the ring's tiles overwrite them only after the plan
   // has been read, and ps->flag is written only after a piece's tiles are done.
   static_assert(L::kSmemBytes % 16 == 0 && sizeof(PlanSmem) % 16 == 0);
   static_assert(L::kGroups * G * (D + 2) * 4 + sizeof(PlanSmem) <= L::kSmemBytes);
   static_assert(kThreads * 24 + sizeof(PlanSmem) <= L::kSmemBytes);
-  PlanSmem* const ps = reinterpret_cast<PlanSmem*>(smem + (L::kSmemBytes - sizeof(PlanSmem)) / 16);
+  PlanSmem* const ps = reinterpret_cast<PlanSmem*>(smem + (kSmem - sizeof(PlanSmem)) / 16);
 
   const decode::SeqScan s = decode::scan_units<D>(a, ps);
   const decode::Deal dealt =
@@ -153,8 +158,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<G, MMA>)
     __syncthreads();  // the plan is read before the ring overwrites it
     // One ring across the pieces (decode_attention_stream.cuh).
     if constexpr (kStream) {
-      decode::attend_range_fp8<D, G, kFused, FP8>(a, smem, ps, deal, j, begin, end, b, ctx,
-                                                  seq_first, waited);
+      decode::attend_range_streamed<D, G, kFused, FP8>(a, smem, ps, deal, j, begin, end, b, ctx,
+                                                       seq_first, waited);
     } else {
       // Everything that bounds a loop or a barrier below is CTA-uniform.
       for (int64_t u = begin; u < end;) {
@@ -213,6 +218,28 @@ __global__ void __launch_bounds__(kThreads) decode_merge_kernel(const DecodeArgs
   decode::merge_group<D, G>(a, reinterpret_cast<float*>(stage), b, hk, group_begin, j, n, deal);
 }
 
+// Dynamic shared memory of a split-kernel instantiation: bf16's streamed ring only. Its limit
+// is raised once per instantiation (a host-side attribute, kept out of graph captures: the
+// first call comes from ctas_per_sm, before any launch).
+template <int D, int G, int FP8, bool kStream>
+size_t split_dynamic_smem() {
+  if constexpr (kStream && !FP8 && G <= 2) {
+    static const bool raised = [] {
+      CUDA_CHECK(cudaFuncSetAttribute(decode_split_kernel<D, G, true, FP8, true, true>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      decode::stream_smem_bytes<D, G, FP8>()));
+      CUDA_CHECK(cudaFuncSetAttribute(decode_split_kernel<D, G, false, FP8, true, true>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      decode::stream_smem_bytes<D, G, FP8>()));
+      return true;
+    }();
+    (void)raised;
+    return decode::stream_smem_bytes<D, G, FP8>();
+  } else {
+    return 0;
+  }
+}
+
 // Resident CTAs per SM of one split-kernel instantiation (asked once; every rank's GPU is the
 // same kind).
 template <int D, int G, bool kFused, int FP8, bool MMA, bool kStream = false>
@@ -220,7 +247,8 @@ int ctas_per_sm() {
   static const int n = [] {
     int v = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &v, decode_split_kernel<D, G, kFused, FP8, MMA, kStream>, kThreads, 0));
+        &v, decode_split_kernel<D, G, kFused, FP8, MMA, kStream>, kThreads,
+        split_dynamic_smem<D, G, FP8, kStream>()));
     return std::max(v, 1);
   }();
   return n;
@@ -257,16 +285,20 @@ void dispatch_group(int64_t group, F&& f) {
 }
 
 // Whether the split kernel streams a CTA's range through one ring (kStream) rather than piece
-// by piece: only the fp8 tensor-core path at G <= 2 has the streamed walk. It pays where CTAs
-// hold several short pieces (8 kv heads on an H200: 2048 x 128 231.5 -> 221.4 us, batch 256 at
-// mixed lengths 177.5 -> 167.9) and costs 2-10 % where a CTA holds one piece or part of one
-// (batch 1-48 at 1k, one sequence at 4k-16k, 8 x 32769;
-// bench/results/h200-2026-11-27-issue34_decode_walk.txt),
-// so kAuto streams from as many (sequence, kv head) groups as the grid has CTAs. batch counts
-// padding rows: a captured graph keeps the walk of its batch size.
+// by piece: only the tensor-core path at G <= 2 has the streamed walk. On the fp8 cache it pays
+// where CTAs hold several short pieces (8 kv heads on an H200: 2048 x 128 231.5 -> 221.4 us,
+// batch 256 at mixed lengths 177.5 -> 167.9) and costs 2-10 % where a CTA holds one piece or
+// part of one (batch 1-48 at 1k, one sequence at 4k-16k, 8 x 32769;
+// bench/results/h200-2026-11-27-issue34_decode_walk.txt). On the bf16 cache the kernel alone
+// is no faster (attention_bench: 1.00-1.03x the pieces walk's time at batch 128-256, 1.03x at
+// 64, 1.10x at 16), but inside the 0.6B decode step it is: 0.965-0.974x the step at batch
+// 128-256 and context 193, 0.993-0.998x at 1025, 256 x 128/128 +1.9 % (bench/results/
+// h200-2026-11-29-issue33_bf16_stream_walk.txt). So kAuto streams from as many (sequence, kv
+// head) groups as the grid has CTAs on either cache. batch counts padding rows: a captured
+// graph keeps the walk of its batch size.
 template <int G, int FP8, bool MMA>
 bool stream_walk(DecodeWalk walk, int64_t batch, int64_t hkv, int64_t ctas) {
-  if constexpr (!(FP8 && MMA && G <= 2)) {
+  if constexpr (!(MMA && G <= 2)) {
     return false;
   } else {
     if (walk == DecodeWalk::kAuto) walk = decode_walk_from_env();
@@ -362,8 +394,12 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   };
   const auto run = [&]<bool kFused, bool kStream>() {
     const unsigned grid = grid_of(ctas_per_sm<D, G, kFused, FP8, MMA, kStream>());
-    launch_dependent(decode_split_kernel<D, G, kFused, FP8, MMA, kStream>, dim3(grid),
-                     dim3(kThreads), stream, a);
+    cudaLaunchAttribute attrs[2];
+    const cudaLaunchConfig_t config =
+        launch_config(dim3(grid), dim3(kThreads), split_dynamic_smem<D, G, FP8, kStream>(), 0,
+                      /*early=*/true, stream, attrs);
+    CUDA_CHECK(
+        cudaLaunchKernelEx(&config, decode_split_kernel<D, G, kFused, FP8, MMA, kStream>, a));
     // Same grid: same plan.
     if constexpr (!kFused)
       launch_dependent(decode_merge_kernel<D, G>, dim3(grid), dim3(kThreads), stream, a);
@@ -371,7 +407,7 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   const bool streamed = stream_walk<G, FP8, MMA>(
       walk, batch, hkv,
       grid_of(fused ? ctas_per_sm<D, G, true, FP8, MMA>() : ctas_per_sm<D, G, false, FP8, MMA>()));
-  if constexpr (FP8 && MMA && G <= 2) {
+  if constexpr (MMA && G <= 2) {
     if (streamed) {
       if (fused)
         run.template operator()<true, true>();

@@ -1,9 +1,9 @@
-// The fp8 tensor-core decode path over a CTA's whole range of units at once (G <= 2 query heads
-// per kv head: Qwen3-0.6B and -1.7B): one cp.async ring streams the range's tiles across its
-// pieces (runs of one sequence and kv head), and each piece's first acquire also copies the
-// next piece's query into shared memory, so a piece starts with its tiles and its query
-// already there; decode_split_kernel's piece-by-piece loop drains the ring and refills it at
-// every piece. Included only by decode_attention.cu.
+// The tensor-core decode path over a CTA's whole range of units at once (G <= 2 query heads per
+// kv head: Qwen3-0.6B and -1.7B; any cache dtype): one cp.async ring streams the range's tiles
+// across its pieces (runs of one sequence and kv head), and each piece's first acquire also copies
+// the next piece's query into shared memory, so a piece starts with its tiles and its query already
+// there; decode_split_kernel's piece-by-piece loop drains the ring and refills it at every piece.
+// Included only by decode_attention.cu.
 //
 // Why: at equal bytes, short pieces made the fp8 kernel slow (H200, 8 kv heads, G 2, 4 M
 // tokens: 2048 sequences of 128 tokens 0.55 of copy bandwidth, 256 of 1024 0.89, 64 of 4096
@@ -17,9 +17,13 @@
 // MMA's A operand too: 248 bytes in the fused kernel, and 1.37-1.49x the pieces walk's time at
 // batch 256-2048 on an H200; bench/results/h200-2026-11-27-issue34_k_as_a.txt).
 //
+// The bf16 cache takes the same walk (its pieces cost about 0.8 us each); it pays inside the
+// decode step at batch 128-256 (decode_attention.cu's stream_walk).
+//
 // Shared memory: the fp8 ring takes Layout<D, true>'s 5 stages (41,280 bytes at D = 128) of
-// the kernel's 48 KiB; the rest holds what a piece's end needs besides the ring (StreamSpare)
-// and, at the very end, the plan (PlanSmem).
+// the kernel's 48 KiB; the bf16 ring Layout<D>'s 3 stages (48 KiB), so that kernel takes its
+// shared memory dynamically (stream_smem_bytes). The rest holds what a piece's end needs
+// besides the ring (StreamSpare) and, at the very end, the plan (PlanSmem).
 #pragma once
 
 #include <cmath>
@@ -50,6 +54,19 @@ struct StreamSpare {
         stage(reinterpret_cast<float4*>(q[1] + G * D)) {}
 };
 
+// The split kernel's shared memory on the streamed walk: the 8-bit rings fit the static 48 KiB
+// (Layout<D>::kSmemBytes); bf16's ring, the spare and the plan, rounded to 16 bytes, dynamic.
+template <int D, int G, int FP8>
+constexpr int stream_smem_bytes() {
+  if constexpr (FP8 != 0) {
+    return Layout<D>::kSmemBytes;
+  } else {
+    constexpr int bytes =
+        StreamRing<D, false>::kRingBytes + StreamSpare<D, G>::kBytes + int{sizeof(PlanSmem)};
+    return (bytes + 15) / 16 * 16;
+  }
+}
+
 // Whether a piece ends here and how: the 4 warps' states (mma_finish done) go to the K and V
 // halves of the slot the piece's last tile used (free until the next acquire; every warp is
 // past its reads of it) and their m and l to spare.ml; then every thread merges some of the
@@ -59,13 +76,13 @@ struct StreamSpare {
 // wavefronts a warp instead of 2; [g][t][i ^ g] avoids that but raised this kernel's spills
 // from 28 to 64 bytes, and the path's cost at small batches is its per-piece work, not these
 // reads: the split kernel walks piece by piece there, decode_attention.cu's stream_walk.)
-template <int D, int G>
+template <int D, int G, int FP8>
 __device__ void merge_warps_and_write(const DecodeArgs& a, unsigned char* k_slot,
                                       unsigned char* v_slot, float* ml, int b, int hk, int64_t cell,
                                       const MmaWarpState& w) {
   constexpr int T = (G + 1) / 2;
   constexpr int kWarpFloat4s = 8 * 8 * T;
-  static_assert(D == 128 && 2 * kWarpFloat4s * 16 <= Layout<D, true>::kTileBytes);
+  static_assert(D == 128 && 2 * kWarpFloat4s * 16 <= Layout<D, FP8 != 0>::kTileBytes);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const auto region = [&](int r) {
@@ -85,8 +102,9 @@ __device__ void merge_warps_and_write(const DecodeArgs& a, unsigned char* k_slot
   __syncthreads();
   for (int idx = threadIdx.x; idx < G * D; idx += kThreads) {
     const int h = idx / D, d = idx % D;
-    // Which lane and accumulator held (head h, dim d): d = v_dim<true>(g, k) = 16 v_chunk(g) + k.
-    const int vc = d / 16, k = d % 16;
+    // Which lane and accumulator held (head h, dim d): d = v_dim<FP8>(g, k), fp8 16 v_chunk(g) +
+    // k, bf16 8 (8 (k / 8) + v_chunk(g)) + k % 8.
+    const int vc = FP8 ? d / 16 : d / 8 % 8, k = FP8 ? d % 16 : 8 * (d / 64) + d % 8;
     const int gd = ((vc & 3) << 1) | (vc >> 2);  // v_chunk's inverse
     const int at = ((k >> 1) * 8 + gd) * T + (h >> 1);
     const int comp = (k & 1) * 2 + (h & 1);
@@ -116,16 +134,17 @@ __device__ void merge_warps_and_write(const DecodeArgs& a, unsigned char* k_slot
 // landed by the next piece's first acquire; after a shorter one the ring is drained first.
 // FP8: kCacheE4m3 or kCacheInt8 (the 8-bit caches share the ring; only the conversion differs).
 template <int D, int G, bool kFused, int FP8>
-__device__ void attend_range_fp8(const DecodeArgs& a, float4* smem, PlanSmem* ps, const Deal& deal,
-                                 int64_t j, int64_t begin, int64_t end, int b, int ctx,
-                                 int64_t seq_first, bool& waited) {
-  using L = Layout<D, true>;
-  using Ring = StreamRing<D>;
+__device__ void attend_range_streamed(const DecodeArgs& a, float4* smem, PlanSmem* ps,
+                                      const Deal& deal, int64_t j, int64_t begin, int64_t end,
+                                      int b, int ctx, int64_t seq_first, bool& waited) {
+  using L = Layout<D, FP8 != 0>;
+  using Ring = StreamRing<D, FP8 != 0>;
   using Spare = StreamSpare<D, G>;
   static_assert(mma_decode_supports<D, G>() && L::kTokens == 8 * kWarps && G <= 2);
   static_assert(Ring::kRingBytes % 16 == 0 && Spare::kMlBytes % 16 == 0 &&
                 Spare::kQBytes % 16 == 0);
-  static_assert(Ring::kRingBytes + Spare::kBytes + sizeof(PlanSmem) <= Layout<D>::kSmemBytes);
+  static_assert(Ring::kRingBytes + Spare::kBytes + sizeof(PlanSmem) <=
+                stream_smem_bytes<D, G, FP8>());
   const Spare spare(smem + Ring::kRingBytes / 16);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -173,9 +192,9 @@ __device__ void attend_range_fp8(const DecodeArgs& a, float4* smem, PlanSmem* ps
     const int64_t group_begin = begin + first - first_tile;
     p.tile += last - first;  // the piece's last unit
     const bool whole = first_tile == 0 && p.group_last();
-    merge_warps_and_write<D, G>(a, ring.k_ring + slot * L::kTileBytes,
-                                ring.v_ring + slot * L::kTileBytes, spare.ml, p.b, p.hk,
-                                whole ? -1 : partial_cell(deal, j, begin + first), w);
+    merge_warps_and_write<D, G, FP8>(a, ring.k_ring + slot * L::kTileBytes,
+                                     ring.v_ring + slot * L::kTileBytes, spare.ml, p.b, p.hk,
+                                     whole ? -1 : partial_cell(deal, j, begin + first), w);
     if constexpr (kFused) {
       if (!whole)
         merge_if_last<D, G>(a, spare.stage, ps, p.b, p.hk, group_begin, group_begin + p.tiles,

@@ -40,16 +40,17 @@ __device__ __forceinline__ UnitPos next_unit(const DecodeArgs& a, UnitPos p) {
   return p;
 }
 
-// The ring of Layout<D, true> over n units from a first one on; CTA-uniform use as TileRing's:
+// The ring of Layout<D, k8bit> (k8bit: an 8-bit cache, its rows' exponents beside them; else
+// bf16) over n units from a first one on; CTA-uniform use as TileRing's:
 // prologue(), acquire(i, slot) for i = 0 .. n - 1, drain(). Every thread walks the units it
 // loads itself (the same walk everywhere), keeping the group's block-table row and (one_page)
 // the next tile's offsets, so that a load inside a group is a few adds: positions read from
 // shared memory after each barrier, or the walk redone from the sequence every tile, were 8-13 %
 // slower; load_tile's offsets recomputed every tile cost 2.5-6 % (bench/results/h200-2026-11-27-
 // issue34_stepped_loader.txt).
-template <int D>
+template <int D, bool k8bit>
 struct StreamRing {
-  using L = Layout<D, true>;
+  using L = Layout<D, k8bit>;
   static constexpr int kStages = L::kStages;
   static constexpr int kRingBytes = kStages * (2 * L::kTileBytes + L::kExpBytes);
   const DecodeArgs& a;
@@ -122,13 +123,15 @@ struct StreamRing {
       cp_async16(k_dst + dst, k_src + off, valid);
       cp_async16(v_dst + dst, v_src + off, valid);
     }
-    if (threadIdx.x < 2 * L::kExpPieces) {
-      const bool is_v = threadIdx.x >= L::kExpPieces;
-      const int piece = threadIdx.x - (is_v ? L::kExpPieces : 0);
-      const bool valid = tok0 + 4 * piece < next.ctx;
-      const int64_t off = valid ? tile_exp + 4 * piece : 0;
-      cp_async4(e_ring + slot * L::kExpBytes + (is_v ? L::kTokens : 0) + 4 * piece,
-                (is_v ? a.v_scale : a.k_scale) + off, valid);
+    if constexpr (k8bit) {
+      if (threadIdx.x < 2 * L::kExpPieces) {
+        const bool is_v = threadIdx.x >= L::kExpPieces;
+        const int piece = threadIdx.x - (is_v ? L::kExpPieces : 0);
+        const bool valid = tok0 + 4 * piece < next.ctx;
+        const int64_t off = valid ? tile_exp + 4 * piece : 0;
+        cp_async4(e_ring + slot * L::kExpBytes + (is_v ? L::kTokens : 0) + 4 * piece,
+                  (is_v ? a.v_scale : a.k_scale) + off, valid);
+      }
     }
   }
 
@@ -136,9 +139,9 @@ struct StreamRing {
     if (one_page)
       load_stepped(slot);
     else
-      load_tile<D, true, true>(a, bt, next.hk, next.tile * L::kTokens, next.ctx, false,
-                               k_ring + slot * L::kTileBytes, v_ring + slot * L::kTileBytes,
-                               e_ring + slot * L::kExpBytes);
+      load_tile<D, k8bit, true>(a, bt, next.hk, next.tile * L::kTokens, next.ctx, false,
+                                k_ring + slot * L::kTileBytes, v_ring + slot * L::kTileBytes,
+                                e_ring + slot * L::kExpBytes);
     // Inside a group only the tile steps; past its end, next_unit (given the group's last tile)
     // moves on to the next group or sequence. (Calling next_unit every time reads simpler but
     // compiles to other code, not yet timed on a GPU.)

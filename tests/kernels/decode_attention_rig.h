@@ -177,11 +177,11 @@ inline std::vector<kernels::cuda::DecodeKernel> decode_kernels(const DecodeShape
 }
 
 // The walks a kernel has for the shape: both where the split kernel has the streamed walk
-// (kernels/attention.h's DecodeWalk: the fp8 cache, kMma, G <= 2), whatever kAuto would pick
-// for the batch; otherwise the one.
+// (kernels/attention.h's DecodeWalk: kMma, G <= 2, any cache), whatever kAuto would pick for
+// the batch; otherwise the one.
 inline std::vector<kernels::cuda::DecodeWalk> decode_walks(const DecodeShape& s,
                                                            kernels::cuda::DecodeKernel kernel) {
-  if (s.fp8 && kernel == kernels::cuda::DecodeKernel::kMma && s.hq / s.hkv <= 2)
+  if (kernel == kernels::cuda::DecodeKernel::kMma && s.hq / s.hkv <= 2)
     return {kernels::cuda::DecodeWalk::kPieces, kernels::cuda::DecodeWalk::kStream};
   return {kernels::cuda::DecodeWalk::kAuto};
 }
