@@ -126,13 +126,13 @@ __device__ void merge_warps_and_write(const DecodeArgs& a, unsigned char* k_slot
   }
 }
 
-// CTA j's units [begin, end) (of sequence b, length ctx, whose first unit is seq_first) on the
-// fp8 cache, block-wide: every piece's output or partial, and with counters (kFused) the merge
-// of a split group by its last CTA, as decode_split_kernel's loop does piece by piece. Each
-// piece's first acquire also copies the next piece's query into shared memory, in the same
-// commit group as the tile kStages - 1 ahead: a piece of at least kStages - 1 tiles has it
-// landed by the next piece's first acquire; after a shorter one the ring is drained first.
-// FP8: kCacheE4m3 or kCacheInt8 (the 8-bit caches share the ring; only the conversion differs).
+// CTA j's units [begin, end) (of sequence b, length ctx, whose first unit is seq_first),
+// block-wide: every piece's output or partial, and with counters (kFused) the merge of a split
+// group by its last CTA, as decode_split_kernel's loop does piece by piece. Each piece's first
+// acquire also copies the next piece's query into shared memory, in the same commit group as
+// the tile kStages - 1 ahead: a piece of at least kStages - 1 tiles has it landed by the next
+// piece's first acquire; after a shorter one the ring is drained first. FP8: 0 (bf16),
+// kCacheE4m3 or kCacheInt8 (the 8-bit caches share a ring; only the conversion differs).
 template <int D, int G, bool kFused, int FP8>
 __device__ void attend_range_streamed(const DecodeArgs& a, float4* smem, PlanSmem* ps,
                                       const Deal& deal, int64_t j, int64_t begin, int64_t end,
