@@ -219,8 +219,8 @@ __global__ void __launch_bounds__(kThreads) decode_merge_kernel(const DecodeArgs
 }
 
 // Dynamic shared memory of a split-kernel instantiation: bf16's streamed ring only. Its limit
-// is raised once per instantiation (a host-side attribute, kept out of graph captures: the
-// first call comes from ctas_per_sm, before any launch).
+// (a host-side function attribute, no stream work) is raised once per instantiation, by the
+// first call, which ctas_per_sm makes before that instantiation's first launch.
 template <int D, int G, int FP8, bool kStream>
 size_t split_dynamic_smem() {
   if constexpr (kStream && !FP8 && G <= 2) {
