@@ -24,7 +24,7 @@
 // A CTA takes its pieces one by one (the ring drained and refilled at each), except on the
 // tensor-core path at G <= 2 with enough groups for CTAs to hold several pieces, where one ring
 // streams the whole range and the next piece's query comes with it (decode_attention_stream.cuh:
-// short pieces cost fp8 about 3.3 us each, bf16 about 0.8; see stream_walk for when).
+// short pieces cost fp8 about 3.3 us each, bf16 about 0.8; decode_attention_walk.h says when).
 //
 // Why the last CTA merges rather than a second kernel: at small batches the whole call lasts a
 // few microseconds and a second launch (a graph node) costs about as much as the merge; the
@@ -47,6 +47,7 @@
 #include "kernels/cuda/decode_attention_stream.cuh"
 #include "kernels/cuda/decode_attention_switches.h"
 #include "kernels/cuda/decode_attention_tile.cuh"
+#include "kernels/cuda/decode_attention_walk.h"
 #include "kernels/cuda/dispatch.cuh"
 
 namespace nanovllm::kernels::cuda {
@@ -218,25 +219,22 @@ __global__ void __launch_bounds__(kThreads) decode_merge_kernel(const DecodeArgs
   decode::merge_group<D, G>(a, reinterpret_cast<float*>(stage), b, hk, group_begin, j, n, deal);
 }
 
-// Dynamic shared memory of a split-kernel instantiation: bf16's streamed ring only. Its limit
-// (a host-side function attribute, no stream work) is raised once per instantiation, by the
-// first call, which ctas_per_sm makes before that instantiation's first launch.
-template <int D, int G, int FP8, bool kStream>
+// The dynamic shared memory a split-kernel instantiation launches with: bf16's streamed walk
+// only (the others' is static). Its limit (a host-side function attribute, no stream work) is
+// raised by the first call, which ctas_per_sm makes before the instantiation's first launch.
+template <int D, int G, bool kFused, int FP8, bool MMA, bool kStream>
 size_t split_dynamic_smem() {
-  if constexpr (kStream && !FP8 && G <= 2) {
+  if constexpr (!kStream || FP8 != 0) {
+    return 0;
+  } else {
+    constexpr int kBytes = decode::stream_smem_bytes<D, G, FP8>();
     static const bool raised = [] {
-      CUDA_CHECK(cudaFuncSetAttribute(decode_split_kernel<D, G, true, FP8, true, true>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      decode::stream_smem_bytes<D, G, FP8>()));
-      CUDA_CHECK(cudaFuncSetAttribute(decode_split_kernel<D, G, false, FP8, true, true>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      decode::stream_smem_bytes<D, G, FP8>()));
+      CUDA_CHECK(cudaFuncSetAttribute(decode_split_kernel<D, G, kFused, FP8, MMA, kStream>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
       return true;
     }();
     (void)raised;
-    return decode::stream_smem_bytes<D, G, FP8>();
-  } else {
-    return 0;
+    return kBytes;
   }
 }
 
@@ -248,7 +246,7 @@ int ctas_per_sm() {
     int v = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &v, decode_split_kernel<D, G, kFused, FP8, MMA, kStream>, kThreads,
-        split_dynamic_smem<D, G, FP8, kStream>()));
+        split_dynamic_smem<D, G, kFused, FP8, MMA, kStream>()));
     return std::max(v, 1);
   }();
   return n;
@@ -281,29 +279,6 @@ void dispatch_group(int64_t group, F&& f) {
       break;
     default:
       CHECK_MSG(false, "unsupported GQA group " << group << " (supported: 1, 2, 4, 5, 8)");
-  }
-}
-
-// Whether the split kernel streams a CTA's range through one ring (kStream) rather than piece
-// by piece: only the tensor-core path at G <= 2 has the streamed walk. On the fp8 cache it pays
-// where CTAs hold several short pieces (8 kv heads on an H200: 2048 x 128 231.5 -> 221.4 us,
-// batch 256 at mixed lengths 177.5 -> 167.9) and costs 2-10 % where a CTA holds one piece or
-// part of one (batch 1-48 at 1k, one sequence at 4k-16k, 8 x 32769;
-// bench/results/h200-2026-11-27-issue34_decode_walk.txt). On the bf16 cache the kernel alone
-// is no faster (attention_bench: 1.00-1.03x the pieces walk's time at batch 128-256, 1.03x at
-// 64, 1.10x at 16), but inside the 0.6B decode step it is: 0.965-0.974x the step at batch
-// 128-256 and context 193, 0.993-0.998x at 1025, 256 x 128/128 +1.9 % (bench/results/
-// h200-2026-11-29-issue33_bf16_stream_walk.txt). So kAuto streams from as many (sequence, kv
-// head) groups as the grid has CTAs on either cache. batch counts padding rows: a captured
-// graph keeps the walk of its batch size.
-template <int G, int FP8, bool MMA>
-bool stream_walk(DecodeWalk walk, int64_t batch, int64_t hkv, int64_t ctas) {
-  if constexpr (!(MMA && G <= 2)) {
-    return false;
-  } else {
-    if (walk == DecodeWalk::kAuto) walk = decode_walk_from_env();
-    if (walk != DecodeWalk::kAuto) return walk == DecodeWalk::kStream;
-    return batch * hkv >= ctas;
   }
 }
 
@@ -395,20 +370,20 @@ void launch(const DecodeAttentionParams& p, DecodeArgs a, int64_t batch, int64_t
   const auto run = [&]<bool kFused, bool kStream>() {
     const unsigned grid = grid_of(ctas_per_sm<D, G, kFused, FP8, MMA, kStream>());
     cudaLaunchAttribute attrs[2];
-    const cudaLaunchConfig_t config =
-        launch_config(dim3(grid), dim3(kThreads), split_dynamic_smem<D, G, FP8, kStream>(), 0,
-                      /*early=*/true, stream, attrs);
+    const cudaLaunchConfig_t config = launch_config(
+        dim3(grid), dim3(kThreads), split_dynamic_smem<D, G, kFused, FP8, MMA, kStream>(), 0,
+        /*early=*/true, stream, attrs);
     CUDA_CHECK(
         cudaLaunchKernelEx(&config, decode_split_kernel<D, G, kFused, FP8, MMA, kStream>, a));
     // Same grid: same plan.
     if constexpr (!kFused)
       launch_dependent(decode_merge_kernel<D, G>, dim3(grid), dim3(kThreads), stream, a);
   };
-  const bool streamed = stream_walk<G, FP8, MMA>(
-      walk, batch, hkv,
-      grid_of(fused ? ctas_per_sm<D, G, true, FP8, MMA>() : ctas_per_sm<D, G, false, FP8, MMA>()));
-  if constexpr (MMA && G <= 2) {
-    if (streamed) {
+  if constexpr (MMA && G <= 2) {  // the streamed walk exists
+    const DecodeWalk chosen = walk == DecodeWalk::kAuto ? decode_walk_from_env() : walk;
+    const int64_t ctas =
+        grid_of(fused ? ctas_per_sm<D, G, true, FP8, MMA>() : ctas_per_sm<D, G, false, FP8, MMA>());
+    if (decode::streams_range(chosen, batch, hkv, ctas)) {
       if (fused)
         run.template operator()<true, true>();
       else

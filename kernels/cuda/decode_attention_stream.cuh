@@ -12,13 +12,13 @@
 // overhead.txt): 2048 x 128 231.0 -> 221.3 us, batch 256 at mixed lengths 179.5 -> 166.9;
 // whole runs of the 0.6B with an fp8 cache +2.8 % (nano-vllm's workload) and +3.5 % (256 x
 // 512/512). It costs 0.4-1.1 us a call at batches of 1-16, where the piece-by-piece walk is
-// kept (decode_attention.cu's stream_walk).
+// kept (decode_attention_walk.h).
 // G = 4 spilled registers on this path and keeps the piece-by-piece loop (with K as the score
 // MMA's A operand too: 248 bytes in the fused kernel, and 1.37-1.49x the pieces walk's time at
 // batch 256-2048 on an H200; bench/results/h200-2026-11-27-issue34_k_as_a.txt).
 //
 // The bf16 cache takes the same walk (its pieces cost about 0.8 us each); it pays inside the
-// decode step at batch 128-256 (decode_attention.cu's stream_walk).
+// decode step at batch 128-256 (decode_attention_walk.h).
 //
 // Shared memory: the fp8 ring takes Layout<D, true>'s 5 stages (41,280 bytes at D = 128) of
 // the kernel's 48 KiB; the bf16 ring Layout<D>'s 3 stages (48 KiB), so that kernel takes its
@@ -75,7 +75,7 @@ constexpr int stream_smem_bytes() {
 // float4s, warps 0 and 1 in the K half, 2 and 3 in the V half. (The merge's reads take 8
 // wavefronts a warp instead of 2; [g][t][i ^ g] avoids that but raised this kernel's spills
 // from 28 to 64 bytes, and the path's cost at small batches is its per-piece work, not these
-// reads: the split kernel walks piece by piece there, decode_attention.cu's stream_walk.)
+// reads: the split kernel walks piece by piece there, decode_attention_walk.h.)
 template <int D, int G, int FP8>
 __device__ void merge_warps_and_write(const DecodeArgs& a, unsigned char* k_slot,
                                       unsigned char* v_slot, float* ml, int b, int hk, int64_t cell,
