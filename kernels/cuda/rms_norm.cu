@@ -34,15 +34,16 @@ __global__ void __launch_bounds__(kThreads)
     // them), all loaded before any store: the sum stays in registers, where the loop below
     // stores it and reads it back. The same values in the same order.
     Bf16x8 a[UNITS], b[UNITS], w[UNITS];
+    const auto unit = [](int n) { return (static_cast<int>(threadIdx.x) + n * kThreads) * 8; };
 #pragma unroll
     for (int n = 0; n < UNITS; ++n) {
-      const int i = (static_cast<int>(threadIdx.x) + n * kThreads) * 8;
+      const int i = unit(n);
       if (i < hidden) w[n] = load8(weight + i);  // constants: before the wait
     }
     wait_for_previous_grid();  // launched early (launch_dependent)
 #pragma unroll
     for (int n = 0; n < UNITS; ++n) {
-      const int i = (static_cast<int>(threadIdx.x) + n * kThreads) * 8;
+      const int i = unit(n);
       if (i >= hidden) break;
       a[n] = load8(xr + i);
       if constexpr (FUSED) b[n] = load8(rr + i);
@@ -50,7 +51,7 @@ __global__ void __launch_bounds__(kThreads)
     float sq = 0.f;
 #pragma unroll
     for (int n = 0; n < UNITS; ++n) {
-      const int i = (static_cast<int>(threadIdx.x) + n * kThreads) * 8;
+      const int i = unit(n);
       if (i >= hidden) break;
       if constexpr (FUSED) {
 #pragma unroll
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(kThreads)
     const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
 #pragma unroll
     for (int n = 0; n < UNITS; ++n) {
-      const int i = (static_cast<int>(threadIdx.x) + n * kThreads) * 8;
+      const int i = unit(n);
       if (i >= hidden) break;
       Bf16x8 o;
 #pragma unroll
