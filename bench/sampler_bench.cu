@@ -13,7 +13,7 @@
 // read plus the bytes written (kernel_bench_util.cuh, as machine_limits.h counts them); the
 // sampler's percentage puts the bytes it reads (it writes next to nothing) over that figure.
 //
-// Usage: sampler_bench [--json FILE] [--reps N] [--hot]
+// Usage: sampler_bench [--json FILE] [--reps N] [--hot] [--mix PREFIX] [--batch N]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -202,6 +202,8 @@ int main(int argc, char** argv) {
   const char* json = nullptr;
   int reps = 15;
   bool hot = false;
+  std::string only_mix;    // a prefix of the mixes' names, or every mix
+  int64_t only_batch = 0;  // one batch size, or every one
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
       json = argv[++i];
@@ -209,8 +211,14 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--hot")) {
       hot = true;
+    } else if (!std::strcmp(argv[i], "--mix") && i + 1 < argc) {
+      only_mix = argv[++i];
+    } else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
+      only_batch = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--reps N] [--hot]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--json FILE] [--reps N] [--hot] [--mix PREFIX] [--batch N]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -233,6 +241,8 @@ int main(int argc, char** argv) {
   int misses = 0;
   for (const Mix& m : kMixes)
     for (int64_t b : kBatches) {
+      if (std::string(m.name).rfind(only_mix, 0) != 0 || (only_batch > 0 && b != only_batch))
+        continue;
       results.push_back(run(m, b, pool, slots, hot, reps, copy));
       print_row(results.back());
       misses += !results.back().meets;

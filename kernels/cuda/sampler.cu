@@ -9,9 +9,9 @@
 //   other rows: pass 1 finds the row max (and its token).
 //   unfiltered / min-p rows: then one pass of Gumbel-max; the max token's score bounds it, so
 //     a token more than the largest possible noise below it draws no noise.
-//   top-k rows with k <= 32 (Qwen3's defaults) in batches of 64 rows or more: one pass, each
-//     warp keeping its 32 largest keys, each block sending its top k to the leader, which
-//     finishes as after a compaction (sampler_small_top_k.cuh).
+//   top-k rows with k <= 32 (Qwen3's defaults): one pass, each thread keeping its 3 largest
+//     logits, each block sending its top k above its floor to the leader, which finishes as
+//     after a compaction (sampler_small_top_k.cuh; a flat row goes on to the passes below).
 //   other top-k / top-p rows: Then histogram passes narrow the candidates:
 //     the first counts (top-k) or sums the fixed-point mass (top-p) of tokens in 2048 bins of
 //     1/64 logit below the max (a token further than 32 below has zero mass); the bin where
@@ -25,8 +25,7 @@
 //     - Otherwise (flat rows, a cut further than 32 logits down) radix-select passes over
 //       11-bit digits of the 64-bit candidate key narrow the range until one of the above
 //       applies.
-// Typical Qwen3 defaults (top_k 20, top_p 0.95): one pass over the row from 64 rows, three
-// below (max, window histogram, compaction).
+// Typical Qwen3 defaults (top_k 20, top_p 0.95): one pass over the row at every batch size.
 // Emit mode (kernels/shard_sampler.h, cuda::shard_candidates below): the row is one rank's
 // vocabulary shard (ids offset by its start) and the kernel writes candidate keys instead of a
 // token: a greedy or unfiltered row's winner, or a top-k row's k keys sorted (top-p and min-p
@@ -39,6 +38,7 @@
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/sampler_passes.cuh"
 #include "kernels/cuda/sampler_process.cuh"
 #include "kernels/cuda/sampler_row.cuh"
 #include "kernels/cuda/sampler_select.cuh"
@@ -78,6 +78,16 @@ struct Args {
   int id_offset;
   int64_t full_vocab;  // V, which a top_k must be below to cut
 };
+
+// The greedy draw, out of line so that the kernel's inlined histogram passes keep their
+// registers (inlined, the kernel spilled and the passes ran 3-9 % slower; sampler_bench on an
+// H200). The row is copied in: read through the caller's local copy, the loop would load it.
+__device__ __noinline__ Best draw_greedy(Shared& sh, const cg::cluster_group& cluster,
+                                         const Row& row) {
+  const Row r = row;
+  return draw(
+      sh, cluster, r, false, [](float x) { return x; }, [](int, float) { return true; });
+}
 
 __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   NANOVLLM_TRACE_SCOPE(trace::kSampler, nullptr);
@@ -123,124 +133,23 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
   r.use_p = !r.emit && r.top_p < 1.0f;
   r.use_min_p = !r.emit && r.min_p > 0.0f;
   const bool greedy = t_raw == 0.0f;
-  const float t = r.temperature;
   int passes = 1;
   int32_t token = -1;
   Best drawn{0.f, -1};  // greedy and Gumbel rows: the winner, whose key a shard emits
-  const auto scaled = [t](float x) { return scaled_logit(x, t); };
-  const auto everything = [](int, float) { return true; };
   if (threadIdx.x == 0) sh.best_bits = ordered_bits(-INFINITY);
   __syncthreads();
   if (greedy) {
-    drawn = draw(
-        sh, cluster, r, false, [](float x) { return x; }, everything);
+    drawn = draw_greedy(sh, cluster, r);
     token = drawn.id;
-  } else if (r.use_k && r.top_k <= kWarpTopK && !r.emit &&
-             gridDim.y >= static_cast<unsigned>(kSmallTopKMinRows)) {
-    token = draw_small_top_k(sh, cluster, r);  // one pass (sampler_small_top_k.cuh)
   } else {
-    // Pass 1: the row's largest logit and its token (raw: division is monotone, so scaling
-    // it gives the largest scaled one).
-    if (leader) zero_histogram(sh);  // the others add into it from the next pass on
-    u64 mx = 0;
-    for_each_logit(r, [&](int v, float x) {
-      // (x, lowest id) as one key; NaN takes no part.
-      const u64 k =
-          x == x ? (u64{ordered_bits(x)} << 32) | (0xffffffffu - static_cast<uint32_t>(v)) : 0;
-      mx = k > mx ? k : mx;
-    });
-    mx = ReduceMax(sh.tmp.reduce_max).Reduce(mx, MaxOp());
-    Shared* lead = cluster.map_shared_rank(&sh, 0);
-    if (threadIdx.x == 0) lead->block_max[rank] = mx;
-    cluster.sync();
-    // The bound holds where the max token is a candidate for sure: no top-k / top-p cut
-    // (min-p keeps it: sampler_exp(0) == 1).
-    const bool uncut = !r.use_k && !r.use_p;
-    if (leader && threadIdx.x == 0) {
-      Decision d{};
-      u64 row_max = 0;
-      for (unsigned b = 0; b < blocks; ++b) row_max = max(row_max, sh.block_max[b]);
-      d.x_max = float_from_ordered(static_cast<uint32_t>(row_max >> 32));
-      d.l_max = scaled_logit(d.x_max, t);
-      d.level = kWindowLevel;
-      d.k_applied = !r.use_k;
-      d.need = static_cast<u64>(r.top_k);
-      d.pass = r.use_k ? Pass::kHistCount : r.use_p ? Pass::kHistMass : Pass::kGumbel;
-      sh.decision = d;
-      // The max token's score bounds the draw: a token more than kMaxGumbel below it cannot
-      // win, so most tokens skip their noise (every block starts from it).
-      const int32_t top = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(row_max));
-      const unsigned bound = ordered_bits(d.l_max + gumbel(r.seed, top, r.position));
-      if (uncut)
-        for (unsigned b = 0; b < blocks; ++b) cluster.map_shared_rank(&sh, b)->best_bits = bound;
-    }
-    cluster.sync();
-    while (true) {
-      if (threadIdx.x == 0) sh.local = lead->decision;
-      __syncthreads();
-      const Decision d = sh.local;
-      const float l_max = d.l_max;
-      ++passes;
-      if (d.pass == Pass::kHistCount || d.pass == Pass::kHistMass) {
-        const bool mass = d.pass == Pass::kHistMass;
-        if (!leader) zero_histogram(sh);  // the leader's was zeroed when it decided
-        __syncthreads();
-        for_each_logit(r, [&](int v, float x) {
-          const int bin = bin_of(d, r, v, x);
-          if (bin < 0) return;
-          atomicAdd(&sh.count[bin], 1u);
-          if (mass)
-            atomicAdd(&sh.mass[bin], static_cast<u64>(sampler_mass(scaled_logit(x, t) - l_max)));
-        });
-        if (!leader) {  // add this block's histogram into the leader's
-          __syncthreads();
-          for (int i = threadIdx.x; i < kBins; i += kThreads) {
-            if (sh.count[i] == 0) continue;
-            atomicAdd(&lead->count[i], sh.count[i]);
-            if (mass) atomicAdd(&lead->mass[i], sh.mass[i]);
-          }
-        }
-        cluster.sync();  // the leader's histogram complete
-        if (leader) decide(sh, r);
-        cluster.sync();  // the decision published
-        continue;
-      }
-      if (d.pass == Pass::kCompact || d.pass == Pass::kCutInBin) {
-        const bool whole_bin = d.pass == Pass::kCutInBin;
-        for_each_logit(r, [&](int v, float x) {
-          bool in;
-          if (whole_bin) {
-            in = bin_of(d, r, v, x) == d.compact_bin;
-          } else if (d.level == kWindowLevel) {
-            const int bin = bin_of(d, r, v, x);
-            in = bin >= 0 && bin <= d.compact_bin;
-          } else {
-            const u64 key = candidate_key(scaled_logit(x, t), v);
-            in = key >= d.floor && key >= d.compact_key;
-          }
-          if (in) lead->cand[atomicAdd(&lead->num_cand, 1u)] = candidate_key(scaled_logit(x, t), v);
-        });
-        cluster.sync();  // every candidate copied
-        if (!whole_bin) {
-          if (leader && keys) {
-            emit_candidates(sh, r, d, keys);
-            return;  // the last cluster barrier is behind every block
-          }
-          if (leader) token = finish_candidates(sh, r, d);
-          break;
-        }
-        if (leader) cut_in_bin(sh, r);
-        cluster.sync();  // the decision published
-        continue;
-      }
-      // Pass::kGumbel: the draw over every token at or above the exact cut.
-      drawn = draw(sh, cluster, r, true, scaled, [&](int v, float l) {
-        // The row's first token (l == l_max) passes min-p: sampler_exp(0) == 1.
-        return candidate_key(l, v) >= d.floor &&
-               (!r.use_min_p || sampler_exp(l - l_max) >= r.min_p);
-      });
-      token = drawn.id;
-      break;
+    const bool small_top_k = r.use_k && r.top_k <= kSmallTopK && !r.emit;
+    if (small_top_k) token = draw_small_top_k(sh, cluster, r);  // sampler_small_top_k.cuh
+    if (!small_top_k || token == kSmallTopKFallback) {          // a flat row starts over
+      const PassesOutcome o = draw_in_passes(sh, cluster, r, keys);
+      if (o.emitted) return;  // the last cluster barrier is behind every block
+      passes = static_cast<int>(small_top_k) + o.passes;
+      token = o.token;
+      drawn = o.drawn;
     }
   }
   if (keys) {  // a greedy or unfiltered row of a shard: its winner's key

@@ -88,6 +88,11 @@ struct Shared {
   u64 mass[kBins];               // [kBins] fixed-point mass (top-p passes)
   u64 cand[kMaxCandidates];      // leader: compacted candidate keys
   unsigned num_cand;             // leader: entries of cand
+  unsigned num_local;            // one-pass top-k: this block's candidates (in mass)
+  unsigned overflowed;           // one-pass top-k, leader: some block's candidates did not fit
+  u64 floor;                     // one-pass top-k: this block's floor
+  int block_at[kMaxCluster];     // one-pass top-k, leader: where each block's sorted top k
+  int block_count[kMaxCluster];  //   starts in cand, and how many
   u64 block_max[kMaxCluster];    // leader: each block's largest key
   Best block_best[kMaxCluster];  // leader: each block's draw
   Decision decision;             // leader: the next pass

@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "kernels/cuda/sampler_row.cuh"
+#include "kernels/cuda/sampler_sort.cuh"
 
 namespace nanovllm::kernels::cuda::sampling {
 
@@ -38,29 +39,18 @@ __device__ void zero_histogram(Shared& sh) {
   }
 }
 
-// Every thread of the block: sorts keys[0, size) (shared memory, size a power of two)
-// descending, bitonic; written before the call and synchronised, sorted and synchronised after.
-__device__ __forceinline__ void sort_keys_descending(u64* keys, int size) {
-  for (int span = 2; span <= size; span <<= 1) {
-    for (int stride = span / 2; stride > 0; stride >>= 1) {
-      for (int i = static_cast<int>(threadIdx.x); i < size / 2; i += kThreads) {
-        const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
-        const bool descending = (lo & span) == 0;
-        const u64 a = keys[lo], b = keys[hi];
-        if ((a < b) == descending) {
-          keys[lo] = b;
-          keys[hi] = a;
-        }
-      }
-      __syncthreads();
-    }
-  }
-}
-
-// Leader, every thread: sorts cand[0, n) descending ((l desc, id asc)), bitonic.
+// Leader, every thread: sorts cand[0, n) descending ((l desc, id asc)), bitonic, zero-padded
+// to a power of two.
 __device__ void sort_candidates(Shared& sh, int n) {
-  int size = 1;
+  int size = 32;
   while (size < n) size <<= 1;
+  if (size <= kThreads) {  // one key a thread
+    const int i = static_cast<int>(threadIdx.x);
+    const u64 key = sort_held_keys_descending(i < n ? sh.cand[i] : 0, size, sh.cand);
+    if (i < size) sh.cand[i] = key;
+    __syncthreads();
+    return;
+  }
   for (int i = n + static_cast<int>(threadIdx.x); i < size; i += kThreads) sh.cand[i] = 0;
   __syncthreads();
   sort_keys_descending(sh.cand, size);

@@ -1,16 +1,26 @@
-// The sampler's one-pass path for rows with a top-k of at most 32 (Qwen3's defaults: 20) in
-// batches of at least kSmallTopKMinRows rows; kernels/cuda/sampler.cu's other rows take two to
-// four passes over the row.
+// The sampler's one-pass path for rows with a top-k of at most kSmallTopK (Qwen3's defaults: 20);
+// kernels/cuda/sampler.cu's other sampled rows take two to four passes over the row.
 //
-// Each warp keeps the 32 largest candidate keys of its tokens (kernels/sampler_math.h's
-// candidate_key of the scaled logit: larger logit first, the lower id on ties), sorted down its
-// lanes; a token is offered only when its raw logit can reach the warp's 32nd key (scaling is
-// monotone, so a raw bound a little below that key's logit times the temperature lets almost
-// every token by with one compare and one vote). Each block sorts its warps' keys and sends its
-// top k to the leader block's candidates, which then hold the row's top k (the largest k of
-// every block's largest k); the leader finishes as after a compaction (finish_candidates:
-// top-k, top-p over the candidates' own mass, min-p, Gumbel-max), exactly the CPU reference's
-// rules.
+// Each thread keeps the kThreadTopK largest raw logits of its tokens in registers (one compare a
+// token once the first few are in; no votes, no shuffles). The block's floor is the top_k-th
+// largest key (kernels/sampler_math.h's candidate_key of the scaled logit: larger logit first,
+// the lower id on ties) among its threads' maxima: at least top_k distinct tokens reach it, so
+// the block's top k all do. Each thread adds its kept tokens at or above the floor to the
+// block's candidates; a thread whose smallest kept logit scales to the floor's or above may have
+// dropped one that reaches it, and adds every token of its share that does instead (a second
+// read of its own share, from L2; rare on real rows). The block sorts its candidates and sends
+// its top k, a sorted list, to the leader block, which merges the lists into the row's 32
+// largest and finishes as after a compaction (finish_candidates: top-k, top-p over the
+// candidates' own mass, min-p, Gumbel-max), exactly the CPU reference's rules. A block with more
+// candidates than its shared memory holds (flat rows) sends the whole row to the histogram
+// passes (kSmallTopKFallback). The sorts are sampler_sort.cuh's networks: shuffles inside a
+// warp, a few barriers between warps.
+//
+// sampler_bench on an H200, Qwen3's defaults, us a call (the warp-list path before it, from 64
+// rows, and three passes below): batch 1 28.7 -> 16.2, 16 38.4 -> 24.9, 32 51.4 -> 28.2, 64
+// 70.9 -> 36.4, 128 90.5 -> 54.7, 256 109.3 -> 87.5, 512 210 -> 152. Where batch 256 still loses
+// to greedy's 45-49 us (Nsight Compute): DRAM at 36 % of its peak, warps waiting on their loads
+// while the compiler's predicated insertions (17 instructions a logit) run between them.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -19,21 +29,21 @@
 
 #include "kernels/cuda/sampler_row.cuh"
 #include "kernels/cuda/sampler_select.cuh"
+#include "kernels/cuda/sampler_sort.cuh"
 
 namespace nanovllm::kernels::cuda::sampling {
 
-constexpr int kWarpTopK = 32;  // keys a warp keeps: the largest top-k this path takes
-// Batches of at least this many rows take the path: the GPU is then full of blocks, and one
-// pass beats three. Below, the warps' one-at-a-time insertions, the sort and the cluster's
-// barriers are not hidden behind other rows (sampler_bench, Qwen3's defaults on an H200, 3
-// passes -> 1: batch 64 79 -> 71 us, 128 104 -> 90, 256 182 -> 109, 512 355 -> 210; but 32
-// 51 -> 72 and 1 28.6 -> 47, where a row has 4 and 16 blocks).
-constexpr int kSmallTopKMinRows = 64;
-constexpr int kWarpsPerBlock = kThreads / 32;
-constexpr int kBlockKeys = kWarpsPerBlock * kWarpTopK;  // a block's warps' keys, sorted together
-static_assert((kBlockKeys & (kBlockKeys - 1)) == 0 && kBlockKeys <= kBins,
-              "the block's keys are sorted (a power of two) in the mass histogram's memory");
-static_assert(kMaxCluster * kWarpTopK <= kMaxCandidates, "every block's top k fits the leader");
+constexpr int kSmallTopK = 32;  // the largest top-k this path takes
+constexpr int kThreadTopK = 3;  // logits a thread keeps
+// Block shares longer than this (three steps of the loop over logits: 2 or 4 blocks a row and
+// fewer) skip tokens below the floor seen after their first step. sampler_bench on an H200:
+// batch 32 (4 blocks) 31.4 -> 28.2 us, 64 37.5 -> 36.4, 128-512 the same; with 8 blocks (2-3
+// steps) batch 1-4 lost 16.2 -> 18.0 us to the extra merge.
+constexpr int kLongShare = 3 * 4 * kThreads * kUnroll;
+// draw_small_top_k's answer, in every thread of the row, when a block's candidates overflowed.
+constexpr int32_t kSmallTopKFallback = -2;
+static_assert(kSmallTopK <= 32, "the floor is one of the 32 largest maxima, in warp 0's lanes");
+static_assert(kMaxCluster * kSmallTopK <= kMaxCandidates, "every block's top k fits the leader");
 
 // A raw logit below this cannot have a scaled logit as large as the key `thr`'s (0: no key
 // yet, everything passes). Rounding of the division and of the product moves a value by a few
@@ -45,67 +55,144 @@ __device__ __forceinline__ float raw_bound(u64 thr, float t) {
   return p - fabsf(p) * 9.5367431640625e-07f - 1e-30f;
 }
 
-// Every lane of the warp together: offers each lane's key (0: none), keeping list (lane i the
-// i-th largest key so far, 0 where none) and thr (lane 31's, on every lane) up to date, one key
-// at a time. (Sorting a vote's keys and merging them with the list in one bitonic network was
-// tried: inlined at every offer of the unrolled loop, it made the path 1.1-2x slower.)
-__device__ __forceinline__ void warp_offer(u64 key, u64& list, u64& thr, int lane) {
-  unsigned pending = __ballot_sync(0xffffffffu, key > thr);
-  while (pending) {
-    const int src = __ffs(pending) - 1;
-    pending &= pending - 1;
-    const u64 k = __shfl_sync(0xffffffffu, key, src);
-    if (k <= thr) continue;  // thr rose past it (k and thr are the same on every lane)
-    const int pos = __popc(__ballot_sync(0xffffffffu, list > k));
-    const u64 up = __shfl_up_sync(0xffffffffu, list, 1);
-    if (lane > pos)
-      list = up;
-    else if (lane == pos)
-      list = k;
-    thr = __shfl_sync(0xffffffffu, list, kWarpTopK - 1);
-  }
-}
-
-// Every thread of every block of the row's cluster: the drawn token (leader's; -1 elsewhere).
+// Every thread of every block of the row's cluster: the drawn token (leader's; -1 elsewhere), or
+// kSmallTopKFallback everywhere when some block's candidates did not fit.
 __device__ __noinline__ int32_t draw_small_top_k(Shared& sh, const cg::cluster_group& cluster,
-                                                 const Row& r) {
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+                                                 const Row& row) {
+  const Row r = row;  // in registers: the caller's copy is in local memory, slow in the loops
   const unsigned rank = cluster.block_rank(), blocks = cluster.num_blocks();
   Shared* lead = cluster.map_shared_rank(&sh, 0);
-  if (rank == 0 && threadIdx.x == 0) sh.num_cand = 0;
-  const float t = r.temperature;
-  u64 list = 0, thr = 0;
-  float bound = -INFINITY;
-  // One token a lane, every lane of the warp at once (the loop is block-uniform).
-  const auto offer = [&](int v, float x, bool valid) {
-    const bool maybe = valid && x >= bound;  // NaN never: it takes no part
-    if (!__any_sync(0xffffffffu, maybe)) return;
-    const u64 before = thr;
-    warp_offer(maybe ? candidate_key(scaled_logit(x, t), v) : 0, list, thr, lane);
-    if (thr != before) bound = raw_bound(thr, t);
-  };
-  for_each_logit_all_lanes(r, offer);
-  // The block's warps' keys, sorted (descending) in the mass histogram's memory.
-  u64* keys = sh.mass;
-  keys[warp * kWarpTopK + lane] = list;
-  __syncthreads();
-  sort_keys_descending(keys, kBlockKeys);
-  cluster.sync();  // the leader's count is zeroed
-  // This block's top k (none of the empty entries) into the leader's candidates.
   if (threadIdx.x == 0) {
-    int n = 0;
-    while (n < r.top_k && keys[n] != 0) ++n;
-    sh.cross = static_cast<int>(atomicAdd(&lead->num_cand, static_cast<unsigned>(n)));
-    sh.cross_count = static_cast<u64>(n);
-    lead->block_max[rank] = keys[0];
+    sh.num_local = 0;
+    if (rank == 0) {
+      sh.num_cand = 0;
+      sh.overflowed = 0;
+    }
+  }
+  const float t = r.temperature;
+  // The thread's kThreadTopK largest raw logits, largest first (kept[0] the maximum); an equal
+  // logit seen later (a higher id) is not taken. Scaling is monotone, so every token this drops
+  // scales to at most its smallest kept one.
+  float kept[kThreadTopK];
+  int32_t kept_id[kThreadTopK];
+#pragma unroll
+  for (int j = 0; j < kThreadTopK; ++j) {
+    kept[j] = -INFINITY;
+    kept_id[j] = -1;
+  }
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  u64* keys = sh.mass;  // [kBins] this block's candidates
+  // The top_k-th largest key of the threads' maxima so far, in every thread (0 when fewer
+  // threads have seen a finite logit). The maxima only grow, so the final floor is at least it.
+  const auto floor_so_far = [&] {
+    const u64 top = merge_warp_tops(
+        warp_sort_descending(kept_id[0] >= 0 ? candidate_key(scaled_logit(kept[0], t), kept_id[0])
+                                             : 0),
+        kThreads / 32, keys);
+    if (warp == 0 && lane == r.top_k - 1) sh.floor = top;
+    __syncthreads();
+    return sh.floor;
+  };
+  // After the first step of a long share, tokens below the floor so far are skipped: none can
+  // reach the final floor, and the lists fill far less often.
+  float skip_below = -INFINITY;
+  int steps = 0;
+  const bool long_share = r.end - r.begin > kLongShare;
+  for_each_logit_in_steps(
+      r,
+      [&](int v, float x) {
+        // NaN and -inf never enter.
+        if (!(x > kept[kThreadTopK - 1] && x >= skip_below)) return;
+        float cx = x;
+        int32_t cv = v;
+#pragma unroll
+        for (int j = 0; j < kThreadTopK; ++j) {
+          if (cx > kept[j]) {
+            const float tx = kept[j];
+            const int32_t tv = kept_id[j];
+            kept[j] = cx;
+            kept_id[j] = cv;
+            cx = tx;
+            cv = tv;
+          }
+        }
+      },
+      [&] {
+        if (++steps == 1 && long_share) {
+          skip_below = raw_bound(floor_so_far(), t);
+          __syncthreads();  // keys is the next merge's exchange again
+        }
+      });
+  // The floor: the top_k-th largest of the threads' maxima; then every finite token when fewer
+  // threads saw one.
+  const u64 floor = floor_so_far();
+  const auto add = [&](u64 key) {
+    const unsigned at = atomicAdd(&sh.num_local, 1u);
+    if (at < static_cast<unsigned>(kBins)) keys[at] = key;
+  };
+  const bool full = kept_id[kThreadTopK - 1] >= 0;
+  if (full && (floor == 0 || scaled_logit(kept[kThreadTopK - 1], t) >= key_logit(floor))) {
+    for_each_logit(r, [&](int v, float x) {
+      if (!(x > -INFINITY)) return;
+      const u64 key = candidate_key(scaled_logit(x, t), v);
+      if (key >= floor) add(key);
+    });
+  } else {
+#pragma unroll
+    for (int j = 0; j < kThreadTopK; ++j) {
+      if (kept_id[j] < 0) break;
+      const u64 key = candidate_key(scaled_logit(kept[j], t), kept_id[j]);
+      if (key >= floor) add(key);
+    }
   }
   __syncthreads();
-  const int at = sh.cross, n = static_cast<int>(sh.cross_count);
-  for (int i = static_cast<int>(threadIdx.x); i < n; i += kThreads) lead->cand[at + i] = keys[i];
-  cluster.sync();  // every block's keys are in
+  const int n = static_cast<int>(sh.num_local);
+  const bool fits = n <= kBins;
+  // Sorted, thread i holding the i-th largest: the usual few dozen in warp 0's lanes, up to
+  // kThreads one a thread, else in place, zero-padded.
+  u64 mine = 0;
+  if (n <= 32) {
+    if (warp == 0) mine = warp_sort_descending(lane < n ? keys[lane] : 0);
+  } else if (n <= kThreads) {
+    int size = 64;
+    while (size < n) size <<= 1;
+    mine = sort_held_keys_descending(static_cast<int>(threadIdx.x) < n ? keys[threadIdx.x] : 0,
+                                     size, keys);
+  } else if (fits) {
+    int size = 1;
+    while (size < n) size <<= 1;
+    for (int i = n + static_cast<int>(threadIdx.x); i < size; i += kThreads) keys[i] = 0;
+    __syncthreads();
+    sort_keys_descending(keys, size);
+    mine = keys[threadIdx.x];
+  }
+  cluster.sync();  // the leader's count and flag are zeroed
+  if (!fits) {
+    if (threadIdx.x == 0) lead->overflowed = 1;
+  } else {  // this block's top k into the leader's candidates, a sorted list
+    const int m = min(n, r.top_k);
+    if (threadIdx.x == 0) {
+      const int at = static_cast<int>(atomicAdd(&lead->num_cand, static_cast<unsigned>(m)));
+      sh.cross = at;
+      lead->block_at[rank] = at;
+      lead->block_count[rank] = m;
+    }
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < m) lead->cand[sh.cross + threadIdx.x] = mine;
+  }
+  cluster.sync();  // every block's keys (or its overflow) are in
+  if (lead->overflowed != 0) return kSmallTopKFallback;
   if (rank != 0) return -1;
-  u64 row_max = 0;
-  for (unsigned b = 0; b < blocks; ++b) row_max = max(row_max, sh.block_max[b]);
+  // The row's 32 largest candidates (its top k among them): the blocks' lists merged.
+  u64 key = 0;
+  if (warp < static_cast<int>(blocks) && lane < sh.block_count[warp])
+    key = sh.cand[sh.block_at[warp] + lane];
+  key = merge_warp_tops(key, static_cast<int>(blocks), keys);
+  __syncthreads();  // every list read before warp 0 writes over them
+  if (warp == 0) sh.cand[lane] = key;
+  if (threadIdx.x == 0) sh.num_cand = min(sh.num_cand, 32u);
+  __syncthreads();
+  const u64 row_max = sh.cand[0];
   // Nothing but NaN or -inf: every rule falls back to token 0, as the CPU reference does.
   if (row_max == 0 || key_logit(row_max) == -INFINITY) return 0;
   Decision d{};
