@@ -16,9 +16,9 @@ namespace nanovllm::kernels::cuda::sampling {
 
 // What the passes leave, in the leader (the other blocks: passes only).
 struct PassesOutcome {
-  int32_t token = -1;   // the drawn token (-1: a shard row's keys, or not the leader)
-  Best drawn{0.f, -1};  // a Gumbel draw's winner, whose key an unfiltered shard row emits
-  int passes = 1;       // full reads of the row
+  int32_t token = -1;    // the drawn token (-1: a shard row's keys, or not the leader)
+  Best drawn{0.f, -1};   // a Gumbel draw's winner, whose key an unfiltered shard row emits
+  int passes = 1;        // full reads of the row
   bool emitted = false;  // the leader wrote a shard row's top-k keys (`keys`): nothing follows
 };
 
@@ -131,8 +131,7 @@ __device__ __forceinline__ PassesOutcome draw_in_passes(Shared& sh,
     // Pass::kGumbel: the draw over every token at or above the exact cut.
     out.drawn = draw(sh, cluster, r, true, scaled, [&](int v, float l) {
       // The row's first token (l == l_max) passes min-p: sampler_exp(0) == 1.
-      return candidate_key(l, v) >= d.floor &&
-             (!r.use_min_p || sampler_exp(l - l_max) >= r.min_p);
+      return candidate_key(l, v) >= d.floor && (!r.use_min_p || sampler_exp(l - l_max) >= r.min_p);
     });
     out.token = out.drawn.id;
     return out;
