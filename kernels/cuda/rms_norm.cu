@@ -1,4 +1,5 @@
-// RMSNorm and fused residual-add + RMSNorm, one block per row, f32 math.
+// RMSNorm and fused residual-add + RMSNorm, one block per row (a warp per row for a prefill
+// step's rows, bit for bit the same), f32 math.
 // The fused form rounds the sum to bf16 first (the residual stream is bf16 in the model) and
 // normalises that rounded value, as the contract in kernels/rms_norm.h says.
 #include "kernels/cuda/add_rms_norm_row.cuh"
@@ -109,6 +110,71 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Many rows (a prefill step's): a warp a row, kRowsPerBlock rows a block, where a block a row
+// spent most of its time on a block-wide reduction per 2-4 KB row. Bit for bit the kernel above
+// at kThreads: lane l stands in for its threads l + 32 m (m < M, the warps that hold a unit of a
+// row of at most 32 M units), sums each one's squares as that thread does, then each virtual
+// warp's with warp_sum and the eight warps' totals as block_sum does (its warps past M hold 0).
+constexpr int kRowsPerBlock = 8;
+constexpr int kRowsMinTokens = 1024;  // below (every decode step): a block a row
+constexpr int kBlockWarps = kThreads / 32;
+
+template <bool FUSED, int M>
+__global__ void __launch_bounds__(kRowsPerBlock * 32)
+    rms_norm_rows_kernel(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* residual,
+                         int64_t r_stride, const bf16* __restrict__ weight, int hidden, float eps,
+                         int64_t tokens) {
+  static_assert(M <= kBlockWarps, "one unit a thread of kThreads: rows of at most 8 * kThreads");
+  NANOVLLM_TRACE_SCOPE(trace::kRmsNorm, weight);
+  allow_next_grid();
+  wait_for_previous_grid();  // launched early (launch_dependent): x is the previous kernel's
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
+  if (t >= tokens) return;
+  bf16* xr = x + t * x_stride;
+  bf16* rr = FUSED ? residual + t * r_stride : nullptr;
+  bf16* orow = out + t * out_stride;
+  const auto unit = [lane](int m) { return (lane + 32 * m) * 8; };  // thread lane + 32 m's
+  Bf16x8 a[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const int i = unit(m);
+    if (i < hidden) a[m] = load8(xr + i);
+  }
+  float part[M];  // thread lane + 32 m's sum of squares
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const int i = unit(m);
+    part[m] = 0.f;
+    if (i >= hidden) continue;
+    if constexpr (FUSED) {
+      const Bf16x8 b = load8(rr + i);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) a[m].v[j] = to_bf16(to_f32(a[m].v[j]) + to_f32(b.v[j]));
+      store8(rr + i, a[m]);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) part[m] += to_f32(a[m].v[j]) * to_f32(a[m].v[j]);
+  }
+  float total = 0.f;  // block_sum's last step: lane w holds warp w's total
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float w = warp_sum(part[m]);
+    if (lane == m) total = w;
+  }
+  const float inv = rsqrtf(warp_sum(total) / static_cast<float>(hidden) + eps);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const int i = unit(m);
+    if (i >= hidden) break;
+    const Bf16x8 w = load8(weight + i);
+    Bf16x8 o;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o.v[j] = to_bf16(to_f32(a[m].v[j]) * inv * to_f32(w.v[j]));
+    store8(orow + i, o);
+  }
+}
+
 void launch(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* residual,
             int64_t r_stride, const bf16* weight, int64_t tokens, int64_t hidden, float eps,
             bool vec, cudaStream_t stream) {
@@ -122,7 +188,17 @@ void launch(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* resi
     launch_dependent(kernel, dim3(tokens), dim3(kThreads), stream, out, out_stride, x, x_stride,
                      residual, r_stride, weight, h, eps);
   };
-  if (vec && units <= kMaxRegisterUnits) {
+  const auto rows = [&](auto kernel) {
+    launch_dependent(kernel, dim3((tokens + kRowsPerBlock - 1) / kRowsPerBlock),
+                     dim3(kRowsPerBlock * 32), stream, out, out_stride, x, x_stride, residual,
+                     r_stride, weight, h, eps, tokens);
+  };
+  const int64_t warps = (hidden / 8 + 31) / 32;  // of kThreads's that hold a unit
+  if (vec && tokens >= kRowsMinTokens && units == 1 && warps <= 4) {
+    fused ? rows(rms_norm_rows_kernel<true, 4>) : rows(rms_norm_rows_kernel<false, 4>);
+  } else if (vec && tokens >= kRowsMinTokens && units == 1) {
+    fused ? rows(rms_norm_rows_kernel<true, 8>) : rows(rms_norm_rows_kernel<false, 8>);
+  } else if (vec && units <= kMaxRegisterUnits) {
     if (units == 1)
       fused ? go(rms_norm_kernel<true, true, 1>) : go(rms_norm_kernel<true, false, 1>);
     else if (units == 2)

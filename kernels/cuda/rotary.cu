@@ -2,7 +2,8 @@
 // optionally (STORE) with the paged KV-cache store of the rotated k and of v, as bf16, fp8 or
 // int8 (FP8: kCacheE4m3 or kCacheInt8; the row's max |x| from the warp, its exponent or scale
 // code, then each lane's bytes).
-// One warp per (token, head): lane l owns the pairs (i, i + D/2) for i = l + 32 j.
+// One warp per (token, head): lane l owns the pairs (i, i + D/2) for i = l + 32 j; a decode
+// step's items each on a warp of their own, a prefill step's tokens each on a block.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/fp8_kv.cuh"
@@ -73,36 +74,43 @@ __device__ __forceinline__ void store_row(const RopeArgs& a, void* cache, int8_t
   }
 }
 
-// Work items per token: its q heads, its k heads, and (STORE) its v heads, in that order.
-template <int D, bool STORE, int FP8>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const RopeArgs a) {
-  NANOVLLM_TRACE_SCOPE(trace::kQkNormRope, a.k_cache);
-  constexpr int kPairs = D / 64;  // pairs per lane
-  const int lane = threadIdx.x & 31;
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  const int heads = a.hq + a.hkv * (STORE ? 2 : 1);
-  const bool valid = item < static_cast<int64_t>(a.tokens) * heads;
-  const int t = valid ? static_cast<int>(item / heads) : 0;
-  const int h = valid ? static_cast<int>(item % heads) : 0;
-  const bool is_q = h < a.hq;
-  const bf16* w = is_q ? a.q_w : a.k_w;
-  // Constants before the wait: the head's norm weights and the rotary frequencies of the lane's
-  // pairs (a v head uses neither).
-  float w_lo[kPairs], w_hi[kPairs], freq[kPairs];
-  if (valid && h < a.hq + a.hkv) {
+// A lane's rotary cos and sin at `pos` for its pairs j (frequency freq[j]), scaled. One f32
+// multiply forms the angle, as the CPU reference and transformers do; sincosf, not the fast
+// intrinsic, which is only accurate near 0: angles reach ~1e5 rad at 128k.
+template <int kPairs>
+__device__ __forceinline__ void rope_angles(float pos, const float (&freq)[kPairs], float scaling,
+                                            float (&c)[kPairs], float (&s)[kPairs]) {
 #pragma unroll
-    for (int j = 0; j < kPairs; ++j) {
-      freq[j] = a.inv_freq[lane + 32 * j];
-      if (w != nullptr) {
-        w_lo[j] = to_f32(w[lane + 32 * j]);
-        w_hi[j] = to_f32(w[lane + 32 * j + D / 2]);
-      }
-    }
+  for (int j = 0; j < kPairs; ++j) {
+    sincosf(pos * freq[j], &s[j], &c[j]);
+    c[j] *= scaling;
+    s[j] *= scaling;
   }
-  wait_for_previous_grid();  // launched early (launch_dependent): qkv is the previous kernel's
-  allow_next_grid();
-  if (!valid) return;
+}
 
+// The head's norm weights at a lane's pairs (w_lo[j] at lane + 32 j, w_hi[j] D / 2 further).
+template <int D>
+__device__ __forceinline__ void head_weights(const bf16* w, int lane, float (&w_lo)[D / 64],
+                                             float (&w_hi)[D / 64]) {
+  if (w == nullptr) return;
+#pragma unroll
+  for (int j = 0; j < D / 64; ++j) {
+    w_lo[j] = to_f32(w[lane + 32 * j]);
+    w_hi[j] = to_f32(w[lane + 32 * j + D / 2]);
+  }
+}
+
+// One warp, one work item of token t: head h < hq + hkv is a q or k head, normalised (with
+// weights w_lo / w_hi, unless the head's weight pointer is null) and rotated in place, a k head
+// also stored at the token's slot; (STORE) a v head is copied to its slot. The rotation's cos
+// and sin: kGivenAngles, c_in / s_in; else from the token's position (requested beside the
+// head's loads) and the lane's frequencies `freq`.
+template <int D, bool STORE, int FP8, bool kGivenAngles>
+__device__ __forceinline__ void rope_item(const RopeArgs& a, int t, int h, int lane,
+                                          const float (&w_lo)[D / 64], const float (&w_hi)[D / 64],
+                                          const float (&freq)[D / 64], const float (&c_in)[D / 64],
+                                          const float (&s_in)[D / 64]) {
+  constexpr int kPairs = D / 64;  // pairs per lane
   if constexpr (STORE) {
     if (h >= a.hq + a.hkv) {  // a v head: a copy into its slot
       const int64_t slot = a.slot_mapping[t];
@@ -116,10 +124,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
       return;
     }
   }
-
+  const bool is_q = h < a.hq;
   bf16* x = is_q ? a.q + t * a.q_tok + h * a.q_head : a.k + t * a.k_tok + (h - a.hq) * a.k_head;
-  const float pos = static_cast<float>(a.positions[t]);  // requested beside x's loads
-
+  const float pos = kGivenAngles ? 0.f : static_cast<float>(a.positions[t]);
   float lo[kPairs], hi[kPairs];
   float sq = 0.f;
 #pragma unroll
@@ -128,7 +135,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
     hi[j] = to_f32(x[lane + 32 * j + D / 2]);
     sq = add_pair_squares(sq, lo[j], hi[j]);
   }
-  if (w != nullptr) {
+  if ((is_q ? a.q_w : a.k_w) != nullptr) {
     const float inv = head_rms_inverse<D>(warp_sum(sq), a.eps);
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
@@ -136,18 +143,21 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
       hi[j] = head_norm_scale(hi[j], inv, w_hi[j]);
     }
   }
+  float c[kPairs], s[kPairs];
+  if constexpr (kGivenAngles) {
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      c[j] = c_in[j];
+      s[j] = s_in[j];
+    }
+  } else {
+    rope_angles(pos, freq, a.attention_scaling, c, s);
+  }
 #pragma unroll
   for (int j = 0; j < kPairs; ++j) {
     const int i = lane + 32 * j;
-    // One f32 multiply, as the CPU reference and transformers form the angle; sincosf (not
-    // the fast intrinsic, which is only accurate near 0): angles reach ~1e5 rad at 128k.
-    const float angle = pos * freq[j];
-    float s, c;
-    sincosf(angle, &s, &c);
-    c *= a.attention_scaling;
-    s *= a.attention_scaling;
-    const bf16 y_lo = to_bf16(rotate_lo(lo[j], hi[j], c, s));
-    const bf16 y_hi = to_bf16(rotate_hi(lo[j], hi[j], c, s));
+    const bf16 y_lo = to_bf16(rotate_lo(lo[j], hi[j], c[j], s[j]));
+    const bf16 y_hi = to_bf16(rotate_hi(lo[j], hi[j], c[j], s[j]));
     x[i] = y_lo;
     x[i + D / 2] = y_hi;
     lo[j] = to_f32(y_lo);  // the rounded values, for the cache
@@ -165,6 +175,63 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
       }
       store_row<D, FP8>(a, a.k_cache, a.k_scale, slot, h - a.hq, vals, lane);
     }
+  }
+}
+
+// A warp per work item (decode steps' few tokens: the items spread over the GPU). Items per
+// token: its q heads, its k heads, and (STORE) its v heads, in that order.
+template <int D, bool STORE, int FP8>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const RopeArgs a) {
+  NANOVLLM_TRACE_SCOPE(trace::kQkNormRope, a.k_cache);
+  constexpr int kPairs = D / 64;
+  const int lane = threadIdx.x & 31;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int heads = a.hq + a.hkv * (STORE ? 2 : 1);
+  const bool valid = item < static_cast<int64_t>(a.tokens) * heads;
+  const int t = valid ? static_cast<int>(item / heads) : 0;
+  const int h = valid ? static_cast<int>(item % heads) : 0;
+  // Constants before the wait: the head's norm weights and the rotary frequencies of the lane's
+  // pairs (a v head uses neither).
+  float w_lo[kPairs], w_hi[kPairs], freq[kPairs];
+  if (valid && h < a.hq + a.hkv) {
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) freq[j] = a.inv_freq[lane + 32 * j];
+    head_weights<D>(h < a.hq ? a.q_w : a.k_w, lane, w_lo, w_hi);
+  }
+  wait_for_previous_grid();  // launched early (launch_dependent): qkv is the previous kernel's
+  allow_next_grid();
+  if (!valid) return;
+  rope_item<D, STORE, FP8, false>(a, t, h, lane, w_lo, w_hi, freq, freq, freq);
+}
+
+// A block per token, its warps dealing the token's items (a prefill step's thousands of tokens:
+// a warp's rotary angles serve every q and k head it takes, where the kernel above computes
+// them once a head, and 4 warps a token replace 4-8 blocks of items). The same items, the same
+// arithmetic (rope_item): bit for bit the kernel above.
+constexpr int kTokensMinForBlocks = 1024;  // below (every decode step): a warp per item
+
+template <int D, bool STORE, int FP8>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    qk_norm_rope_tokens_kernel(const RopeArgs a) {
+  NANOVLLM_TRACE_SCOPE(trace::kQkNormRope, a.k_cache);
+  constexpr int kPairs = D / 64;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int t = blockIdx.x;
+  float wq_lo[kPairs], wq_hi[kPairs], wk_lo[kPairs], wk_hi[kPairs], freq[kPairs];
+#pragma unroll
+  for (int j = 0; j < kPairs; ++j) freq[j] = a.inv_freq[lane + 32 * j];
+  head_weights<D>(a.q_w, lane, wq_lo, wq_hi);
+  head_weights<D>(a.k_w, lane, wk_lo, wk_hi);
+  wait_for_previous_grid();  // launched early (launch_dependent): qkv is the previous kernel's
+  allow_next_grid();
+  float c[kPairs], s[kPairs];
+  rope_angles(static_cast<float>(a.positions[t]), freq, a.attention_scaling, c, s);
+  const int heads = a.hq + a.hkv * (STORE ? 2 : 1);
+  for (int h = warp; h < heads; h += kWarpsPerBlock) {
+    if (h < a.hq)
+      rope_item<D, STORE, FP8, true>(a, t, h, lane, wq_lo, wq_hi, freq, c, s);
+    else
+      rope_item<D, STORE, FP8, true>(a, t, h, lane, wk_lo, wk_hi, freq, c, s);
   }
 }
 
@@ -216,8 +283,12 @@ void launch(const RopeArgs& a, int64_t dim, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(a.tokens) * (a.hq + a.hkv * (STORE ? 2 : 1));
   const int blocks = ceil_div(items, kWarpsPerBlock);
   DISPATCH_HEAD_DIM(dim, D, {
-    launch_dependent(qk_norm_rope_kernel<D, STORE, FP8>, dim3(blocks), dim3(kWarpsPerBlock * 32),
-                     stream, a);
+    if (a.tokens >= kTokensMinForBlocks)
+      launch_dependent(qk_norm_rope_tokens_kernel<D, STORE, FP8>, dim3(a.tokens),
+                       dim3(kWarpsPerBlock * 32), stream, a);
+    else
+      launch_dependent(qk_norm_rope_kernel<D, STORE, FP8>, dim3(blocks), dim3(kWarpsPerBlock * 32),
+                       stream, a);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -120,6 +120,47 @@ TEST(FusedAddRmsNormCuda, MatchesCpuResidualExactlyAndNormClosely) {
   }
 }
 
+// A prefill step's rows (1,024 and more a call, rows of at most 2,048) take the warp-per-row
+// kernel; the same rows in calls of 100 take the block-per-row one. The same bits, plain and
+// fused (out, and the residual sum).
+TEST(RmsNormCuda, PrefillSizedCallsGiveTheBitsOfDecodeSizedOnes) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(5);
+  const int64_t tokens = 1500;
+  for (int64_t hidden : {1024, 2048, 768, 4096}) {  // 4 / 8 / 3 warps of units; 4096: blocks
+    SCOPED_TRACE(::testing::Message() << "hidden " << hidden);
+    const int64_t pitch = hidden + 16;
+    const auto x = random_bf16(tokens * pitch, rng, -4, 4);
+    const auto r = random_bf16(tokens * pitch, rng, -4, 4);
+    const auto w = random_bf16(hidden, rng, 0.5, 1.5);
+    DevVec<uint16_t> dw(w);
+    const auto rows = [&](const DevVec<uint16_t>& m, int64_t t0, int64_t n) {
+      TensorView v(static_cast<uint16_t*>(m.mem.get()) + t0 * pitch, DType::kBf16, {n, hidden},
+                   Device::kCuda);
+      v.stride[0] = pitch;
+      return v;
+    };
+    const auto run = [&](int64_t chunk, bool fused) {
+      DevVec<uint16_t> dx(x), dr(r), dout(tokens * pitch);
+      for (int64_t t0 = 0; t0 < tokens; t0 += chunk) {
+        const int64_t n = std::min(chunk, tokens - t0);
+        if (fused)
+          kernels::cuda::fused_add_rms_norm(rows(dx, t0, n), rows(dr, t0, n),
+                                            dw.view(DType::kBf16, {hidden}), 1e-6f, nullptr);
+        else
+          kernels::cuda::rms_norm(rows(dout, t0, n), rows(dx, t0, n),
+                                  dw.view(DType::kBf16, {hidden}), 1e-6f, nullptr);
+      }
+      return std::make_pair(fused ? dx.host() : dout.host(), dr.host());
+    };
+    for (bool fused : {false, true}) {
+      const auto whole = run(tokens, fused), chunks = run(100, fused);
+      EXPECT_EQ(whole.first, chunks.first) << "fused " << fused;
+      EXPECT_EQ(whole.second, chunks.second) << "fused " << fused;
+    }
+  }
+}
+
 TEST(QkNormRopeCuda, MatchesCpuForHeadDims64And128WithAndWithoutNorm) {
   SKIP_WITHOUT_CUDA();
   std::mt19937 rng(4);

@@ -270,6 +270,75 @@ TEST(QkNormRopeStoreCuda, Int8StoreWritesTheCpuEncodingOfTheRotatedRows) {
   check_8bit_store(DType::kI8);
 }
 
+// A prefill step's tokens (1,024 and more a call) take the block-per-token kernel, whose warps
+// reuse one token's rotary angles for every head they take; the same rows in calls of 100
+// tokens take the warp-per-item kernel. Both must leave the same bits in q, k and the caches.
+void check_many_tokens_same_bits(DType cache, const Case& c) {
+  SCOPED_TRACE(::testing::Message() << "cache " << dtype_name(cache) << " d " << c.d << " hq "
+                                    << c.hq << " hkv " << c.hkv << " norm " << c.norm);
+  std::mt19937 rng(16);
+  const Layout l{c.d, c.hq, c.hkv, c.tokens, (c.hq + 2 * c.hkv) * c.d + c.pad};
+  const int64_t bs = 16, blocks = c.tokens / bs + 2, slots = blocks * bs;
+  const bool eight = cache != DType::kBf16;
+  const auto qkv = random_bf16(c.tokens * l.pitch, rng, -2, 2);
+  const auto qw = random_bf16(c.d, rng, 0.5, 1.5), kw = random_bf16(c.d, rng, 0.5, 1.5);
+  std::vector<int32_t> pos(c.tokens), perm(slots), slot(c.tokens);
+  std::uniform_int_distribution<int> pick_pos(0, c.max_pos);
+  for (auto& p : pos) p = pick_pos(rng);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  for (int64_t t = 0; t < c.tokens; ++t) slot[t] = t % 3 == 2 ? -1 : perm[t];
+  const std::vector<uint16_t> cache0(slots * c.hkv * c.d, 0x5a5a);  // bf16, or two 8-bit rows
+  const std::vector<int8_t> scale0(slots * c.hkv, 77);
+  const RopeTables rope(c.d, c.yarn);
+  struct Out {
+    std::vector<uint16_t> qkv, kc, vc;
+    std::vector<int8_t> ks, vs;
+  };
+  const auto run = [&](int64_t chunk) {
+    DevVec<uint16_t> dqkv(qkv), dqw(qw), dkw(kw), dkc(cache0), dvc(cache0);
+    DevVec<int8_t> dks(scale0), dvs(scale0);
+    DevVec<int32_t> dpos(pos), dslot(slot);
+    TensorView none_dev;
+    none_dev.device = Device::kCuda;
+    const DType dt = eight ? cache : DType::kBf16;  // an 8-bit cache uses half the buffer
+    for (int64_t t0 = 0; t0 < c.tokens; t0 += chunk) {
+      const int64_t n = std::min(chunk, c.tokens - t0);
+      const Layout part{c.d, c.hq, c.hkv, n, l.pitch};
+      void* base = static_cast<uint16_t*>(dqkv.mem.get()) + t0 * l.pitch;
+      kernels::cuda::qk_norm_rope_store(
+          part.heads(base, Device::kCuda, 0, c.hq), part.heads(base, Device::kCuda, c.hq, c.hkv),
+          part.heads(base, Device::kCuda, c.hq + c.hkv, c.hkv),
+          c.norm ? dqw.view(DType::kBf16, {c.d}) : none_dev,
+          c.norm ? dkw.view(DType::kBf16, {c.d}) : none_dev,
+          TensorView(static_cast<int32_t*>(dpos.mem.get()) + t0, DType::kI32, {n}, Device::kCuda),
+          1e-6f, rope.cuda(), dkc.view(dt, {blocks, bs, c.hkv, c.d}),
+          dvc.view(dt, {blocks, bs, c.hkv, c.d}),
+          TensorView(static_cast<int32_t*>(dslot.mem.get()) + t0, DType::kI32, {n}, Device::kCuda),
+          nullptr, eight ? dks.view(DType::kI8, {blocks, c.hkv, bs}) : TensorView(),
+          eight ? dvs.view(DType::kI8, {blocks, c.hkv, bs}) : TensorView());
+    }
+    return Out{dqkv.host(), dkc.host(), dvc.host(), dks.host(), dvs.host()};
+  };
+  const Out whole = run(c.tokens), chunks = run(100);
+  EXPECT_EQ(whole.qkv, chunks.qkv);
+  EXPECT_EQ(whole.kc, chunks.kc);
+  EXPECT_EQ(whole.vc, chunks.vc);
+  EXPECT_EQ(whole.ks, chunks.ks);
+  EXPECT_EQ(whole.vs, chunks.vs);
+  EXPECT_NE(whole.qkv, qkv);
+  EXPECT_NE(whole.vc, cache0);
+}
+
+TEST(QkNormRopeStoreCuda, PrefillSizedCallsGiveTheBitsOfDecodeSizedOnes) {
+  SKIP_WITHOUT_CUDA();
+  check_many_tokens_same_bits(DType::kBf16, Case{128, 16, 8, 1100, true, 0, 40000});
+  check_many_tokens_same_bits(DType::kBf16, Case{128, 32, 8, 1030, false, 24, 131071, true});
+  check_many_tokens_same_bits(DType::kBf16, Case{64, 8, 2, 1024, true, 8, 4000});
+  check_many_tokens_same_bits(DType::kFp8E4M3, Case{128, 16, 8, 1100, true, 0, 40000});
+  check_many_tokens_same_bits(DType::kI8, Case{128, 16, 8, 1100, true, 0, 40000});
+}
+
 TEST(QkNormRopeStoreCuda, AllSlotsMinusOneStoresNothingButStillRotates) {
   SKIP_WITHOUT_CUDA();
   std::mt19937 rng(13);
