@@ -17,10 +17,11 @@
 // warp, a few barriers between warps.
 //
 // sampler_bench on an H200, Qwen3's defaults, us a call (the warp-list path before it, from 64
-// rows, and three passes below): batch 1 28.7 -> 16.2, 16 38.4 -> 24.9, 32 51.4 -> 28.2, 64
-// 70.9 -> 36.4, 128 90.5 -> 54.7, 256 109.3 -> 87.5, 512 210 -> 152. Where batch 256 still loses
-// to greedy's 45-49 us (Nsight Compute): DRAM at 36 % of its peak, warps waiting on their loads
-// while the compiler's predicated insertions (17 instructions a logit) run between them.
+// rows, and three passes below): batch 1 28.8 -> 16.5, 16 38.3 -> 25.4, 32 51.1 -> 28.4, 64
+// 70.6 -> 37.7, 128 90.2 -> 55.3, 256 108.9 -> 88.4, 512 210 -> 155. Batch 256 still takes 1.8x
+// greedy's time; Nsight Compute: DRAM at 36 % of its peak against greedy's 68 %, the SMs active
+// 67 % of the launch against 92 % (some blocks run far longer: not explained yet; gating each
+// float4's offers behind one warp vote changed nothing).
 #pragma once
 
 #include <cooperative_groups.h>
