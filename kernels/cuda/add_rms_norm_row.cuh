@@ -12,6 +12,29 @@
 
 namespace nanovllm::kernels::cuda {
 
+// bf16(a + b), element by element: the residual sum, rounded before the norm.
+__device__ __forceinline__ Bf16x8 add_unit(const Bf16x8& a, const Bf16x8& b) {
+  Bf16x8 s;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) s.v[j] = to_bf16(to_f32(a.v[j]) + to_f32(b.v[j]));
+  return s;
+}
+
+// sq plus the unit's squares, one by one in order.
+__device__ __forceinline__ float add_unit_squares(float sq, const Bf16x8& a) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) sq += to_f32(a.v[j]) * to_f32(a.v[j]);
+  return sq;
+}
+
+// bf16(a * inv * w), element by element: a normalised unit.
+__device__ __forceinline__ Bf16x8 normed_unit(const Bf16x8& a, const Bf16x8& w, float inv) {
+  Bf16x8 out;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) out.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
+  return out;
+}
+
 // residual unit rr[0..8) = bf16(y + rr); adds the new elements' squares to sq one by one.
 __device__ __forceinline__ void add_residual_unit(bf16* rr, const Bf16x8& y, float& sq) {
   Bf16x8 a = load8(rr);
@@ -30,11 +53,7 @@ __device__ __forceinline__ void write_normed_row(bf16* xr, const bf16* rr,
                                                  const bf16* __restrict__ weight, int hidden,
                                                  float inv) {
   for (int i = threadIdx.x * 8; i < hidden; i += kThreads * 8) {
-    const Bf16x8 a = load8(rr + i), w = load8(weight + i);
-    Bf16x8 out;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) out.v[j] = to_bf16(to_f32(a.v[j]) * inv * to_f32(w.v[j]));
-    store8(xr + i, out);
+    store8(xr + i, normed_unit(load8(rr + i), load8(weight + i), inv));
   }
 }
 

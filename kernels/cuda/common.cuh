@@ -16,6 +16,11 @@ namespace nanovllm::kernels::cuda {
 
 using bf16 = __nv_bfloat16;
 
+// Calls of at least this many token rows are a prefill step's: the decode graphs hold at most
+// max_num_seqs rows (512 by default). Kernels whose best shape for thousands of rows differs
+// from a decode step's (rms_norm.cu, rotary.cu) switch here, with the same bits either way.
+constexpr int64_t kPrefillSizedRows = 1024;
+
 // 8 bf16 values = one 16-byte access.
 struct alignas(16) Bf16x8 {
   bf16 v[8];

@@ -55,22 +55,17 @@ __global__ void __launch_bounds__(kThreads)
       const int i = unit(n);
       if (i >= hidden) break;
       if constexpr (FUSED) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) a[n].v[j] = to_bf16(to_f32(a[n].v[j]) + to_f32(b[n].v[j]));
+        a[n] = add_unit(a[n], b[n]);
         store8(rr + i, a[n]);
       }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sq += to_f32(a[n].v[j]) * to_f32(a[n].v[j]);
+      sq = add_unit_squares(sq, a[n]);
     }
     const float inv = rsqrtf(block_sum(sq) / static_cast<float>(hidden) + eps);
 #pragma unroll
     for (int n = 0; n < UNITS; ++n) {
       const int i = unit(n);
       if (i >= hidden) break;
-      Bf16x8 o;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) o.v[j] = to_bf16(to_f32(a[n].v[j]) * inv * to_f32(w[n].v[j]));
-      store8(orow + i, o);
+      store8(orow + i, normed_unit(a[n], w[n], inv));
     }
     return;
   }
@@ -82,13 +77,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = threadIdx.x * 8; i < hidden; i += kThreads * 8) {
       Bf16x8 a = load8(xr + i);
       if constexpr (FUSED) {
-        const Bf16x8 b = load8(rr + i);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) a.v[j] = to_bf16(to_f32(a.v[j]) + to_f32(b.v[j]));
+        a = add_unit(a, load8(rr + i));
         store8(rr + i, a);
       }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sq += to_f32(a.v[j]) * to_f32(a.v[j]);
+      sq = add_unit_squares(sq, a);
     }
   } else {
     for (int i = threadIdx.x; i < hidden; i += kThreads) {
@@ -110,13 +102,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Many rows (a prefill step's): a warp a row, kRowsPerBlock rows a block, where a block a row
-// spent most of its time on a block-wide reduction per 2-4 KB row. Bit for bit the kernel above
-// at kThreads: lane l stands in for its threads l + 32 m (m < M, the warps that hold a unit of a
-// row of at most 32 M units), sums each one's squares as that thread does, then each virtual
-// warp's with warp_sum and the eight warps' totals as block_sum does (its warps past M hold 0).
+// Many rows (kPrefillSizedRows and more: a prefill step's): a warp a row, kRowsPerBlock rows a
+// block, where a block a row spent most of its time on a block-wide reduction per 2-4 KB row. Bit
+// for bit the kernel above at kThreads: lane l stands in for its threads l + 32 m (m < M, the warps
+// that hold a unit of a row of at most 32 M units), sums each one's squares as that thread does,
+// then each virtual warp's with warp_sum and the eight warps' totals as block_sum does (its warps
+// past M hold 0).
 constexpr int kRowsPerBlock = 8;
-constexpr int kRowsMinTokens = 1024;  // below (every decode step): a block a row
 constexpr int kBlockWarps = kThreads / 32;
 
 template <bool FUSED, int M>
@@ -148,13 +140,10 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     part[m] = 0.f;
     if (i >= hidden) continue;
     if constexpr (FUSED) {
-      const Bf16x8 b = load8(rr + i);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) a[m].v[j] = to_bf16(to_f32(a[m].v[j]) + to_f32(b.v[j]));
+      a[m] = add_unit(a[m], load8(rr + i));
       store8(rr + i, a[m]);
     }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) part[m] += to_f32(a[m].v[j]) * to_f32(a[m].v[j]);
+    part[m] = add_unit_squares(0.f, a[m]);
   }
   float total = 0.f;  // block_sum's last step: lane w holds warp w's total
 #pragma unroll
@@ -167,11 +156,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
   for (int m = 0; m < M; ++m) {
     const int i = unit(m);
     if (i >= hidden) break;
-    const Bf16x8 w = load8(weight + i);
-    Bf16x8 o;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) o.v[j] = to_bf16(to_f32(a[m].v[j]) * inv * to_f32(w.v[j]));
-    store8(orow + i, o);
+    store8(orow + i, normed_unit(a[m], load8(weight + i), inv));
   }
 }
 
@@ -194,9 +179,9 @@ void launch(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* resi
                      r_stride, weight, h, eps, tokens);
   };
   const int64_t warps = (hidden / 8 + 31) / 32;  // of kThreads's that hold a unit
-  if (vec && tokens >= kRowsMinTokens && units == 1 && warps <= 4) {
+  if (vec && tokens >= kPrefillSizedRows && units == 1 && warps <= 4) {
     fused ? rows(rms_norm_rows_kernel<true, 4>) : rows(rms_norm_rows_kernel<false, 4>);
-  } else if (vec && tokens >= kRowsMinTokens && units == 1) {
+  } else if (vec && tokens >= kPrefillSizedRows && units == 1) {
     fused ? rows(rms_norm_rows_kernel<true, 8>) : rows(rms_norm_rows_kernel<false, 8>);
   } else if (vec && units <= kMaxRegisterUnits) {
     if (units == 1)

@@ -201,15 +201,13 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const
   wait_for_previous_grid();  // launched early (launch_dependent): qkv is the previous kernel's
   allow_next_grid();
   if (!valid) return;
-  rope_item<D, STORE, FP8, false>(a, t, h, lane, w_lo, w_hi, freq, freq, freq);
+  rope_item<D, STORE, FP8, false>(a, t, h, lane, w_lo, w_hi, freq, freq, freq);  // no c / s
 }
 
 // A block per token, its warps dealing the token's items (a prefill step's thousands of tokens:
 // a warp's rotary angles serve every q and k head it takes, where the kernel above computes
 // them once a head, and 4 warps a token replace 4-8 blocks of items). The same items, the same
 // arithmetic (rope_item): bit for bit the kernel above.
-constexpr int kTokensMinForBlocks = 1024;  // below (every decode step): a warp per item
-
 template <int D, bool STORE, int FP8>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     qk_norm_rope_tokens_kernel(const RopeArgs a) {
@@ -283,7 +281,7 @@ void launch(const RopeArgs& a, int64_t dim, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(a.tokens) * (a.hq + a.hkv * (STORE ? 2 : 1));
   const int blocks = ceil_div(items, kWarpsPerBlock);
   DISPATCH_HEAD_DIM(dim, D, {
-    if (a.tokens >= kTokensMinForBlocks)
+    if (a.tokens >= kPrefillSizedRows)
       launch_dependent(qk_norm_rope_tokens_kernel<D, STORE, FP8>, dim3(a.tokens),
                        dim3(kWarpsPerBlock * 32), stream, a);
     else
