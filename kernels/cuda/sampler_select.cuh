@@ -39,21 +39,9 @@ __device__ void zero_histogram(Shared& sh) {
   }
 }
 
-// Leader, every thread: sorts cand[0, n) descending ((l desc, id asc)), bitonic, zero-padded
-// to a power of two.
+// Leader, every thread: sorts cand[0, n) descending ((l desc, id asc)).
 __device__ void sort_candidates(Shared& sh, int n) {
-  int size = 32;
-  while (size < n) size <<= 1;
-  if (size <= kThreads) {  // one key a thread
-    const int i = static_cast<int>(threadIdx.x);
-    const u64 key = sort_held_keys_descending(i < n ? sh.cand[i] : 0, size, sh.cand);
-    if (i < size) sh.cand[i] = key;
-    __syncthreads();
-    return;
-  }
-  for (int i = n + static_cast<int>(threadIdx.x); i < size; i += kThreads) sh.cand[i] = 0;
-  __syncthreads();
-  sort_keys_descending(sh.cand, size);
+  sort_keys(sh.cand, n);
 }
 
 // What the cumulative mass must reach: a fixed amount, or top_p's target of a total (the

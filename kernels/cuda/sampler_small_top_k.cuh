@@ -149,25 +149,8 @@ __device__ __noinline__ int32_t draw_small_top_k(Shared& sh, const cg::cluster_g
   __syncthreads();
   const int n = static_cast<int>(sh.num_local);
   const bool fits = n <= kBins;
-  // Sorted, thread i holding the i-th largest: the usual few dozen in warp 0's lanes, up to
-  // kThreads one a thread, else in place, zero-padded.
-  u64 mine = 0;
-  if (n <= 32) {
-    if (warp == 0) mine = warp_sort_descending(lane < n ? keys[lane] : 0);
-  } else if (n <= kThreads) {
-    int size = 64;
-    while (size < n) size <<= 1;
-    mine = sort_held_keys_descending(static_cast<int>(threadIdx.x) < n ? keys[threadIdx.x] : 0,
-                                     size, keys);
-  } else if (fits) {
-    int size = 1;
-    while (size < n) size <<= 1;
-    for (int i = n + static_cast<int>(threadIdx.x); i < size; i += kThreads) keys[i] = 0;
-    __syncthreads();
-    sort_keys_descending(keys, size);
-    mine = keys[threadIdx.x];
-  }
-  cluster.sync();  // the leader's count and flag are zeroed
+  if (fits) sort_keys(keys, n);  // the usual few dozen one a thread in warp 0
+  cluster.sync();                // the leader's count and flag are zeroed
   if (!fits) {
     if (threadIdx.x == 0) lead->overflowed = 1;
   } else {  // this block's top k into the leader's candidates, a sorted list
@@ -179,7 +162,7 @@ __device__ __noinline__ int32_t draw_small_top_k(Shared& sh, const cg::cluster_g
       lead->block_count[rank] = m;
     }
     __syncthreads();
-    if (static_cast<int>(threadIdx.x) < m) lead->cand[sh.cross + threadIdx.x] = mine;
+    if (static_cast<int>(threadIdx.x) < m) lead->cand[sh.cross + threadIdx.x] = keys[threadIdx.x];
   }
   cluster.sync();  // every block's keys (or its overflow) are in
   if (lead->overflowed != 0) return kSmallTopKFallback;

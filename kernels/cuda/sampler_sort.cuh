@@ -97,4 +97,22 @@ __device__ __forceinline__ u64 sort_held_keys_descending(u64 key, int size, u64*
   return key;
 }
 
+// Every thread of the block: sorts keys[0, n) (shared memory, room for n rounded up to a power
+// of two, at least 32) descending, zero-padded to that power of two; synchronised after. Up to
+// kThreads keys one a thread through sort_held_keys_descending, more in place.
+__device__ __forceinline__ void sort_keys(u64* keys, int n) {
+  int size = 32;
+  while (size < n) size <<= 1;
+  if (size <= kThreads) {
+    const int i = static_cast<int>(threadIdx.x);
+    const u64 key = sort_held_keys_descending(i < n ? keys[i] : 0, size, keys);
+    if (i < size) keys[i] = key;
+    __syncthreads();
+    return;
+  }
+  for (int i = n + static_cast<int>(threadIdx.x); i < size; i += kThreads) keys[i] = 0;
+  __syncthreads();
+  sort_keys_descending(keys, size);
+}
+
 }  // namespace nanovllm::kernels::cuda::sampling

@@ -112,6 +112,15 @@ std::vector<int32_t> thread_share_ids(int thread, int count) {
   return ids;
 }
 
+// b rows of normal(0, 3) logits (seed `fill`), row i at position i with its own slot(i).
+template <typename SlotOf>
+Case rows_of(int64_t b, SlotOf slot, uint32_t fill) {
+  Case c;
+  for (int64_t i = 0; i < b; ++i) c.add(slot(i), static_cast<int32_t>(i));
+  c.fill_normal(fill);
+  return c;
+}
+
 TEST(SamplerCuda, OnePassTopKRescansAThreadHoldingManyOfTheTopTokens) {
   SKIP_WITHOUT_CUDA();
   // Each thread keeps its 3 largest logits; here one thread's share holds the row's top 12
@@ -119,11 +128,12 @@ TEST(SamplerCuda, OnePassTopKRescansAThreadHoldingManyOfTheTopTokens) {
   // above the block's floor. Batch 1, 40 and 300: 8, 4 and 1 blocks per row on an H100 / H200.
   for (int64_t b : {1, 40, 300}) {
     SCOPED_TRACE("batch " + std::to_string(b));
-    Case c;
-    for (int64_t i = 0; i < b; ++i)
-      c.add(Slot{i % 2 ? 0.6f : 1.0f, i % 3 ? 20 : 32, i % 4 ? 0.95f : 1.0f, 0.0f, 500 + i},
-            static_cast<int32_t>(i));
-    c.fill_normal(20);
+    Case c = rows_of(
+        b,
+        [](int64_t i) {
+          return Slot{i % 2 ? 0.6f : 1.0f, i % 3 ? 20 : 32, i % 4 ? 0.95f : 1.0f, 0.0f, 500 + i};
+        },
+        20);
     for (int64_t r = 0; r < c.rows(); ++r) {
       const std::vector<int32_t> ids = thread_share_ids(static_cast<int>(r % 3), 12);
       for (size_t i = 0; i < ids.size(); ++i)
@@ -142,11 +152,12 @@ TEST(SamplerCuda, OnePassTopKFallsBackToTheHistogramPassesWhenABlockOverflows) {
   // 1) they fit.
   for (int64_t b : {1, 40, 300}) {
     SCOPED_TRACE("batch " + std::to_string(b));
-    Case c;
-    for (int64_t i = 0; i < b; ++i)
-      c.add(Slot{i % 2 ? 0.6f : 1.0f, 20, i % 3 ? 0.95f : 1.0f, 0.0f, 700 + i},
-            static_cast<int32_t>(i));
-    c.fill_normal(21);
+    Case c = rows_of(
+        b,
+        [](int64_t i) {
+          return Slot{i % 2 ? 0.6f : 1.0f, 20, i % 3 ? 0.95f : 1.0f, 0.0f, 700 + i};
+        },
+        21);
     for (int64_t r = 0; r < c.rows(); ++r)
       for (int t = 0; t < 19; ++t)
         for (int32_t v : thread_share_ids(t, 4 * 75))
