@@ -143,8 +143,10 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(Args a) {
     token = drawn.id;
   } else {
     const bool small_top_k = r.use_k && r.top_k <= kSmallTopK && !r.emit;
-    if (small_top_k) token = draw_small_top_k(sh, cluster, r);  // sampler_small_top_k.cuh
-    if (!small_top_k || token == kSmallTopKFallback) {          // a flat row starts over
+    if (small_top_k)  // sampler_small_top_k.cuh
+      token = blocks <= kKeepFourBlocks ? draw_small_top_k<4>(sh, cluster, r)
+                                        : draw_small_top_k<3>(sh, cluster, r);
+    if (!small_top_k || token == kSmallTopKFallback) {  // a flat row starts over
       const PassesOutcome o = draw_in_passes(sh, cluster, r, keys);
       if (o.emitted) return;  // the last cluster barrier is behind every block
       passes = static_cast<int>(small_top_k) + o.passes;

@@ -18,10 +18,11 @@
 //
 // sampler_bench on an H200, Qwen3's defaults, us a call (the warp-list path before it, from 64
 // rows, and three passes below): batch 1 28.8 -> 16.5, 16 38.3 -> 25.4, 32 51.1 -> 28.4, 64
-// 70.6 -> 37.7, 128 90.2 -> 55.3, 256 108.9 -> 88.4, 512 210 -> 155. Batch 256 still takes 1.8x
-// greedy's time: nearly every launch of 256 rows has a block with a thread re-reading its share
-// alone (~19 dependent steps) while the rest of the GPU idles (Nsight Compute: SMs active 67 % of
-// the launch against greedy's 92 %); without the re-reads it takes 66 us, the scan alone 53.
+// 70.6 -> 37.7, 128 90.2 -> 55.3, 256 108.9 -> 88.4, 512 210 -> 155. With 3 kept, nearly every
+// launch of 256 rows had a block with a thread re-reading its share alone (~19 dependent steps)
+// while the rest of the GPU idled (Nsight Compute: SMs active 67 % of the launch against
+// greedy's 92 %); 4 kept from 4 blocks a row down: batch 64 38.0 -> 35.4, 128 56.4 -> 48.4, 256
+// 89.6 -> 69.3, 512 156.0 -> 130.3 (greedy: 20.9, 29.7, 48.4, 93.1), batch 1-32 unchanged.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -35,7 +36,11 @@
 namespace nanovllm::kernels::cuda::sampling {
 
 constexpr int kSmallTopK = 32;  // the largest top-k this path takes
-constexpr int kThreadTopK = 3;  // logits a thread keeps
+// Logits a thread keeps: 3 where a row has 8 blocks or more (batch 1-16 lost 1-2.5 us with 4),
+// 4 where it has at most kKeepFourBlocks. With long shares (297 logits a thread at one block a
+// row) about one row in 100 has a thread holding 3 of the ~25 tokens at or above the floor,
+// which re-reads its share alone while the GPU idles; with 4 kept that is about one in 10,000.
+constexpr int kKeepFourBlocks = 4;
 // Block shares longer than this (three steps of the loop over logits: 2 or 4 blocks a row and
 // fewer) skip tokens below the floor seen after their first step. sampler_bench on an H200:
 // batch 32 (4 blocks) 31.4 -> 28.2 us, 64 37.5 -> 36.4, 128-512 the same; with 8 blocks (2-3
@@ -58,6 +63,7 @@ __device__ __forceinline__ float raw_bound(u64 thr, float t) {
 
 // Every thread of every block of the row's cluster: the drawn token (leader's; -1 elsewhere), or
 // kSmallTopKFallback everywhere when some block's candidates did not fit.
+template <int kThreadTopK>
 __device__ __noinline__ int32_t draw_small_top_k(Shared& sh, const cg::cluster_group& cluster,
                                                  const Row& row) {
   const Row r = row;  // in registers: the caller's copy is in local memory, slow in the loops

@@ -3,12 +3,14 @@
 // the only allowed divergence is a Gumbel score tie within one ulp of logf, which random f32
 // logits do not produce in practice. The cases reach every path of kernels/cuda/sampler.cu:
 // the one-pass greedy draw, the two-pass unfiltered draw, the one-pass small top-k (k <= 32,
-// each thread keeping its 3 largest logits; a thread re-reading its share, and a block whose
+// each thread keeping its 3 or 4 largest logits; a thread re-reading its share, and a block whose
 // candidates overflow sending its row to the histogram passes), the window histogram +
 // compaction (3 passes), the restart when the window holds too few tokens, the exact radix
 // levels (count and mass) when more than 2048 tokens are candidates, and the direct Gumbel pass
 // of min-p alone; at batch sizes that give 8, 4, 2 and 1 blocks per row.
 #include <gtest/gtest.h>
+
+#include <utility>
 
 #include "tests/kernels/sampler_cuda_case.h"
 
@@ -123,11 +125,14 @@ Case rows_of(int64_t b, SlotOf slot, uint32_t fill) {
 
 TEST(SamplerCuda, OnePassTopKRescansAThreadHoldingManyOfTheTopTokens) {
   SKIP_WITHOUT_CUDA();
-  // Each thread keeps its 3 largest logits; here one thread's share holds the row's top 12
-  // (distinct, or tied in pairs), so that thread reads its share again for every token at or
-  // above the block's floor. Batch 1, 40 and 300: 8, 4 and 1 blocks per row on an H100 / H200.
-  for (int64_t b : {1, 40, 300}) {
-    SCOPED_TRACE("batch " + std::to_string(b));
+  // Each thread keeps its 3 largest logits (8 blocks a row) or 4 (4 or fewer); here one
+  // thread's share holds the row's top 4 or 12 (distinct, or tied in pairs), so that thread
+  // reads its share again for every token at or above the block's floor (with 4 kept and the
+  // top 4, exactly at the edge). Batch 1, 40 and 300: 8, 4 and 1 blocks per row on an H100 /
+  // H200.
+  for (const auto& [b, top] :
+       {std::pair<int64_t, int>{1, 12}, {1, 4}, {40, 12}, {40, 4}, {300, 12}, {300, 4}}) {
+    SCOPED_TRACE("batch " + std::to_string(b) + ", top " + std::to_string(top));
     Case c = rows_of(
         b,
         [](int64_t i) {
@@ -135,7 +140,7 @@ TEST(SamplerCuda, OnePassTopKRescansAThreadHoldingManyOfTheTopTokens) {
         },
         20);
     for (int64_t r = 0; r < c.rows(); ++r) {
-      const std::vector<int32_t> ids = thread_share_ids(static_cast<int>(r % 3), 12);
+      const std::vector<int32_t> ids = thread_share_ids(static_cast<int>(r % 3), top);
       for (size_t i = 0; i < ids.size(); ++i)
         c.row(r)[ids[i]] = 20.0f + (r % 2 ? 0.5f * static_cast<float>(i / 2) : 0.25f * i);
     }
