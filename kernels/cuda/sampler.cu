@@ -10,7 +10,8 @@
 //   unfiltered / min-p rows: then one pass of Gumbel-max; the max token's score bounds it, so
 //     a token more than the largest possible noise below it draws no noise.
 //   top-k rows with k <= 32 (Qwen3's defaults): one pass, each thread keeping its 3 largest
-//     logits, each block sending its top k above its floor to the leader, which finishes as
+//     logits (4 at 4 blocks a row or fewer), each block sending its top k above its floor to
+//     the leader, which finishes as
 //     after a compaction (sampler_small_top_k.cuh; a flat row goes on to the passes below).
 //   other top-k / top-p rows: Then histogram passes narrow the candidates:
 //     the first counts (top-k) or sums the fixed-point mass (top-p) of tokens in 2048 bins of
