@@ -13,7 +13,17 @@
 namespace nanovllm::kernels::cuda {
 namespace {
 
-constexpr int kWarpsPerBlock = 4;
+constexpr int kWarpsPerBlock = 4;  // the block-per-token kernel's warps
+// Warps a block of the warp-per-item kernel. A small batch's few blocks start early beside the
+// GEMM before them, 4 warps each. From kManyItemsTokens tokens that GEMM is cuBLAS's, which lets
+// nothing start early, so every block is launched after it ends: 16 warps a block launch a
+// quarter of the blocks. 0.6B decode step on an H200, greedy, batch 256 (2,048 -> 512 blocks):
+// 3.049-3.097 -> 3.011-3.057 ms at context 193, 8.444-8.459 -> 8.391-8.405 at 1025 (two calls);
+// batch 1-128 the same within the spread
+// (bench/results/h200-2026-11-29-issue33_small_kernels_after_cublas.txt).
+constexpr int kItemWarpsFew = 4;
+constexpr int kItemWarpsMany = 16;
+constexpr int kManyItemsTokens = 33;
 
 struct RopeArgs {
   bf16* q;  // [T, Hq, D], strides q_tok, q_head
@@ -181,11 +191,11 @@ __device__ __forceinline__ void rope_item(const RopeArgs& a, int t, int h, int l
 // A warp per work item (decode steps' few tokens: the items spread over the GPU). Items per
 // token: its q heads, its k heads, and (STORE) its v heads, in that order.
 template <int D, bool STORE, int FP8>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) qk_norm_rope_kernel(const RopeArgs a) {
+__global__ void __launch_bounds__(kItemWarpsMany * 32) qk_norm_rope_kernel(const RopeArgs a) {
   NANOVLLM_TRACE_SCOPE(trace::kQkNormRope, a.k_cache);
   constexpr int kPairs = D / 64;
   const int lane = threadIdx.x & 31;
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int heads = a.hq + a.hkv * (STORE ? 2 : 1);
   const bool valid = item < static_cast<int64_t>(a.tokens) * heads;
   const int t = valid ? static_cast<int>(item / heads) : 0;
@@ -279,14 +289,15 @@ bool rope_args(const TensorView& q, const TensorView& k, const TensorView& q_nor
 template <bool STORE, int FP8 = 0>
 void launch(const RopeArgs& a, int64_t dim, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(a.tokens) * (a.hq + a.hkv * (STORE ? 2 : 1));
-  const int blocks = ceil_div(items, kWarpsPerBlock);
+  const int warps = a.tokens >= kManyItemsTokens ? kItemWarpsMany : kItemWarpsFew;
+  const int blocks = ceil_div(items, warps);
   DISPATCH_HEAD_DIM(dim, D, {
     if (a.tokens >= kPrefillSizedRows)
       launch_dependent(qk_norm_rope_tokens_kernel<D, STORE, FP8>, dim3(a.tokens),
                        dim3(kWarpsPerBlock * 32), stream, a);
     else
-      launch_dependent(qk_norm_rope_kernel<D, STORE, FP8>, dim3(blocks), dim3(kWarpsPerBlock * 32),
-                       stream, a);
+      launch_dependent(qk_norm_rope_kernel<D, STORE, FP8>, dim3(blocks), dim3(warps * 32), stream,
+                       a);
   });
   CUDA_CHECK_LAUNCH();
 }
