@@ -89,8 +89,9 @@ inline int ceil_div(int64_t a, int64_t b) {
 // order it), then allow_next_grid() so the kernel after it may be launched early in turn.
 // A kernel may allow before its wait where the kernel after it reads only constants before
 // its own wait (RMSNorm, followed by a projection that streams its weights early): the wait
-// is still transitive, since no kernel completes before its own wait has returned. The
-// decode attention relies on the other order in the kernel before it (decode_attention_tile.cuh).
+// is still transitive, since no kernel completes before its own wait has returned. The q / k
+// norm + rotary kernel allows first too: the decode attention after it reads only earlier
+// kernels' and steps' writes ahead of its wait (decode_attention_tile.cuh's wait_once).
 // What the previous kernel wrote must not be read through the non-coherent path (__ldg,
 // ld.global.nc): that kernel may have been running on the same SM after ours started, and the
 // gpu_generation preemption check caught exactly that (load16_l2 below is the load to use).

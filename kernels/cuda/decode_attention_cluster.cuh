@@ -43,7 +43,7 @@ template <int D, int G, int C, class Attend>
 __device__ __forceinline__ void attend_in_cluster(const DecodeArgs& a, float4* smem,
                                                   const Attend& attend) {
   const int r = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
-  const int ctx = a.context_lens[b];  // written before the kernel before this one started
+  const int ctx = a.context_lens[b];  // copied in before the step's first kernel
   const int tiles = context_tiles<D>(ctx);
   const int per = (tiles + C - 1) / C;
   const int parts = per > 0 ? (tiles + per - 1) / per : 0;  // CTAs with tiles

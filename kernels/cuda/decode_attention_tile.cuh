@@ -50,10 +50,15 @@ __device__ __forceinline__ void wait_then_allow_next() {
   allow_next_grid();
 }
 
-// The same, once per CTA (waited is CTA-uniform), for the split kernel, which may read what
-// the previous kernel cannot have written before it waits. Why that is safe: the previous
-// kernel (the q / k / v producer) lets us launch only after its own wait, so every kernel
-// before it has completed when we start; it writes q and the new token's cache row only.
+// The same, once per CTA (waited is CTA-uniform), for the split and cluster kernels, which read
+// ahead of their wait. Why that is safe: ahead of it a CTA reads only the context lengths and
+// block tables (copied in before the step's first kernel) and the cache rows of earlier
+// positions (written in earlier steps), and writes only shared memory. The kernel before it
+// (q / k norm + rotary) writes q and the new token's cache rows, which are read after the wait,
+// as every global write is made after it. That kernel lets us launch at its start
+// (kernels/cuda/rotary.cu's rope_allows_first), so other kernels before it may still run when we
+// start; none of them writes what we read ahead of the wait, and every one has completed when
+// the wait returns (each waits for the one before it).
 __device__ __forceinline__ void wait_once(bool& waited) {
   if (waited) return;
   wait_then_allow_next();

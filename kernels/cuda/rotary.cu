@@ -8,6 +8,7 @@
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/fp8_kv.cuh"
 #include "kernels/cuda/qk_norm_rope_math.cuh"
+#include "kernels/env_choice.h"
 #include "kernels/rotary.h"
 
 namespace nanovllm::kernels::cuda {
@@ -45,6 +46,7 @@ struct RopeArgs {
   int8_t* k_scale;              // 8-bit: [num_blocks, Hkv, block_size] exponents / codes
   int8_t* v_scale;
   int block_size;
+  bool allow_first;  // the warp-per-item kernel lets the next one launch before its wait
 };
 
 // Stores one cache row of D values held as vals[j] = element lane + 32 j (bf16-rounded, as in
@@ -208,8 +210,9 @@ __global__ void __launch_bounds__(kItemWarpsMany * 32) qk_norm_rope_kernel(const
     for (int j = 0; j < kPairs; ++j) freq[j] = a.inv_freq[lane + 32 * j];
     head_weights<D>(h < a.hq ? a.q_w : a.k_w, lane, w_lo, w_hi);
   }
+  if (a.allow_first) allow_next_grid();  // rope_allows_first
   wait_for_previous_grid();  // launched early (launch_dependent): qkv is the previous kernel's
-  allow_next_grid();
+  if (!a.allow_first) allow_next_grid();
   if (!valid) return;
   rope_item<D, STORE, FP8, false>(a, t, h, lane, w_lo, w_hi, freq, freq, freq);  // no c / s
 }
@@ -286,8 +289,24 @@ bool rope_args(const TensorView& q, const TensorView& k, const TensorView& q_nor
   return tokens > 0;
 }
 
+// Whether the warp-per-item kernel lets the decode attention after it launch at its start rather
+// than after its wait: ahead of its own wait the attention only reads what earlier kernels and
+// steps wrote (decode_attention_tile.cuh's wait_once says why), so its plan and first cache tiles
+// overlap this kernel. 0.6B decode step on an H200, greedy, three rounds: batch 5 1.078 -> 1.003
+// ms at context 1025, batch 1 0.776 -> 0.752, batch 8 1.163 -> 1.131; batch 5-8 0.97x at context
+// 193; batch 48-256 the same
+// (bench/results/h200-2026-11-29-issue33_small_kernels_after_cublas.txt).
+// NANOVLLM_ROPE_EARLY_NEXT=after-wait keeps the launch after the wait (comparisons).
+bool rope_allows_first() {
+  static const bool first =
+      env_choice("NANOVLLM_ROPE_EARLY_NEXT", {"auto", "after-wait"}) == "auto";
+  return first;
+}
+
 template <bool STORE, int FP8 = 0>
-void launch(const RopeArgs& a, int64_t dim, cudaStream_t stream) {
+void launch(const RopeArgs& a_in, int64_t dim, cudaStream_t stream) {
+  RopeArgs a = a_in;
+  a.allow_first = rope_allows_first();
   const int64_t items = static_cast<int64_t>(a.tokens) * (a.hq + a.hkv * (STORE ? 2 : 1));
   const int warps = a.tokens >= kManyItemsTokens ? kItemWarpsMany : kItemWarpsFew;
   const int blocks = ceil_div(items, warps);
