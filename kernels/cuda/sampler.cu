@@ -11,8 +11,8 @@
 //     a token more than the largest possible noise below it draws no noise.
 //   top-k rows with k <= 32 (Qwen3's defaults): one pass, each thread keeping its 3 largest
 //     logits (4 at 4 blocks a row or fewer), each block sending its top k above its floor to
-//     the leader, which finishes as
-//     after a compaction (sampler_small_top_k.cuh; a flat row goes on to the passes below).
+//     the leader, which finishes as after a compaction (sampler_small_top_k.cuh; a flat row
+//     goes on to the passes below).
 //   other top-k / top-p rows: Then histogram passes narrow the candidates:
 //     the first counts (top-k) or sums the fixed-point mass (top-p) of tokens in 2048 bins of
 //     1/64 logit below the max (a token further than 32 below has zero mass); the bin where
