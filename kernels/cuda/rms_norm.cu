@@ -179,10 +179,11 @@ void launch(bf16* out, int64_t out_stride, bf16* x, int64_t x_stride, bf16* resi
                      r_stride, weight, h, eps, tokens);
   };
   const int64_t warps = (hidden / 8 + 31) / 32;  // of kThreads's that hold a unit
-  if (vec && tokens >= kPrefillSizedRows && units == 1 && warps <= 4) {
-    fused ? rows(rms_norm_rows_kernel<true, 4>) : rows(rms_norm_rows_kernel<false, 4>);
-  } else if (vec && tokens >= kPrefillSizedRows && units == 1) {
-    fused ? rows(rms_norm_rows_kernel<true, 8>) : rows(rms_norm_rows_kernel<false, 8>);
+  if (vec && tokens >= kPrefillSizedRows && units == 1) {
+    if (warps <= 4)
+      fused ? rows(rms_norm_rows_kernel<true, 4>) : rows(rms_norm_rows_kernel<false, 4>);
+    else
+      fused ? rows(rms_norm_rows_kernel<true, 8>) : rows(rms_norm_rows_kernel<false, 8>);
   } else if (vec && units <= kMaxRegisterUnits) {
     if (units == 1)
       fused ? go(rms_norm_kernel<true, true, 1>) : go(rms_norm_kernel<true, false, 1>);

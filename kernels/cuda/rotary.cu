@@ -246,6 +246,20 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 }
 
+// Whether the warp-per-item kernel lets the decode attention after it launch at its start rather
+// than after its wait: ahead of its own wait the attention only reads what earlier kernels and
+// steps wrote (decode_attention_tile.cuh's wait_once says why), so its plan and first cache tiles
+// overlap this kernel. 0.6B decode step on an H200, greedy, three rounds: batch 5 1.078 -> 1.003
+// ms at context 1025, batch 1 0.776 -> 0.752, batch 8 1.163 -> 1.131; batch 5-8 0.97x at context
+// 193; batch 48-256 the same
+// (bench/results/h200-2026-11-29-issue33_small_kernels_after_cublas.txt).
+// NANOVLLM_ROPE_EARLY_NEXT=after-wait keeps the launch after the wait (comparisons).
+bool rope_allows_first() {
+  static const bool first =
+      env_choice("NANOVLLM_ROPE_EARLY_NEXT", {"auto", "after-wait"}) == "auto";
+  return first;
+}
+
 // The checks both launchers share; fills the q/k/norm/position part of the arguments.
 // Returns false when there is nothing to do (no tokens).
 bool rope_args(const TensorView& q, const TensorView& k, const TensorView& q_norm_weight,
@@ -286,27 +300,12 @@ bool rope_args(const TensorView& q, const TensorView& k, const TensorView& q_nor
   a->eps = eps;
   a->inv_freq = rope.inv_freq.ptr<float>();
   a->attention_scaling = rope.attention_scaling;
+  a->allow_first = rope_allows_first();
   return tokens > 0;
 }
 
-// Whether the warp-per-item kernel lets the decode attention after it launch at its start rather
-// than after its wait: ahead of its own wait the attention only reads what earlier kernels and
-// steps wrote (decode_attention_tile.cuh's wait_once says why), so its plan and first cache tiles
-// overlap this kernel. 0.6B decode step on an H200, greedy, three rounds: batch 5 1.078 -> 1.003
-// ms at context 1025, batch 1 0.776 -> 0.752, batch 8 1.163 -> 1.131; batch 5-8 0.97x at context
-// 193; batch 48-256 the same
-// (bench/results/h200-2026-11-29-issue33_small_kernels_after_cublas.txt).
-// NANOVLLM_ROPE_EARLY_NEXT=after-wait keeps the launch after the wait (comparisons).
-bool rope_allows_first() {
-  static const bool first =
-      env_choice("NANOVLLM_ROPE_EARLY_NEXT", {"auto", "after-wait"}) == "auto";
-  return first;
-}
-
 template <bool STORE, int FP8 = 0>
-void launch(const RopeArgs& a_in, int64_t dim, cudaStream_t stream) {
-  RopeArgs a = a_in;
-  a.allow_first = rope_allows_first();
+void launch(const RopeArgs& a, int64_t dim, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(a.tokens) * (a.hq + a.hkv * (STORE ? 2 : 1));
   const int warps = a.tokens >= kManyItemsTokens ? kItemWarpsMany : kItemWarpsFew;
   const int blocks = ceil_div(items, warps);
