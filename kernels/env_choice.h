@@ -1,8 +1,8 @@
 // The comparison switches a kernel family reads from the environment once per process
 // (NANOVLLM_DECODE_ATTENTION, NANOVLLM_DECODE_WALK, NANOVLLM_PREFILL_ATTENTION,
 // NANOVLLM_DECODE_GEMM, NANOVLLM_FUSED_MLP, NANOVLLM_FUSED_OUT_PROJ, NANOVLLM_SKINNY_NEXT_LAUNCH,
-// NANOVLLM_QKV_ROPE, NANOVLLM_ROPE_EARLY_NEXT; README lists them): one rule for all of them, so a
-// mistyped value always stops the run naming the variable.
+// NANOVLLM_QKV_ROPE, NANOVLLM_ROPE_EARLY_NEXT, NANOVLLM_LIBRARY_NEXT_LAUNCH; README lists them):
+// one rule for all of them, so a mistyped value always stops the run naming the variable.
 #pragma once
 
 #include <initializer_list>

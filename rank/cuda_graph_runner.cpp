@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/graph_launch_order.h"
 #include "kernels/pending_inputs.h"
 #include "kernels/skinny_gemm.h"
 
@@ -9,9 +10,12 @@ namespace nanovllm {
 
 namespace {
 
-// forward(in) captured on stream and instantiated. The stream is usable again on any exit.
+// forward(in) captured on stream and instantiated; library_next_at_start: with the kernels of
+// ours behind cuBLAS's launched at its start (kernels/graph_launch_order.h), adding the edges
+// moved to *moved. The stream is usable again on any exit.
 cudaGraphExec_t capture_graph(const CudaGraphRunner::Forward& forward, const DecodeGraphInputs& in,
-                              bool from_shards, cudaStream_t stream) {
+                              bool from_shards, bool library_next_at_start, int* moved,
+                              cudaStream_t stream) {
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
@@ -22,6 +26,14 @@ cudaGraphExec_t capture_graph(const CudaGraphRunner::Forward& forward, const Dec
     throw;
   }
   CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  if (library_next_at_start) {
+    try {
+      *moved += kernels::launch_dependents_at_library_kernel_start(graph);
+    } catch (...) {
+      cudaGraphDestroy(graph);
+      throw;
+    }
+  }
   cudaGraphExec_t exec = nullptr;
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
@@ -141,7 +153,8 @@ void CudaGraphRunner::upload(int b, cudaStream_t stream) {
   CUDA_CHECK(cudaEventRecord(uploaded_, stream));
 }
 
-void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream, bool from_shards) {
+void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream, bool from_shards,
+                              bool library_next_at_start) {
   CHECK(execs_.empty());
   CHECK(stream != nullptr);  // the legacy default stream cannot be captured
   execs_.assign(sizes_.size(), nullptr);
@@ -179,7 +192,8 @@ void CudaGraphRunner::capture(const Forward& forward, cudaStream_t stream, bool 
       std::vector<cudaGraphExec_t>& execs = short_context
                                                 ? (shards ? short_shard_execs_ : short_execs_)
                                                 : (shards ? shard_execs_ : execs_);
-      execs[i] = capture_graph(forward, inputs(i, short_context), shards, stream);
+      execs[i] = capture_graph(forward, inputs(i, short_context), shards, library_next_at_start,
+                               &library_edges_moved_, stream);
     });
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }

@@ -87,10 +87,14 @@ class CudaGraphRunner {
   using Forward = std::function<void(const DecodeGraphInputs&, bool)>;
   // One eager run at the largest size and at the largest size our decode-size GEMMs take
   // (lazy initialisation outside any capture), then every size captured, largest first; with
-  // from_shards, each size in both forms.
-  void capture(const Forward& forward, cudaStream_t stream, bool from_shards = false);
+  // from_shards, each size in both forms. library_next_at_start: the kernels of ours behind a
+  // cuBLAS GEMM launch once its blocks have all begun (kernels/graph_launch_order.h).
+  void capture(const Forward& forward, cudaStream_t stream, bool from_shards,
+               bool library_next_at_start);
 
   int max_batch() const { return sizes_.back(); }
+  // The edges capture moved to a cuBLAS kernel's launch-order port, over all graphs.
+  int library_edges_moved() const { return library_edges_moved_; }
   int num_graphs() const {
     const auto captured = [](const std::vector<cudaGraphExec_t>& v) {
       return std::count_if(v.begin(), v.end(), [](cudaGraphExec_t e) { return e != nullptr; });
@@ -134,6 +138,7 @@ class CudaGraphRunner {
   std::vector<cudaGraphExec_t> execs_;        // parallel to sizes_
   std::vector<cudaGraphExec_t> shard_execs_;  // parallel to sizes_, or empty (from_shards)
   std::vector<int> twin_bounds_;              // parallel to sizes_: twin_bound() of each
+  int library_edges_moved_ = 0;
   // The short-context twins, parallel to sizes_ (null where twin_bounds_ is 0), or empty;
   // short_shard_execs_ likewise, where there are shard graphs.
   std::vector<cudaGraphExec_t> short_execs_;

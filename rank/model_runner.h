@@ -145,6 +145,9 @@ class ModelRunner final : public StepExecutor {
   // The block count every rank allocates: the forced one, else the smallest budget.
   int agree_on_kv_blocks(const ModelRunnerOptions& o, const GpuMemoryBudget& budget);
   void capture_cuda_graphs(const ModelRunnerOptions& o);
+  // Whether the decode graphs launch our kernels behind cuBLAS at its start
+  // (kernels/graph_launch_order.h): one GPU, unless NANOVLLM_LIBRARY_NEXT_LAUNCH=at-end.
+  bool library_next_at_start() const;
   // Whether every decode graph's all-reduces are the peer path's kernels (no NCCL node).
   bool graph_all_reduces_in_kernels(int max_num_seqs) const;
   // The decode graphs' cluster bound of a batch size (Qwen3ForCausalLM's, for this rank).

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "ipc/step_limits.h"
+#include "kernels/env_choice.h"
 #include "kernels/sampler.h"
 #include "rank/cuda_exec_resources.h"
 #include "rank/cuda_graph_runner.h"
@@ -135,6 +136,15 @@ int ModelRunner::agree_on_kv_blocks(const ModelRunnerOptions& o, const GpuMemory
   return static_cast<int>(blocks);
 }
 
+bool ModelRunner::library_next_at_start() const {
+  // Measured on one GPU only (bench/README.md, issue 33): at --tp > 1 the kernels behind cuBLAS
+  // include the peer all-reduces, whose early launch no multi-GPU run has measured.
+  // NANOVLLM_LIBRARY_NEXT_LAUNCH=at-end keeps the launch at the GEMM's end (comparisons).
+  static const bool at_start =
+      kernels::env_choice("NANOVLLM_LIBRARY_NEXT_LAUNCH", {"auto", "at-end"}) == "auto";
+  return at_start && comm_->world_size() == 1;
+}
+
 void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
   const int64_t rows =
       static_cast<int64_t>(logits_.nbytes() / (sizeof(float) * config_.vocab_size));
@@ -168,7 +178,7 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
         batch.logprobs = sampling_->logprobs(b);
         kernels::sample(batch, ctx_);
       },
-      ctx_.stream, sample_from_shards_);
+      ctx_.stream, sample_from_shards_, library_next_at_start());
   const GpuMemInfo after = gpu_mem_info();
   const uint64_t used =
       before.free_bytes > after.free_bytes ? before.free_bytes - after.free_bytes : 0;
@@ -176,10 +186,11 @@ void ModelRunner::capture_cuda_graphs(const ModelRunnerOptions& o) {
       static_cast<size_t>(graphs_->num_graphs()), comm_->world_size(),
       static_cast<int>(config_.num_hidden_layers), graph_all_reduces_in_kernels(o.max_num_seqs));
   spdlog::info(
-      "rank {}: captured {} decode CUDA graphs (batch 1..{}{}) in {:.2f} s, using {} "
-      "(estimate {})",
+      "rank {}: captured {} decode CUDA graphs (batch 1..{}{}; {} kernels launched at a cuBLAS "
+      "GEMM's start) in {:.2f} s, using {} (estimate {})",
       comm_->rank(), graphs_->num_graphs(), graphs_->max_batch(),
       sample_from_shards_ ? "; gathering logits and sampling from shards" : "",
+      graphs_->library_edges_moved(),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
       format_gib(static_cast<double>(used)), format_gib(static_cast<double>(estimate)));
   if (used > estimate)

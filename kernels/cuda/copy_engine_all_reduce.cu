@@ -10,6 +10,7 @@
 #include "kernels/copy_engine_all_reduce.h"
 #include "kernels/cuda/add_rms_norm_row.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/driver_entry.h"
 
 namespace nanovllm::kernels::cuda {
 namespace {
@@ -66,16 +67,6 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int64_t u = blockIdx.x * static_cast<int64_t>(kNormThreads) + threadIdx.x; u < units;
        u += static_cast<int64_t>(gridDim.x) * kNormThreads)
     *reinterpret_cast<Bf16x8*>(out + u * 8) = sum_over_ranks<N>(src, u * 8);
-}
-
-template <typename Fn>
-Fn driver_entry(const char* name) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found));
-  CHECK_MSG(found == cudaDriverEntryPointSuccess && p != nullptr,
-            "the CUDA driver has no " << name);
-  return reinterpret_cast<Fn>(p);
 }
 
 // The driver's stream memory operations (the runtime has no wrapper for them).

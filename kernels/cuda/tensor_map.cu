@@ -2,21 +2,14 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/check.h"
+#include "kernels/cuda/driver_entry.h"
 #include "kernels/cuda/tensor_map.h"
 
 namespace nanovllm::kernels::cuda {
 namespace {
 
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                                cudaEnableDefault, &found));
-    CHECK_MSG(found == cudaDriverEntryPointSuccess && p != nullptr,
-              "the CUDA driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
+  static const auto fn = driver_entry<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled");
   return fn;
 }
 
