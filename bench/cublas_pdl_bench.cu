@@ -15,7 +15,6 @@
 //
 // cublas_pdl_bench   (no arguments; no GPU: says so, exit 0)
 #include <cublas_v2.h>
-#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
@@ -27,6 +26,7 @@
 
 #include "bench/kernel_bench_util.cuh"
 #include "kernels/check.h"
+#include "kernels/graph_launch_order.h"
 
 namespace nanovllm::bench {
 namespace {
@@ -66,36 +66,24 @@ void launch_producer(cudaStream_t stream, void* x, int n, long long spin_cycles)
   CUDA_CHECK_LAUNCH();
 }
 
-// Whether a graph node runs producer_kernel. Through the driver: the runtime cannot read a
-// cuBLAS node's parameters (its kernels come from another module).
+// Whether a graph node runs producer_kernel.
 bool is_producer(cudaGraphNode_t node) {
-  cudaGraphNodeType type;
-  CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-  if (type != cudaGraphNodeTypeKernel) return false;
-  CUDA_KERNEL_NODE_PARAMS p{};
-  const char* name = nullptr;
-  return cuGraphKernelNodeGetParams(reinterpret_cast<CUgraphNode>(node), &p) == CUDA_SUCCESS &&
-         cuFuncGetName(&name, p.func) == CUDA_SUCCESS && name != nullptr &&
-         std::strstr(name, "producer_kernel") != nullptr;
+  const char* name = kernels::graph_kernel_name(node);
+  return name != nullptr && std::strstr(name, "producer_kernel") != nullptr;
 }
 
 // Every edge from a producer node to a kernel node made programmatic; returns how many.
 int make_programmatic(cudaGraph_t g) {
-  size_t count = 0;
-  CUDA_CHECK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &count));
-  std::vector<cudaGraphNode_t> from(count), to(count);
-  std::vector<cudaGraphEdgeData> data(count);
-  CUDA_CHECK(cudaGraphGetEdges(g, from.data(), to.data(), data.data(), &count));
+  const kernels::GraphEdges edges = kernels::graph_edges(g);
   int changed = 0;
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < edges.data.size(); ++i) {
     cudaGraphNodeType to_type;
-    CUDA_CHECK(cudaGraphNodeGetType(to[i], &to_type));
-    if (to_type != cudaGraphNodeTypeKernel || !is_producer(from[i])) continue;
-    CUDA_CHECK(cudaGraphRemoveDependencies(g, &from[i], &to[i], &data[i], 1));
+    CUDA_CHECK(cudaGraphNodeGetType(edges.to[i], &to_type));
+    if (to_type != cudaGraphNodeTypeKernel || !is_producer(edges.from[i])) continue;
     cudaGraphEdgeData programmatic{};
     programmatic.type = cudaGraphDependencyTypeProgrammatic;
     programmatic.from_port = cudaGraphKernelNodePortProgrammatic;
-    CUDA_CHECK(cudaGraphAddDependencies(g, &from[i], &to[i], &programmatic, 1));
+    kernels::replace_edge(g, edges, i, programmatic);
     ++changed;
   }
   return changed;

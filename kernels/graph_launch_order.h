@@ -8,7 +8,24 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+#include <vector>
+
 namespace nanovllm::kernels {
+
+// Every edge of a graph: from[i] -> to[i] with data[i].
+struct GraphEdges {
+  std::vector<cudaGraphNode_t> from, to;
+  std::vector<cudaGraphEdgeData> data;
+};
+GraphEdges graph_edges(cudaGraph_t graph);
+// Edge i of `edges` (read from `graph`) replaced by one with `data`.
+void replace_edge(cudaGraph_t graph, const GraphEdges& edges, size_t i,
+                  const cudaGraphEdgeData& data);
+// The (mangled) name of the kernel `node` runs, read through the driver, which also names
+// another library's kernels (the runtime cannot read such a node's parameters); null for other
+// nodes or a kernel the driver cannot name.
+const char* graph_kernel_name(cudaGraphNode_t node);
 
 // Every programmatic edge of `graph` out of a kernel node that is neither ours nor NCCL's
 // (cuBLAS's; named through the driver) moved to that node's launch-order port: the kernel of

@@ -1,6 +1,7 @@
-// kernels/graph_launch_order.h: the edges are read and rewritten through the runtime; a
-// library kernel's name only through the driver (the runtime cannot read the parameters of a
-// node whose kernel comes from another library's module).
+// kernels/graph_launch_order.h: the edges are read and rewritten through the runtime, a
+// kernel's name through the driver.
+#include "kernels/graph_launch_order.h"
+
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -9,18 +10,32 @@
 
 #include "kernels/check.h"
 #include "kernels/cuda/driver_entry.h"
-#include "kernels/graph_launch_order.h"
 
 namespace nanovllm::kernels {
-namespace {
 
-// The name of the kernel `node` runs; null for other nodes or a kernel the driver cannot name.
-const char* kernel_name(cudaGraphNode_t node) {
+GraphEdges graph_edges(cudaGraph_t graph) {
+  size_t count = 0;
+  CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
+  GraphEdges e;
+  e.from.resize(count);
+  e.to.resize(count);
+  e.data.resize(count);
+  CUDA_CHECK(cudaGraphGetEdges(graph, e.from.data(), e.to.data(), e.data.data(), &count));
+  return e;
+}
+
+void replace_edge(cudaGraph_t graph, const GraphEdges& edges, size_t i,
+                  const cudaGraphEdgeData& data) {
+  CUDA_CHECK(cudaGraphRemoveDependencies(graph, &edges.from[i], &edges.to[i], &edges.data[i], 1));
+  CUDA_CHECK(cudaGraphAddDependencies(graph, &edges.from[i], &edges.to[i], &data, 1));
+}
+
+const char* graph_kernel_name(cudaGraphNode_t node) {
   cudaGraphNodeType type;
   CUDA_CHECK(cudaGraphNodeGetType(node, &type));
   if (type != cudaGraphNodeTypeKernel) return nullptr;
-  static const auto node_params = cuda::driver_entry<PFN_cuGraphKernelNodeGetParams_v12000>(
-      "cuGraphKernelNodeGetParams");
+  static const auto node_params =
+      cuda::driver_entry<PFN_cuGraphKernelNodeGetParams_v12000>("cuGraphKernelNodeGetParams");
   static const auto func_name =
       cuda::driver_entry<PFN_cuFuncGetName_v12030>("cuFuncGetName", 12030);
   static const auto kern_name =
@@ -36,41 +51,41 @@ const char* kernel_name(cudaGraphNode_t node) {
   return name;
 }
 
+namespace {
+
 // Every kernel of ours sits in namespace nanovllm, so its mangled name holds it.
-bool ours(const char* name) { return std::strstr(name, "nanovllm") != nullptr; }
+bool ours(const char* name) {
+  return std::strstr(name, "nanovllm") != nullptr;
+}
 
 // A kernel from a library whose blocks never allow their dependents early: not ours and not
 // NCCL's (a collective's blocks wait for the peers; its dependents keep their launch at its end).
 bool library_gemm_kernel(cudaGraphNode_t node) {
-  const char* name = kernel_name(node);
+  const char* name = graph_kernel_name(node);
   return name != nullptr && !ours(name) && std::strstr(name, "nccl") == nullptr;
 }
 
 // One of our kernels: its work before griddepcontrol.wait follows our rule (the library's own
 // kernels behind each other, a split-K GEMM's reduction, keep their edges).
 bool our_kernel(cudaGraphNode_t node) {
-  const char* name = kernel_name(node);
+  const char* name = graph_kernel_name(node);
   return name != nullptr && ours(name);
 }
 
 }  // namespace
 
 int launch_dependents_at_library_kernel_start(cudaGraph_t graph) {
-  size_t count = 0;
-  CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
-  std::vector<cudaGraphNode_t> from(count), to(count);
-  std::vector<cudaGraphEdgeData> data(count);
-  CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &count));
+  const GraphEdges edges = graph_edges(graph);
   int moved = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (data[i].type != cudaGraphDependencyTypeProgrammatic ||
-        data[i].from_port != cudaGraphKernelNodePortProgrammatic || !library_gemm_kernel(from[i]) ||
-        !our_kernel(to[i]))
+  for (size_t i = 0; i < edges.data.size(); ++i) {
+    const cudaGraphEdgeData& d = edges.data[i];
+    if (d.type != cudaGraphDependencyTypeProgrammatic ||
+        d.from_port != cudaGraphKernelNodePortProgrammatic || !library_gemm_kernel(edges.from[i]) ||
+        !our_kernel(edges.to[i]))
       continue;
-    CUDA_CHECK(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1));
-    cudaGraphEdgeData at_start = data[i];
+    cudaGraphEdgeData at_start = d;
     at_start.from_port = cudaGraphKernelNodePortLaunchCompletion;
-    CUDA_CHECK(cudaGraphAddDependencies(graph, &from[i], &to[i], &at_start, 1));
+    replace_edge(graph, edges, i, at_start);
     ++moved;
   }
   return moved;
