@@ -75,7 +75,9 @@ size_t CudaGraphRunner::graph_bytes_estimate(size_t num_graphs, int tp_size, int
   size_t collectives = 0;  // NCCL nodes a graph holds
   if (tp_size > 1)
     collectives = all_reduces_in_kernels ? 1 : 2 * static_cast<size_t>(num_layers) + 2;
-  return num_graphs * (kGraphBytesEstimate + collectives * kCollectiveNodeBytesEstimate);
+  if (num_graphs == 0) return 0;  // --enforce-eager
+  return kGraphSetBytesEstimate +
+         num_graphs * (kGraphBytesEstimate + collectives * kCollectiveNodeBytesEstimate);
 }
 
 CudaGraphRunner::CudaGraphRunner(std::vector<int> batch_sizes, int max_blocks_per_seq,

@@ -69,6 +69,11 @@ class CudaGraphRunner {
   // all-reduces are the peer path's kernels (Communicator::all_reduce_in_kernels), so a graph
   // holds one NCCL node, the LM head's gather: 72 graphs (both forms, sampling from shards)
   // took 0.08-0.09 GiB a rank at --tp 2 and 4 on H200s where NCCL's allowance reserved 1.09.
+  // Any set of graphs also pays a part that does not grow with its size (likely what CUDA loads
+  // lazily for the decode-sized kernels, whose first launches are the capture's eager runs):
+  // the examples' 7 graphs (batch 1..16) of the 0.6B took 0.07 GiB at --tp 1 on an H200,
+  // 0.04 more than 4 MiB a graph reserved, and every such run warned (2026-11-29).
+  static constexpr size_t kGraphSetBytesEstimate = size_t{64} << 20;         // once, any graphs
   static constexpr size_t kGraphBytesEstimate = size_t{4} << 20;             // a graph's own
   static constexpr size_t kCollectiveNodeBytesEstimate = size_t{160} << 10;  // per NCCL node
   static size_t graph_bytes_estimate(size_t num_graphs, int tp_size, int num_layers,
