@@ -1,6 +1,8 @@
 #include "rank/cuda_graph_runner.h"
 
 #include <algorithm>
+#include <memory>
+#include <type_traits>
 
 #include "kernels/graph_launch_order.h"
 #include "kernels/pending_inputs.h"
@@ -26,18 +28,12 @@ cudaGraphExec_t capture_graph(const CudaGraphRunner::Forward& forward, const Dec
     throw;
   }
   CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  if (library_next_at_start) {
-    try {
-      *moved += kernels::launch_dependents_at_library_kernel_start(graph);
-    } catch (...) {
-      cudaGraphDestroy(graph);
-      throw;
-    }
-  }
+  // The graph itself goes on every exit from here (its instance keeps what it needs).
+  const std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, decltype(&cudaGraphDestroy)> owned(
+      graph, &cudaGraphDestroy);
+  if (library_next_at_start) *moved += kernels::launch_dependents_at_library_kernel_start(graph);
   cudaGraphExec_t exec = nullptr;
-  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  CUDA_CHECK(err);
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   return exec;
 }
 
