@@ -53,23 +53,17 @@ const char* graph_kernel_name(cudaGraphNode_t node) {
 
 namespace {
 
-// Every kernel of ours sits in namespace nanovllm, so its mangled name holds it.
-bool ours(const char* name) {
-  return std::strstr(name, "nanovllm") != nullptr;
-}
+// Whose kernel a node runs, from its mangled name: ours all sit in namespace nanovllm; NCCL's
+// collectives (whose blocks wait for the peers: their dependents keep their launch at its end);
+// any other library's (cuBLAS's GEMMs, whose blocks never allow their dependents early).
+enum class KernelOwner { kNotAKernel, kOurs, kNccl, kLibrary };
 
-// A kernel from a library whose blocks never allow their dependents early: not ours and not
-// NCCL's (a collective's blocks wait for the peers; its dependents keep their launch at its end).
-bool library_gemm_kernel(cudaGraphNode_t node) {
+KernelOwner owner_of(cudaGraphNode_t node) {
   const char* name = graph_kernel_name(node);
-  return name != nullptr && !ours(name) && std::strstr(name, "nccl") == nullptr;
-}
-
-// One of our kernels: its work before griddepcontrol.wait follows our rule (the library's own
-// kernels behind each other, a split-K GEMM's reduction, keep their edges).
-bool our_kernel(cudaGraphNode_t node) {
-  const char* name = graph_kernel_name(node);
-  return name != nullptr && ours(name);
+  if (name == nullptr) return KernelOwner::kNotAKernel;
+  if (std::strstr(name, "nanovllm") != nullptr) return KernelOwner::kOurs;
+  if (std::strstr(name, "nccl") != nullptr) return KernelOwner::kNccl;
+  return KernelOwner::kLibrary;
 }
 
 }  // namespace
@@ -79,9 +73,12 @@ int launch_dependents_at_library_kernel_start(cudaGraph_t graph) {
   int moved = 0;
   for (size_t i = 0; i < edges.data.size(); ++i) {
     const cudaGraphEdgeData& d = edges.data[i];
+    // Only into ours, whose work before griddepcontrol.wait follows our rule (the library's own
+    // kernels behind each other, a split-K GEMM's reduction, keep their edges).
     if (d.type != cudaGraphDependencyTypeProgrammatic ||
-        d.from_port != cudaGraphKernelNodePortProgrammatic || !library_gemm_kernel(edges.from[i]) ||
-        !our_kernel(edges.to[i]))
+        d.from_port != cudaGraphKernelNodePortProgrammatic ||
+        owner_of(edges.from[i]) != KernelOwner::kLibrary ||
+        owner_of(edges.to[i]) != KernelOwner::kOurs)
       continue;
     cudaGraphEdgeData at_start = d;
     at_start.from_port = cudaGraphKernelNodePortLaunchCompletion;
